@@ -1,0 +1,50 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "mirror",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "mirror", targets: ["mirror"]),
+        .library(name: "MirrorCore", targets: ["MirrorCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // libcurl, with typed wrappers for the variadic curl_easy_setopt/getinfo.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
+        ),
+        // OpenSSL's libcrypto, for SHA-256.
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "MirrorCore",
+            dependencies: ["CCurl", "CYAML", "CCrypto"]
+        ),
+        .executableTarget(
+            name: "mirror",
+            dependencies: [
+                "MirrorCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // Unit tests, integration tests against nginx and the fault server on
+        // loopback, and CLI tests that run the built `mirror` binary.
+        .testTarget(
+            name: "MirrorCoreTests",
+            dependencies: ["MirrorCore", "mirror"]
+        ),
+    ]
+)

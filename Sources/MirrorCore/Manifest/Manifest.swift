@@ -1,0 +1,152 @@
+/// A parsed, validated manifest (format version 1): what to fetch and where it belongs.
+///
+/// Every value here has been checked: URLs have an allowed scheme, destinations are relative
+/// paths inside `root`, `${VAR}` references are expanded. Build one with `ManifestLoader`.
+public struct Manifest: Sendable {
+    /// The manifest file as it was named on the command line.
+    public var path: String
+    public var version: Int
+    /// Absolute directory that every `dest` is relative to.
+    public var root: String
+    /// Simultaneous transfers (`concurrency`, or `-j` on the command line).
+    public var concurrency: Int
+    public var connectivity: ConnectivitySettings
+    /// `allow_file: true` at the top level permits `file://` URLs.
+    public var allowFile: Bool
+    /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
+    public var entries: [Entry]
+
+    public init(
+        path: String, version: Int, root: String, concurrency: Int,
+        connectivity: ConnectivitySettings, allowFile: Bool, entries: [Entry]
+    ) {
+        self.path = path
+        self.version = version
+        self.root = root
+        self.concurrency = concurrency
+        self.connectivity = connectivity
+        self.allowFile = allowFile
+        self.entries = entries
+    }
+}
+
+/// `connectivity:` — how `mirror` checks for a network before it retries.
+public struct ConnectivitySettings: Sendable, Equatable {
+    /// Host to probe instead of each entry's own host.
+    public var probe: RemoteURL?
+    /// How long to wait for the network before giving up.
+    public var wait: Duration
+
+    public static let defaultWait: Duration = .seconds(300)
+
+    public init(probe: RemoteURL? = nil, wait: Duration = ConnectivitySettings.defaultWait) {
+        self.probe = probe
+        self.wait = wait
+    }
+}
+
+/// Per-transfer settings: the manifest's `defaults:`, overridden key by key by an entry.
+public struct TransferSettings: Sendable, Equatable {
+    /// Further attempts after the first one fails with a retryable error.
+    public var retries: Int
+    /// Longest a connection attempt may take, and longest a transfer may go without receiving
+    /// a byte, before the attempt is abandoned.
+    public var timeout: Duration
+    /// Extra request headers, in manifest order. Values may hold secrets: never print them.
+    public var headers: [HTTPHeader]
+    /// `insecure: true` turns TLS certificate verification off for this entry.
+    public var insecure: Bool
+    /// A body that grows past this many bytes is stopped.
+    public var maxSize: Int64?
+
+    public static let defaultRetries = 5
+    public static let defaultTimeout: Duration = .seconds(30)
+
+    public init(
+        retries: Int = TransferSettings.defaultRetries,
+        timeout: Duration = TransferSettings.defaultTimeout,
+        headers: [HTTPHeader] = [],
+        insecure: Bool = false,
+        maxSize: Int64? = nil
+    ) {
+        self.retries = retries
+        self.timeout = timeout
+        self.headers = headers
+        self.insecure = insecure
+        self.maxSize = maxSize
+    }
+}
+
+/// A request header from the manifest. The value is kept out of `description`.
+public struct HTTPHeader: Sendable, Equatable, CustomStringConvertible {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+
+    public var description: String { "\(name): <redacted>" }
+}
+
+/// One file to mirror.
+public struct Entry: Sendable {
+    public var url: RemoteURL
+    /// Fallback URLs for the same file, tried in order.
+    public var mirrors: [RemoteURL]
+    /// Path relative to the manifest's root, normalised (no `.`, no empty components).
+    public var dest: String
+    /// Pinned SHA-256, 64 lowercase hex digits.
+    public var sha256: String?
+    /// Pinned size in bytes.
+    public var size: Int64?
+    public var settings: TransferSettings
+    /// Where the entry's mapping starts in the manifest.
+    public var location: SourceLocation
+
+    public init(
+        url: RemoteURL, mirrors: [RemoteURL] = [], dest: String, sha256: String? = nil,
+        size: Int64? = nil, settings: TransferSettings = TransferSettings(),
+        location: SourceLocation
+    ) {
+        self.url = url
+        self.mirrors = mirrors
+        self.dest = dest
+        self.sha256 = sha256
+        self.size = size
+        self.settings = settings
+        self.location = location
+    }
+}
+
+/// A URL as it goes on the wire, with a form that is safe to print.
+public struct RemoteURL: Sendable, Hashable, CustomStringConvertible {
+    /// The URL with `${VAR}` references expanded. May hold secrets: use only for requests.
+    public var string: String
+    /// The URL as the manifest wrote it (`${VAR}` unexpanded) with any userinfo replaced by
+    /// `***`. Safe for output, logs, JSON and the state store.
+    public var display: String
+
+    public init(string: String, display: String) {
+        self.string = string
+        self.display = display
+    }
+
+    public var description: String { display }
+}
+
+/// A place in a manifest file; `line` and `column` count from 1.
+public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
+    public var file: String
+    public var line: Int
+    public var column: Int
+
+    public init(file: String, line: Int, column: Int) {
+        self.file = file
+        self.line = line
+        self.column = column
+    }
+
+    public var description: String { "\(file):\(line):\(column)" }
+}
