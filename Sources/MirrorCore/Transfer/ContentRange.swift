@@ -1,0 +1,66 @@
+/// A parsed `Content-Range` header value (RFC 9110 §14.4), bytes unit only.
+///
+/// Either a satisfied range, `bytes FIRST-LAST/TOTAL` (TOTAL may be `*`), or the unsatisfied
+/// form `bytes */TOTAL` that comes with a 416.
+struct ContentRange: Equatable, Sendable {
+    /// First and last byte positions, inclusive; nil for the unsatisfied form.
+    var first: Int64?
+    var last: Int64?
+    /// Complete length of the representation; nil when the server sent `*`.
+    var total: Int64?
+
+    init(first: Int64?, last: Int64?, total: Int64?) {
+        self.first = first
+        self.last = last
+        self.total = total
+    }
+
+    /// Returns nil for anything malformed, so callers treat it as "no usable range".
+    init?(_ header: String) {
+        var text = Substring(header).drop(while: { $0 == " " })
+        guard text.lowercased().hasPrefix("bytes ") else { return nil }
+        text = text.dropFirst("bytes ".count).drop(while: { $0 == " " })
+        let halves = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard halves.count == 2 else { return nil }
+        let rangePart = halves[0].trimmingSpaces
+        let totalPart = halves[1].trimmingSpaces
+        if totalPart == "*" {
+            total = nil
+        } else {
+            guard let value = Int64(decimal: totalPart) else { return nil }
+            total = value
+        }
+        if rangePart == "*" {
+            guard total != nil else { return nil }
+            first = nil
+            last = nil
+            return
+        }
+        let bounds = rangePart.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = Int64(decimal: bounds[0]), let last = Int64(decimal: bounds[1]),
+              first <= last
+        else { return nil }
+        if let total, last >= total { return nil }
+        self.first = first
+        self.last = last
+    }
+}
+
+extension Substring {
+    var trimmingSpaces: Substring {
+        var text = self
+        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
+        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
+        return text
+    }
+}
+
+extension Int64 {
+    /// Strict decimal: digits only, no sign, no spaces, no overflow.
+    init?(decimal text: Substring) {
+        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int64(text) else {
+            return nil
+        }
+        self = value
+    }
+}

@@ -1,0 +1,52 @@
+/// The status and headers of one response (the last one, after any 1xx or redirect hop).
+public struct ResponseHead: Sendable, Equatable {
+    public var status: Int
+    /// Header fields in arrival order; names lowercased.
+    public var fields: [(name: String, value: String)]
+
+    public init(status: Int, fields: [(name: String, value: String)] = []) {
+        self.status = status
+        self.fields = fields.map { (name: $0.name.lowercased(), value: $0.value) }
+    }
+
+    public static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {
+        lhs.status == rhs.status && lhs.fields.elementsEqual(rhs.fields, by: { $0 == $1 })
+    }
+
+    /// The last value of a header, by case-insensitive name.
+    public subscript(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return fields.last(where: { $0.name == wanted })?.value
+    }
+
+    public var isSuccess: Bool { (200..<300).contains(status) }
+    public var isRedirect: Bool { [301, 302, 303, 307, 308].contains(status) }
+
+    /// Content-Length, when present, valid, and describing the bytes as stored: a body with a
+    /// Content-Encoding other than identity has a length that says nothing about the file.
+    public var contentLength: Int64? {
+        guard !isEncoded, let text = self["content-length"] else { return nil }
+        return Int64(decimal: Substring(text).trimmingSpaces)
+    }
+
+    public var isEncoded: Bool {
+        guard let encoding = self["content-encoding"].map({ Substring($0).trimmingSpaces.lowercased() }) else { return false }
+        return !encoding.isEmpty && encoding != "identity"
+    }
+
+    var contentRange: ContentRange? { self["content-range"].flatMap(ContentRange.init) }
+
+    public var etag: String? { self["etag"].map { String(Substring($0).trimmingSpaces) } }
+    public var lastModified: String? { self["last-modified"].map { String(Substring($0).trimmingSpaces) } }
+
+    /// The total size of the file this response describes: Content-Range's total for a 206 or
+    /// a 416, otherwise the identity Content-Length of a 200.
+    public var totalSize: Int64? {
+        switch status {
+        case 206, 416: return contentRange?.total
+        case 200: return contentLength
+        default: return nil
+        }
+    }
+}
+

@@ -1,0 +1,198 @@
+import CCurl
+
+/// The state of one request while the engine runs it. Lives on the engine's thread; curl's
+/// callbacks find it through the `Unmanaged` userdata pointer.
+final class TransferContext {
+    let id: UInt64
+    let request: TransferRequest
+    let sink: (any ResponseBodySink)?
+    let easy = EasyHandle()
+    let continuation: CheckedContinuation<TransferOutcome, Never>
+
+    /// Freed only after the easy handle is cleaned up: libcurl keeps these pointers.
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+
+    private var status = 0
+    private var fields: [(name: String, value: String)] = []
+    private var sawHTTPStatusLine = false
+    private var disposition: BodyDisposition?
+    private var bodyBytes: Int64 = 0
+    private var abortedBySink = false
+
+    static let receiveBufferSize = 512 * 1024
+    static let userAgent = "mirror/\(MirrorVersion.string)"
+
+    init(
+        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
+        continuation: CheckedContinuation<TransferOutcome, Never>
+    ) {
+        self.id = id
+        self.request = request
+        self.sink = sink
+        self.continuation = continuation
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+    }
+
+    /// Sets every option. `self` must stay alive (the engine holds it) until `finish`.
+    func configure() throws(CurlSetupError) {
+        let userdata = Unmanaged.passUnretained(self).toOpaque()
+        try easy.set(CURLOPT_URL, request.url, "CURLOPT_URL")
+        try easy.set(CURLOPT_PROTOCOLS_STR, request.protocols, "CURLOPT_PROTOCOLS_STR")
+        // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
+        try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
+        try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
+        try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBufferSize, "CURLOPT_BUFFERSIZE")
+        try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
+        try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
+        try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer), "CURLOPT_ERRORBUFFER")
+        if request.method == .head {
+            try easy.set(CURLOPT_NOBODY, 1, "CURLOPT_NOBODY")
+        }
+        if let first = request.rangeFirst {
+            let range = request.rangeLast.map { "\(first)-\($0)" } ?? "\(first)-"
+            try easy.set(CURLOPT_RANGE, range, "CURLOPT_RANGE")
+        }
+        let timeoutMilliseconds = max(1, Int(request.timeout.milliseconds))
+        try easy.set(CURLOPT_CONNECTTIMEOUT_MS, timeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
+        // "Less than one byte per second for the whole timeout" is how a silent peer shows.
+        try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1, "CURLOPT_LOW_SPEED_LIMIT")
+        try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, timeoutMilliseconds / 1000), "CURLOPT_LOW_SPEED_TIME")
+        if request.insecure {
+            try easy.set(CURLOPT_SSL_VERIFYPEER, 0, "CURLOPT_SSL_VERIFYPEER")
+            try easy.set(CURLOPT_SSL_VERIFYHOST, 0, "CURLOPT_SSL_VERIFYHOST")
+        }
+        var lines = request.headers.map { "\($0.name): \($0.value)" }
+        if let ifRange = request.ifRange, request.rangeFirst != nil {
+            lines.append("If-Range: \(ifRange)")
+        }
+        for line in lines {
+            guard let appended = curl_slist_append(headerList, line) else {
+                throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)
+            }
+            headerList = appended
+        }
+        if headerList != nil {
+            try easy.set(CURLOPT_HTTPHEADER, list: headerList, "CURLOPT_HTTPHEADER")
+        }
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
+            let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
+            context.receiveHeaderLine(UnsafeRawBufferPointer(start: data, count: size * count))
+            return size * count
+        }, "CURLOPT_HEADERFUNCTION")
+        try easy.set(CURLOPT_HEADERDATA, pointer: userdata, "CURLOPT_HEADERDATA")
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
+            let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
+            let accepted = context.receiveBody(UnsafeRawBufferPointer(start: data, count: size * count))
+            // Any count other than the one offered makes libcurl stop with CURLE_WRITE_ERROR.
+            return accepted ? size * count : 0
+        }, "CURLOPT_WRITEFUNCTION")
+        try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
+    }
+
+    private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
+        var line = String(decoding: bytes, as: UTF8.self)
+        while line.hasSuffix("\n") || line.hasSuffix("\r") { line.removeLast() }
+        if line.hasPrefix("HTTP/") {
+            // A new response begins (after a 1xx, or on a redirect hop): forget the last one's.
+            let parts = line.split(separator: " ", maxSplits: 2)
+            status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            fields.removeAll(keepingCapacity: true)
+            sawHTTPStatusLine = true
+            return
+        }
+        if line.isEmpty { return }
+        if let first = line.first, first == " " || first == "\t", !fields.isEmpty {
+            fields[fields.count - 1].value += " " + String(Substring(line).trimmingSpaces)
+            return
+        }
+        guard let colon = line.firstIndex(of: ":") else { return }
+        let name = String(line[..<colon]).lowercased()
+        let value = String(line[line.index(after: colon)...].trimmingSpaces)
+        fields.append((name: name, value: value))
+    }
+
+    private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let disposition = self.disposition ?? decideDisposition()
+        bodyBytes += Int64(bytes.count)
+        switch disposition {
+        case .discard: return true
+        case .abort: return false
+        case .write:
+            if sink?.write(bytes) == false {
+                abortedBySink = true
+                return false
+            }
+            return true
+        }
+    }
+
+    private func decideDisposition() -> BodyDisposition {
+        let head = currentHead()
+        let decided: BodyDisposition
+        if head.isRedirect || sink == nil {
+            decided = .discard
+        } else {
+            decided = sink!.begin(head)
+            if decided == .abort { abortedBySink = true }
+        }
+        disposition = decided
+        return decided
+    }
+
+    /// The response head so far. Protocols without HTTP headers (file, ftp) get one made from
+    /// what libcurl knows, so callers judge every response the same way.
+    private func currentHead() -> ResponseHead {
+        if sawHTTPStatusLine { return ResponseHead(status: status, fields: fields) }
+        let length = easy.infoOffset(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T)
+        if let first = request.rangeFirst, first > 0 {
+            var synthetic: [(name: String, value: String)] = []
+            if let length {
+                synthetic.append((name: "content-range", value: "bytes \(first)-\(first + length - 1)/\(first + length)"))
+            }
+            return ResponseHead(status: 206, fields: synthetic)
+        }
+        return ResponseHead(status: 200, fields: length.map { [(name: "content-length", value: "\($0)")] } ?? [])
+    }
+
+    /// Completes the request: consults the sink if the response had no body, then resumes the
+    /// waiting caller. Call after the handle left the multi handle, before `releaseHandle`.
+    func finish(code: CURLcode, cancelled: Bool) {
+        let head: ResponseHead? = sawHTTPStatusLine || code == CURLE_OK ? currentHead() : nil
+        if disposition == nil, head != nil, !cancelled, code == CURLE_OK {
+            _ = decideDisposition()
+        }
+        let message = errorBuffer.pointee != 0
+            ? String(cString: errorBuffer)
+            : String(cString: curl_easy_strerror(code))
+        let outcome = TransferOutcome(
+            head: head,
+            curlCode: Int(code.rawValue),
+            curlMessage: message,
+            osErrno: Int32(truncatingIfNeeded: easy.infoLong(CURLINFO_OS_ERRNO)),
+            redirectURL: easy.infoString(CURLINFO_REDIRECT_URL),
+            bodyBytes: bodyBytes,
+            bodyWasWritten: disposition == .write,
+            abortedBySink: abortedBySink,
+            cancelled: cancelled
+        )
+        continuation.resume(returning: outcome)
+    }
+
+    func releaseHandle() {
+        easy.cleanup()
+        curl_slist_free_all(headerList)
+        headerList = nil
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        let parts = components
+        return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+    }
+}

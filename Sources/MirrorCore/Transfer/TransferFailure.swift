@@ -1,0 +1,136 @@
+import CCurl
+import Glibc
+
+/// Why a probe or a transfer did not produce a good file. Classified once, here: every retry
+/// decision and every exit code derives from `isRetryable` and `isNetworkLevel`.
+public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The server answered with an HTTP status that is not a success.
+    case httpStatus(Int, retryAfter: String? = nil)
+    /// libcurl failed below HTTP: DNS, connect, TLS, timeout, reset, protocol.
+    case curl(code: Int, message: String, osErrno: Int32)
+    /// The connection ended before the announced body was complete.
+    case partialBody(received: Int64, expected: Int64)
+    /// A reply to a range request that cannot be appended safely (wrong start, wrong total).
+    case rangeMismatch(String)
+    /// The body grew past the expected size or the `max_size` guard.
+    case bodyTooLarge(limit: Int64)
+    /// The finished file is not the size the server or the manifest promised.
+    case sizeMismatch(expected: Int64, actual: Int64)
+    /// The finished file's SHA-256 is not the pinned one.
+    case checksumMismatch(expected: String, actual: String)
+    /// The server's reported size contradicts the manifest's `size` pin.
+    case sizePinConflict(pinned: Int64, remote: Int64)
+    /// A redirect that `mirror` refuses to follow.
+    case redirectRefused(String)
+    /// Reading or writing a local file failed.
+    case localIO(path: String, operation: String, errno: Int32)
+    /// The run was interrupted before this transfer finished.
+    case cancelled
+
+    /// Worth another attempt: the same request may well succeed later.
+    public var isRetryable: Bool {
+        switch self {
+        case .httpStatus(let status, _):
+            return status == 408 || status == 429 || (500...599).contains(status)
+        case .curl(let code, _, _):
+            return !Self.permanentCurlCodes.contains(code)
+        case .partialBody, .rangeMismatch, .sizeMismatch, .checksumMismatch:
+            // A cut or inconsistent body, or bytes that do not hash right, may be a passing
+            // fault; the next attempt starts clean. Checksum and size failures are turned
+            // permanent once their retries are spent.
+            return true
+        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .cancelled:
+            return false
+        case .localIO(_, _, let errno):
+            // Disk full, permission denied, read-only file system: retrying cannot help.
+            return errno == EINTR || errno == EAGAIN
+        }
+    }
+
+    /// A failure below HTTP, after which the network itself is in doubt: the connectivity
+    /// check runs before such a failure is retried.
+    public var isNetworkLevel: Bool {
+        if case .curl(let code, _, _) = self { return Self.networkCurlCodes.contains(code) }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .httpStatus(let status, _):
+            return "HTTP \(status) \(HTTPStatusText.phrase(for: status))"
+        case .curl(_, let message, let osErrno):
+            if osErrno != 0 {
+                return "\(message) (\(String(cString: strerror(osErrno))))"
+            }
+            return message
+        case .partialBody(let received, let expected):
+            return "connection closed after \(received) of \(expected) bytes"
+        case .rangeMismatch(let detail):
+            return "unusable reply to a range request: \(detail)"
+        case .bodyTooLarge(let limit):
+            return "body exceeds the expected \(limit) bytes; transfer stopped"
+        case .sizeMismatch(let expected, let actual):
+            return "size mismatch: expected \(expected) bytes, got \(actual)"
+        case .checksumMismatch(let expected, let actual):
+            return "sha256 mismatch: manifest pins \(expected), download has \(actual)"
+        case .sizePinConflict(let pinned, let remote):
+            return "server reports \(remote) bytes but the manifest pins size \(pinned)"
+        case .redirectRefused(let reason):
+            return "redirect refused: \(reason)"
+        case .localIO(let path, let operation, let errno):
+            return "\(operation) \(path): \(String(cString: strerror(errno)))"
+        case .cancelled:
+            return "interrupted"
+        }
+    }
+
+    /// Codes that mean the request itself is wrong or the peer is not trusted.
+    private static let permanentCurlCodes: Set<Int> = [
+        Int(CURLE_UNSUPPORTED_PROTOCOL.rawValue), Int(CURLE_URL_MALFORMAT.rawValue),
+        Int(CURLE_NOT_BUILT_IN.rawValue), Int(CURLE_PEER_FAILED_VERIFICATION.rawValue),
+        Int(CURLE_SSL_CACERT_BADFILE.rawValue), Int(CURLE_SSL_CERTPROBLEM.rawValue),
+        Int(CURLE_SSL_ISSUER_ERROR.rawValue), Int(CURLE_SSL_PINNEDPUBKEYNOTMATCH.rawValue),
+        Int(CURLE_LOGIN_DENIED.rawValue), Int(CURLE_REMOTE_ACCESS_DENIED.rawValue),
+        Int(CURLE_REMOTE_FILE_NOT_FOUND.rawValue), Int(CURLE_FILESIZE_EXCEEDED.rawValue),
+        Int(CURLE_TOO_MANY_REDIRECTS.rawValue), Int(CURLE_FILE_COULDNT_READ_FILE.rawValue),
+    ]
+
+    /// Codes after which the network (not the server's answer) is in doubt.
+    private static let networkCurlCodes: Set<Int> = [
+        Int(CURLE_COULDNT_RESOLVE_HOST.rawValue), Int(CURLE_COULDNT_RESOLVE_PROXY.rawValue),
+        Int(CURLE_COULDNT_CONNECT.rawValue), Int(CURLE_OPERATION_TIMEDOUT.rawValue),
+        Int(CURLE_SEND_ERROR.rawValue), Int(CURLE_RECV_ERROR.rawValue),
+        Int(CURLE_GOT_NOTHING.rawValue), Int(CURLE_PARTIAL_FILE.rawValue),
+        Int(CURLE_SSL_CONNECT_ERROR.rawValue), Int(CURLE_HTTP2.rawValue),
+        Int(CURLE_HTTP2_STREAM.rawValue),
+    ]
+}
+
+/// Reason phrases for the statuses a user of a mirroring tool meets.
+enum HTTPStatusText {
+    static func phrase(for status: Int) -> String {
+        switch status {
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 410: return "Gone"
+        case 416: return "Range Not Satisfiable"
+        case 429: return "Too Many Requests"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        default:
+            switch status {
+            case 300..<400: return "Redirect"
+            case 400..<500: return "Client Error"
+            case 500..<600: return "Server Error"
+            default: return "Unexpected Status"
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+/// One request for the transfer engine: a single hop, no redirects followed (see `Fetcher`).
+struct TransferRequest: Sendable {
+    enum Method: Sendable { case head, get }
+
+    var url: String
+    var method: Method
+    /// Headers from the manifest. They may hold secrets and are dropped on cross-origin redirects.
+    var headers: [HTTPHeader]
+    /// First byte wanted (`Range: bytes=first-` or `first-last`); nil for the whole file.
+    var rangeFirst: Int64?
+    var rangeLast: Int64?
+    /// Validator sent as `If-Range` with a range request.
+    var ifRange: String?
+    var timeout: Duration
+    var insecure: Bool
+    /// Comma-separated libcurl protocol names this request may use.
+    var protocols: String
+
+    init(
+        url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,
+        rangeLast: Int64? = nil, ifRange: String? = nil, timeout: Duration = .seconds(30),
+        insecure: Bool = false, protocols: String = "http,https"
+    ) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.rangeFirst = rangeFirst
+        self.rangeLast = rangeLast
+        self.ifRange = ifRange
+        self.timeout = timeout
+        self.insecure = insecure
+        self.protocols = protocols
+    }
+}
+
+/// What a response's body should become, decided once its headers are known.
+enum BodyDisposition: Sendable {
+    /// Hand the bytes to the sink.
+    case write
+    /// Read and drop the bytes (an error page, a redirect body).
+    case discard
+    /// Stop the transfer now; the sink keeps the reason.
+    case abort
+}
+
+/// Receives one response on the transfer engine's thread.
+///
+/// Conforming types are used by one thread at a time: by the caller before the request is
+/// submitted and after it completes, by the engine in between, so `@unchecked Sendable` is
+/// sound for them.
+protocol ResponseBodySink: AnyObject, Sendable {
+    /// Called once per request with the final response's head, before its first body byte,
+    /// or when the transfer ends if the response had no body. Not called for redirects.
+    func begin(_ head: ResponseHead) -> BodyDisposition
+    /// Body bytes, in order. Returning false aborts the transfer.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+}
+
+/// How one request ended, as libcurl saw it.
+struct TransferOutcome: Sendable {
+    /// The response's status and headers; nil if no response arrived.
+    var head: ResponseHead?
+    /// libcurl's result code (0 is CURLE_OK) and its error text.
+    var curlCode: Int
+    var curlMessage: String
+    var osErrno: Int32
+    /// Where a redirect points, resolved against the request URL.
+    var redirectURL: String?
+    /// Body bytes received for the final response (written or discarded).
+    var bodyBytes: Int64
+    /// The body was handed to the sink.
+    var bodyWasWritten: Bool
+    /// The sink asked to stop; its own state says why.
+    var abortedBySink: Bool
+    var cancelled: Bool
+
+    var succeeded: Bool { curlCode == 0 && !cancelled }
+
+    /// The failure at the transport level, if any: curl errors and interruption. HTTP statuses
+    /// are judged by the caller, which knows what it asked for.
+    var transportFailure: TransferFailure? {
+        if cancelled { return .cancelled }
+        if curlCode == 0 || abortedBySink { return nil }
+        return .curl(code: curlCode, message: curlMessage, osErrno: osErrno)
+    }
+}
