@@ -22,6 +22,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     case sizePinConflict(pinned: Int64, remote: Int64)
     /// A redirect that `mirror` refuses to follow.
     case redirectRefused(String)
+    /// What is on disk is in the way (a directory where a file belongs) and is not mirror's to remove.
+    case localConflict(String)
     /// Reading or writing a local file failed.
     case localIO(path: String, operation: String, errno: Int32)
     /// The run was interrupted before this transfer finished.
@@ -39,7 +41,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             // fault; the next attempt starts clean. Checksum and size failures are turned
             // permanent once their retries are spent.
             return true
-        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .cancelled:
+        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .cancelled:
             return false
         case .localIO(_, _, let errno):
             // Disk full, permission denied, read-only file system: retrying cannot help.
@@ -77,6 +79,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return "server reports \(remote) bytes but the manifest pins size \(pinned)"
         case .redirectRefused(let reason):
             return "redirect refused: \(reason)"
+        case .localConflict(let detail):
+            return detail
         case .localIO(let path, let operation, let errno):
             return "\(operation) \(path): \(String(cString: strerror(errno)))"
         case .cancelled:

@@ -1,0 +1,65 @@
+import CCrypto
+import Glibc
+
+/// Incremental SHA-256 over OpenSSL's libcrypto.
+final class SHA256Hasher {
+    private let context: OpaquePointer
+
+    init() {
+        guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed: out of memory") }
+        self.context = context
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    deinit {
+        EVP_MD_CTX_free(context)
+    }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        EVP_DigestUpdate(context, base, bytes.count)
+    }
+
+    /// Starts over, as if no bytes had been seen.
+    func reset() {
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    /// The digest as 64 lowercase hex digits. The hasher must not be used afterwards.
+    func finalize() -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        EVP_DigestFinal_ex(context, &digest, &length)
+        return Self.hex(digest)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = [UInt8]()
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Feeds the first `length` bytes of the open file `fd` into the hasher.
+    func update(fileDescriptor fd: Int32, length: Int64, path: String) throws(TransferFailure) {
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var position: Int64 = 0
+        while position < length {
+            let wanted = Int(min(Int64(chunk), length - position))
+            let count = pread(fd, buffer.baseAddress, wanted, off_t(position))
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .localIO(path: path, operation: "read", errno: errno)
+            }
+            if count == 0 { throw .sizeMismatch(expected: length, actual: position) }
+            update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            position += Int64(count)
+        }
+    }
+}

@@ -1,0 +1,45 @@
+/// Where an entry's finished file and its partial download live.
+///
+/// The partial file sits in the same directory as `DEST`, so renaming it into place is atomic.
+/// Its name is `NAME.part`, unless that would exceed the file-name limit: then it is a
+/// shortened name that stays unique per destination.
+public struct DestinationPaths: Sendable, Equatable {
+    /// Absolute path of the finished file.
+    public var destination: String
+    /// Absolute path of the partial download.
+    public var partial: String
+    /// Absolute path of the directory that holds both.
+    public var directory: String
+
+    /// Longest file name most Linux file systems accept (NAME_MAX).
+    static let nameLimit = 255
+    static let suffix = ".part"
+
+    public init(root: String, dest: String) {
+        let rootPrefix = root.hasSuffix("/") ? root : root + "/"
+        destination = rootPrefix + dest
+        let slash = destination.lastIndex(of: "/")!
+        directory = String(destination[..<slash])
+        let name = String(destination[destination.index(after: slash)...])
+        partial = directory + "/" + Self.partialName(for: name)
+    }
+
+    static func partialName(for name: String) -> String {
+        if name.utf8.count + suffix.utf8.count <= nameLimit { return name + suffix }
+        // Keep a recognisable prefix and make it unique with a hash of the full name.
+        let tag = "~" + String(fnv1a(name), radix: 16)
+        let room = nameLimit - suffix.utf8.count - tag.utf8.count
+        var prefix = Substring(name)
+        while prefix.utf8.count > room { prefix = prefix.dropLast() }
+        return prefix + tag + suffix
+    }
+
+    private static func fnv1a(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return hash
+    }
+}

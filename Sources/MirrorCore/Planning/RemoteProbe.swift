@@ -1,0 +1,66 @@
+/// Asks the server for a file's size and validators without downloading it.
+///
+/// HEAD first. When HEAD is refused (405, 501, 403) or answers without a usable length (none,
+/// or the length of a compressed body), a `GET` with `Range: bytes=0-0` follows, and the total
+/// is read from its Content-Range.
+struct RemoteProbe: Sendable {
+    let fetcher: Fetcher
+
+    func probe(_ url: RemoteURL, settings: TransferSettings) async -> RemoteFacts {
+        let head = TransferRequest(
+            url: url.string, method: .head, headers: settings.headers, timeout: settings.timeout,
+            insecure: settings.insecure, protocols: RedirectRule.protocols(forScheme: Self.scheme(of: url.string))
+        )
+        let headResult = await fetcher.fetch(head)
+        if let failure = headResult.redirectFailure { return .unavailable(failure) }
+        if let failure = headResult.outcome.transportFailure { return .unavailable(failure) }
+        guard let response = headResult.outcome.head else {
+            return .unavailable(.curl(code: 0, message: "no response", osErrno: 0))
+        }
+        if response.isSuccess, let length = response.contentLength {
+            return .available(RemoteFile(size: length, etag: response.etag, lastModified: response.lastModified))
+        }
+        if !response.isSuccess && ![403, 405, 501].contains(response.status) {
+            return .unavailable(.httpStatus(response.status, retryAfter: response["retry-after"]))
+        }
+
+        var rangeProbe = head
+        rangeProbe.method = .get
+        rangeProbe.rangeFirst = 0
+        rangeProbe.rangeLast = 0
+        let recorder = ProbeRecorder()
+        let getResult = await fetcher.fetch(rangeProbe, sink: recorder)
+        if let failure = getResult.redirectFailure { return .unavailable(failure) }
+        if let failure = getResult.outcome.transportFailure { return .unavailable(failure) }
+        guard let answer = recorder.head ?? getResult.outcome.head else {
+            return .unavailable(.curl(code: 0, message: "no response", osErrno: 0))
+        }
+        switch answer.status {
+        case 200, 206, 416:
+            // 416 to bytes=0-0 is how an empty file answers: `bytes */0`.
+            let size = answer.status == 416 ? answer.contentRange?.total : answer.totalSize
+            return .available(RemoteFile(size: size, etag: answer.etag ?? response.etag,
+                                         lastModified: answer.lastModified ?? response.lastModified))
+        default:
+            return .unavailable(.httpStatus(answer.status, retryAfter: answer["retry-after"]))
+        }
+    }
+
+    static func scheme(of url: String) -> String {
+        guard let colon = url.firstIndex(of: ":") else { return "" }
+        return url[..<colon].lowercased()
+    }
+}
+
+/// Keeps the head of a range probe and stops a body that is more than the one byte asked for.
+private final class ProbeRecorder: ResponseBodySink, @unchecked Sendable {
+    private(set) var head: ResponseHead?
+
+    func begin(_ head: ResponseHead) -> BodyDisposition {
+        self.head = head
+        // A 200 here is the whole file: its headers are all that is wanted.
+        return head.status == 200 ? .abort : .discard
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool { true }
+}

@@ -1,0 +1,59 @@
+import Glibc
+
+/// The few file operations sync needs, each turning errno into a `TransferFailure` that names
+/// the path.
+enum FileSystem {
+    /// `UTIME_NOW` from <sys/stat.h>, a macro Swift does not import.
+    private static let utimeNow = (1 << 30) - 1
+
+    /// Creates `path` and any missing parents, with the umask's permissions.
+    static func makeDirectories(_ path: String) throws(TransferFailure) {
+        var built = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            built += "/" + component
+            if mkdir(built, 0o777) != 0 && errno != EEXIST {
+                throw .localIO(path: built, operation: "create directory", errno: errno)
+            }
+        }
+    }
+
+    /// Opens (creating if needed) a partial file for reading and writing. Never follows a
+    /// symlink at the final component; new files get 0666 minus the umask.
+    static func openPartial(_ path: String, truncate: Bool) throws(TransferFailure) -> Int32 {
+        var flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW
+        if truncate { flags |= O_TRUNC }
+        let fd = open(path, flags, 0o666)
+        if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
+        return fd
+    }
+
+    static func size(of fd: Int32, path: String) throws(TransferFailure) -> Int64 {
+        var info = stat()
+        if fstat(fd, &info) != 0 { throw .localIO(path: path, operation: "inspect", errno: errno) }
+        return Int64(info.st_size)
+    }
+
+    /// Makes the file complete on disk under its final name: mtime, fsync, rename, and an
+    /// fsync of the directory so the rename itself survives a crash.
+    static func commit(fd: Int32, partial: String, destination: String, directory: String, modified: Int?) throws(TransferFailure) {
+        if let modified {
+            var times = [timespec(tv_sec: 0, tv_nsec: utimeNow), timespec(tv_sec: modified, tv_nsec: 0)]
+            if futimens(fd, &times) != 0 {
+                throw .localIO(path: partial, operation: "set modification time of", errno: errno)
+            }
+        }
+        if fsync(fd) != 0 { throw .localIO(path: partial, operation: "fsync", errno: errno) }
+        if rename(partial, destination) != 0 {
+            throw .localIO(path: destination, operation: "rename into", errno: errno)
+        }
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            _ = fsync(directoryFD)
+            close(directoryFD)
+        }
+    }
+
+    static func remove(_ path: String) {
+        _ = unlink(path)
+    }
+}

@@ -1,0 +1,69 @@
+/// The plan for one entry, as `mirror plan` shows it.
+public struct PlannedEntry: Sendable {
+    public var dest: String
+    /// Printable URL (no secrets).
+    public var url: String
+    public var action: Action
+    /// Size of `DEST`, or of `DEST.part` when only that exists.
+    public var localSize: Int64?
+    public var remoteSize: Int64?
+}
+
+/// How one entry of a sync ended.
+public struct EntryReport: Sendable {
+    public enum Outcome: Sendable, Equatable {
+        /// `DEST` was written (downloaded, resumed, replaced or finished).
+        case transferred
+        /// `DEST` was already right.
+        case skipped
+        case failed(TransferFailure)
+    }
+
+    public var dest: String
+    /// Printable URL (no secrets) of the source that was used last.
+    public var url: String
+    /// The last action taken.
+    public var action: Action
+    public var outcome: Outcome
+    /// Body bytes received in this run.
+    public var bytesTransferred: Int64
+    /// Size of `DEST` when the entry ended well.
+    public var size: Int64?
+    /// Attempts made, over all sources.
+    public var attempts: Int
+    /// SHA-256 of `DEST`, when it was computed (entries with a sha256 pin).
+    public var sha256: String?
+
+    public var failed: Bool {
+        if case .failed = outcome { return true }
+        return false
+    }
+}
+
+/// What happens during a run, for output. Delivered from many tasks at once.
+public enum RunEvent: Sendable {
+    case probed(dest: String, url: String, RemoteFacts)
+    case decided(dest: String, Action)
+    case retrying(dest: String, failure: TransferFailure, attempt: Int, delay: Duration)
+    case fallingBack(dest: String, to: String, after: TransferFailure)
+    case finished(EntryReport)
+}
+
+/// Settings of one `plan` or `sync` run that do not come from the manifest.
+public struct RunOptions: Sendable {
+    /// Transfers in flight at once; the manifest's `concurrency` unless `-j` overrides it.
+    public var concurrency: Int
+    public var retryPolicy: RetryPolicy
+    public var events: (@Sendable (RunEvent) -> Void)?
+    public var progress: SyncProgress?
+
+    public init(
+        concurrency: Int, retryPolicy: RetryPolicy = .standard,
+        events: (@Sendable (RunEvent) -> Void)? = nil, progress: SyncProgress? = nil
+    ) {
+        self.concurrency = concurrency
+        self.retryPolicy = retryPolicy
+        self.events = events
+        self.progress = progress
+    }
+}

@@ -1,0 +1,109 @@
+import Glibc
+
+/// Carries out `plan` and `sync` for a manifest: probes, decides and transfers each entry,
+/// at most `concurrency` at a time, over one shared transfer engine.
+///
+/// Never prints: everything a user sees comes from the returned reports and `RunEvent`s.
+public final class ManifestRunner: Sendable {
+    public let manifest: Manifest
+    let options: RunOptions
+    let fetcher: Fetcher
+    let probe: RemoteProbe
+
+    public init(manifest: Manifest, options: RunOptions) {
+        self.manifest = manifest
+        self.options = options
+        fetcher = Fetcher(engine: TransferEngine())
+        probe = RemoteProbe(fetcher: fetcher)
+    }
+
+    /// Decides every entry without changing anything on disk: no files, no directories.
+    public func plan() async -> [PlannedEntry] {
+        await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
+            await self.planEntry(entry)
+        }
+    }
+
+    /// Plans and carries out every entry; a failed entry does not stop the others.
+    /// Reports come back in manifest order.
+    public func sync() async -> [EntryReport] {
+        options.progress?.setEntryCount(manifest.entries.count)
+        return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
+            let report = await EntrySync(entry: entry, runner: self).run()
+            self.options.progress?.entryFinished()
+            self.emit(.finished(report))
+            return report
+        }
+    }
+
+    func paths(for entry: Entry) -> DestinationPaths {
+        DestinationPaths(root: manifest.root, dest: entry.dest)
+    }
+
+    func emit(_ event: RunEvent) {
+        options.events?(event)
+    }
+
+    private func planEntry(_ entry: Entry) async -> PlannedEntry {
+        let paths = paths(for: entry)
+        let local: LocalFacts
+        do {
+            local = try LocalFacts.inspect(paths)
+        } catch {
+            return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .fail(error), localSize: nil, remoteSize: nil)
+        }
+        let remote = await probe.probe(entry.url, settings: entry.settings)
+        emit(.probed(dest: entry.dest, url: entry.url.display, remote))
+        let pins = Pins(size: entry.size, sha256: entry.sha256)
+        var action: Action
+        do {
+            let hash = Planner.needsDestinationHash(local: local, remote: remote, pins: pins)
+                ? try Self.hashFile(paths.destination) : nil
+            action = Planner.decide(local: local, remote: remote, pins: pins, destinationSHA256: hash)
+        } catch {
+            action = .fail(error)
+        }
+        emit(.decided(dest: entry.dest, action))
+        var remoteSize: Int64?
+        if case .available(let file) = remote { remoteSize = file.size }
+        return PlannedEntry(
+            dest: entry.dest, url: entry.url.display, action: action,
+            localSize: local.destination.size ?? local.partial.size, remoteSize: remoteSize
+        )
+    }
+
+    /// SHA-256 of a whole local file.
+    static func hashFile(_ path: String) throws(TransferFailure) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
+        defer { close(fd) }
+        let hasher = SHA256Hasher()
+        try hasher.update(fileDescriptor: fd, length: FileSystem.size(of: fd, path: path), path: path)
+        return hasher.finalize()
+    }
+
+    /// Runs `body` over `items` with at most `width` running at once; results keep the
+    /// items' order.
+    static func boundedMap<Item: Sendable, Result: Sendable>(
+        _ items: [Item], width: Int, _ body: @escaping @Sendable (Item) async -> Result
+    ) async -> [Result] {
+        await withTaskGroup(of: (Int, Result).self) { group in
+            var results = [Result?](repeating: nil, count: items.count)
+            var next = 0
+            while next < min(max(width, 1), items.count) {
+                let index = next
+                group.addTask { (index, await body(items[index])) }
+                next += 1
+            }
+            for await (index, result) in group {
+                results[index] = result
+                if next < items.count {
+                    let index = next
+                    group.addTask { (index, await body(items[index])) }
+                    next += 1
+                }
+            }
+            return results.map { $0! }
+        }
+    }
+}

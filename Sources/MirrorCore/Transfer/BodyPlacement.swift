@@ -1,0 +1,47 @@
+/// Where the body of a GET goes in the partial file, given what was asked and what came back.
+///
+/// The rules that keep a resumed file from being spliced out of two versions:
+/// - a 206 is appended only if its Content-Range starts exactly at the requested offset and,
+///   when a total was expected, its total equals it;
+/// - a 200 to a range request means the range was ignored or the file changed: start from 0;
+/// - a 416 whose `bytes */N` equals the local size means the file is already complete.
+enum BodyPlacement: Equatable, Sendable {
+    /// Write from `offset`; `total` is the file's full size when the response says it.
+    case write(from: Int64, total: Int64?)
+    /// Nothing to write: the bytes on disk are already the whole file of `total` bytes.
+    case alreadyComplete(total: Int64)
+    /// Do not write; the failure says why and whether to retry.
+    case reject(TransferFailure)
+
+    /// - Parameters:
+    ///   - offset: the first byte requested (0 for a plain GET).
+    ///   - expectedTotal: the file size the transfer was planned with, if known.
+    static func decide(offset: Int64, head: ResponseHead, expectedTotal: Int64?) -> BodyPlacement {
+        switch head.status {
+        case 200:
+            if head.isEncoded {
+                return .reject(.rangeMismatch("server sent a \(head["content-encoding"] ?? "") encoded body, which mirror does not request"))
+            }
+            return .write(from: 0, total: head.contentLength)
+        case 206:
+            guard let range = head.contentRange, let first = range.first else {
+                return .reject(.rangeMismatch("206 without a usable Content-Range"))
+            }
+            guard first == offset else {
+                return .reject(.rangeMismatch("asked for bytes from \(offset), server sent bytes from \(first)"))
+            }
+            if let expectedTotal, let total = range.total, total != expectedTotal {
+                return .reject(.rangeMismatch("file size changed from \(expectedTotal) to \(total) bytes"))
+            }
+            return .write(from: offset, total: range.total ?? expectedTotal)
+        case 416:
+            if let total = head.contentRange?.total, total == offset, offset > 0 {
+                return .alreadyComplete(total: total)
+            }
+            let told = head.contentRange?.total.map { "the file has \($0) bytes" } ?? "no size given"
+            return .reject(.rangeMismatch("range from \(offset) not satisfiable (\(told))"))
+        default:
+            return .reject(.httpStatus(head.status, retryAfter: head["retry-after"]))
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// Sends a request through the engine and follows redirects itself, hop by hop, so that it
+/// decides what travels to each new location: at most `maxRedirects` hops, only to http/https
+/// (ftp/ftps only when the original URL was ftp), and the manifest's headers and any URL
+/// credentials only while scheme, host and port stay the same.
+struct Fetcher: Sendable {
+    let engine: TransferEngine
+    static let maxRedirects = 10
+
+    struct Result: Sendable {
+        var outcome: TransferOutcome
+        /// The URL that produced the final response.
+        var finalURL: String
+        /// Set when a redirect was refused; `outcome` is then the redirect's response.
+        var redirectFailure: TransferFailure?
+    }
+
+    func fetch(_ original: TransferRequest, sink: (any ResponseBodySink)? = nil) async -> Result {
+        var request = original
+        let originalScheme = URLComponents(string: original.url)?.scheme?.lowercased() ?? ""
+        var hops = 0
+        while true {
+            let outcome = await engine.perform(request, sink: sink)
+            guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
+                return Result(outcome: outcome, finalURL: request.url, redirectFailure: nil)
+            }
+            hops += 1
+            if hops > Self.maxRedirects {
+                return Result(outcome: outcome, finalURL: request.url,
+                              redirectFailure: .redirectRefused("more than \(Self.maxRedirects) redirects"))
+            }
+            switch RedirectRule.next(from: request.url, to: target, originalScheme: originalScheme) {
+            case .refuse(let reason):
+                return Result(outcome: outcome, finalURL: request.url, redirectFailure: .redirectRefused(reason))
+            case .follow(let url, let sameOrigin):
+                request.url = url
+                if !sameOrigin { request.headers = [] }
+                request.protocols = RedirectRule.protocols(forScheme: URLComponents(string: url)?.scheme ?? "")
+            }
+        }
+    }
+}
+
+/// The redirect policy as a pure function, so it is tested as a table.
+enum RedirectRule: Equatable {
+    case follow(url: String, sameOrigin: Bool)
+    case refuse(String)
+
+    static func next(from current: String, to target: String, originalScheme: String) -> RedirectRule {
+        guard let from = URLComponents(string: current), var to = URLComponents(string: target),
+              let scheme = to.scheme?.lowercased(), let host = to.host, !host.isEmpty
+        else { return .refuse("unusable Location") }
+        let allowed: Set<String> = ["ftp", "ftps"].contains(originalScheme)
+            ? ["http", "https", "ftp", "ftps"] : ["http", "https"]
+        guard allowed.contains(scheme) else {
+            return .refuse("to a \(scheme): URL; only \(allowed.sorted().joined(separator: ", ")) are followed")
+        }
+        let sameOrigin = origin(of: from) == origin(of: to)
+        if !sameOrigin {
+            // Credentials written into the manifest's URL are for that host only.
+            to.user = nil
+            to.password = nil
+        }
+        guard let url = to.string else { return .refuse("unusable Location") }
+        return .follow(url: url, sameOrigin: sameOrigin)
+    }
+
+    static func protocols(forScheme scheme: String) -> String {
+        switch scheme.lowercased() {
+        case "ftp", "ftps": return "ftp,ftps"
+        case "file": return "file"
+        default: return "http,https"
+        }
+    }
+
+    private static func origin(of url: URLComponents) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        let defaultPort = ["http": 80, "https": 443, "ftp": 21, "ftps": 990][scheme]
+        let port = url.port ?? defaultPort ?? 0
+        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
+    }
+}

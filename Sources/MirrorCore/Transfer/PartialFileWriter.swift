@@ -1,0 +1,109 @@
+import Glibc
+
+/// Receives a GET's body into an open `.part` file, applying `BodyPlacement` and the size
+/// guards: it never writes a byte that does not belong at its offset, and never grows the file
+/// past the size the response, the manifest's `size` pin or `max_size` allows.
+///
+/// Used by one thread at a time (see `ResponseBodySink`).
+final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
+    let fd: Int32
+    let path: String
+    let requestedOffset: Int64
+    let expectedTotal: Int64?
+    let pinnedSize: Int64?
+    let maxSize: Int64?
+    /// Already fed with the bytes before `requestedOffset`, when a hash is wanted.
+    let hasher: SHA256Hasher?
+    let progress: ProgressTicket?
+
+    private(set) var head: ResponseHead?
+    private(set) var placement: BodyPlacement?
+    /// Size of the file's valid content so far.
+    private(set) var position: Int64
+    /// Body bytes written by this request.
+    private(set) var bytesWritten: Int64 = 0
+    private(set) var failure: TransferFailure?
+    private var limit: Int64?
+
+    init(
+        fd: Int32, path: String, requestedOffset: Int64, expectedTotal: Int64?, pinnedSize: Int64?,
+        maxSize: Int64?, hasher: SHA256Hasher?, progress: ProgressTicket?
+    ) {
+        self.fd = fd
+        self.path = path
+        self.requestedOffset = requestedOffset
+        self.expectedTotal = expectedTotal
+        self.pinnedSize = pinnedSize
+        self.maxSize = maxSize
+        self.hasher = hasher
+        self.progress = progress
+        self.position = requestedOffset
+    }
+
+    /// The file's full size as the response announced it.
+    var announcedTotal: Int64? {
+        if case .write(_, let total)? = placement { return total }
+        if case .alreadyComplete(let total)? = placement { return total }
+        return nil
+    }
+
+    func begin(_ head: ResponseHead) -> BodyDisposition {
+        self.head = head
+        let placement = BodyPlacement.decide(offset: requestedOffset, head: head, expectedTotal: expectedTotal)
+        self.placement = placement
+        switch placement {
+        case .alreadyComplete:
+            return .discard
+        case .reject(let failure):
+            self.failure = failure
+            // An error page is small and reading it keeps the connection reusable; a wrong
+            // 2xx body may be the whole file, so stop it.
+            return head.isSuccess ? .abort : .discard
+        case .write(let from, let total):
+            if let pinnedSize, let total, total != pinnedSize {
+                failure = .sizePinConflict(pinned: pinnedSize, remote: total)
+                return .abort
+            }
+            if let maxSize, let total, total > maxSize {
+                failure = .bodyTooLarge(limit: maxSize)
+                return .abort
+            }
+            if from != requestedOffset {
+                // The server ignored the range or the file changed: the bytes on disk are stale.
+                if ftruncate(fd, 0) != 0 {
+                    failure = .localIO(path: path, operation: "truncate", errno: errno)
+                    return .abort
+                }
+                hasher?.reset()
+                progress?.restart()
+            }
+            position = from
+            limit = [total, pinnedSize, maxSize].compactMap { $0 }.min()
+            if let total { progress?.setTotal(total - from) }
+            return .write
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let count = Int64(bytes.count)
+        if let limit, position + count > limit {
+            failure = .bodyTooLarge(limit: limit)
+            return false
+        }
+        var done = 0
+        while done < bytes.count {
+            let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(position) + off_t(done))
+            if written < 0 {
+                if errno == EINTR { continue }
+                failure = .localIO(path: path, operation: "write", errno: errno)
+                return false
+            }
+            done += written
+        }
+        hasher?.update(bytes)
+        position += count
+        bytesWritten += count
+        progress?.add(count)
+        return true
+    }
+}
