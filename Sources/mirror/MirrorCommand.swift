@@ -1,10 +1,50 @@
 import ArgumentParser
+import Foundation
 import MirrorCore
 
 @main
 struct MirrorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mirror",
-        abstract: "Mirror the remote files a YAML manifest lists into local destinations."
+        abstract: "Mirror the remote files a YAML manifest lists into local destinations.",
+        discussion: """
+            `mirror plan` shows what each entry needs without touching anything; `mirror sync` \
+            carries it out, resuming partial files and never leaving a half-written file under \
+            its final name.
+
+            EXIT STATUS
+              0    every entry is in its wanted state
+              1    at least one entry failed; the others were still completed
+              2    usage or manifest error; nothing was transferred
+              5    plan --exit-code: changes are pending
+              130  interrupted (SIGINT); 143 terminated (SIGTERM): partial work is kept
+            """,
+        version: MirrorVersion.string,
+        subcommands: [PlanCommand.self, SyncCommand.self]
     )
+
+    /// Parses and runs, mapping every outcome onto the documented exit codes: argument errors
+    /// exit 2 (not ArgumentParser's 64), so scripts see one code for every usage problem.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            Glibc.exit(ExitStatus.success.rawValue)
+        } catch let exitWith as ExitWith {
+            Glibc.exit(exitWith.status.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                // --help and --version.
+                print(fullMessage(for: error))
+                Glibc.exit(0)
+            }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Glibc.exit(ExitStatus.usage.rawValue)
+        }
+    }
 }

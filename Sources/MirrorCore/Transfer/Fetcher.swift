@@ -49,13 +49,14 @@ enum RedirectRule: Equatable {
 
     static func next(from current: String, to target: String, originalScheme: String) -> RedirectRule {
         guard let from = URLComponents(string: current), var to = URLComponents(string: target),
-              let scheme = to.scheme?.lowercased(), let host = to.host, !host.isEmpty
+              let scheme = to.scheme?.lowercased()
         else { return .refuse("unusable Location") }
         let allowed: Set<String> = ["ftp", "ftps"].contains(originalScheme)
             ? ["http", "https", "ftp", "ftps"] : ["http", "https"]
         guard allowed.contains(scheme) else {
             return .refuse("to a \(scheme): URL; only \(allowed.sorted().joined(separator: ", ")) are followed")
         }
+        guard let host = to.host, !host.isEmpty else { return .refuse("unusable Location") }
         let sameOrigin = origin(of: from) == origin(of: to)
         if !sameOrigin {
             // Credentials written into the manifest's URL are for that host only.

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import MirrorCore
+
+/// Options every command that reads a manifest shares.
+struct CommonOptions: ParsableArguments {
+    @Argument(help: "The YAML manifest that lists the files.")
+    var manifest: String
+
+    @Option(name: .long, help: ArgumentHelp("Directory the destinations are relative to (overrides the manifest's root).", valueName: "dir"))
+    var root: String?
+
+    @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Transfers in flight at once (overrides the manifest's concurrency).", valueName: "n"))
+    var concurrency: Int?
+
+    @Flag(name: .long, help: "Print one JSON object on stdout; human text goes to stderr.")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "Print nothing unless something failed.")
+    var quiet = false
+
+    @Flag(name: .shortAndLong, help: "Also print what was probed and decided for each entry.")
+    var verbose = false
+
+    func validate() throws {
+        if let concurrency, !(1...64).contains(concurrency) {
+            throw ValidationError("--concurrency must be between 1 and 64, not \(concurrency)")
+        }
+        if quiet && verbose {
+            throw ValidationError("--quiet and --verbose cannot be used together")
+        }
+    }
+
+    /// Loads the manifest, or prints every problem in it and ends with exit status 2.
+    func loadManifest(console: Console) throws -> Manifest {
+        do {
+            return try ManifestLoader.load(path: manifest, rootOverride: root)
+        } catch {
+            for diagnostic in error.diagnostics {
+                console.error("mirror: \(diagnostic)")
+            }
+            throw ExitWith(status: .usage)
+        }
+    }
+
+    func runOptions(for manifest: Manifest, console: Console, progress: SyncProgress? = nil) -> RunOptions {
+        let verbose = self.verbose
+        return RunOptions(
+            concurrency: concurrency ?? manifest.concurrency,
+            events: { event in console.report(event, verbose: verbose) },
+            progress: progress
+        )
+    }
+}

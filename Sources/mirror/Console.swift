@@ -1,0 +1,126 @@
+import Foundation
+import MirrorCore
+import Synchronization
+
+/// All of the CLI's writing goes through here, under one lock, so lines from concurrent
+/// entries never interleave and the live progress block is cleared before any line is written.
+final class Console: Sendable {
+    enum Mode: Sendable {
+        /// Per-entry lines on stdout, failures on stderr.
+        case normal
+        /// Only failures, on stderr.
+        case quiet
+        /// JSON on stdout; per-entry lines on stderr.
+        case json
+    }
+
+    let mode: Mode
+    let stderrIsTerminal: Bool
+    private let drawnLines = Mutex(0)
+
+    init(mode: Mode) {
+        self.mode = mode
+        stderrIsTerminal = isatty(STDERR_FILENO) == 1
+    }
+
+    /// A line of human output: stdout normally, stderr when stdout carries JSON.
+    func line(_ text: String) {
+        switch mode {
+        case .normal: write(text + "\n", to: STDOUT_FILENO)
+        case .json: write(text + "\n", to: STDERR_FILENO)
+        case .quiet: break
+        }
+    }
+
+    /// Always shown, even with --quiet.
+    func error(_ text: String) {
+        write(text + "\n", to: STDERR_FILENO)
+    }
+
+    /// The JSON document, alone on stdout.
+    func json(_ text: String) {
+        write(text + "\n", to: STDOUT_FILENO)
+    }
+
+    /// Replaces the live progress block on a terminal's stderr.
+    func drawProgress(_ lines: [String]) {
+        drawnLines.withLock { drawn in
+            var text = Self.clearing(drawn)
+            for line in lines { text += line + "\u{1B}[K\n" }
+            drawn = lines.count
+            Self.writeAll(text, to: STDERR_FILENO)
+        }
+    }
+
+    func clearProgress() {
+        drawnLines.withLock { drawn in
+            Self.writeAll(Self.clearing(drawn), to: STDERR_FILENO)
+            drawn = 0
+        }
+    }
+
+    func report(_ event: RunEvent, verbose: Bool) {
+        switch event {
+        case .probed(let dest, let url, let facts):
+            guard verbose else { return }
+            switch facts {
+            case .available(let file):
+                let size = file.size.map(ByteCount.format) ?? "unknown size"
+                var validators = [String]()
+                if let etag = file.etag { validators.append("ETag \(etag)") }
+                if let modified = file.lastModified { validators.append("Last-Modified \(modified)") }
+                let suffix = validators.isEmpty ? "" : ", " + validators.joined(separator: ", ")
+                error("probe \(dest): \(url): \(size)\(suffix)")
+            case .unavailable(let failure):
+                error("probe \(dest): \(url): \(failure)")
+            }
+        case .decided(let dest, let action):
+            guard verbose else { return }
+            let detail = action.reason.map { ": \($0)" } ?? ""
+            let offset = action.offset > 0 ? " from byte \(action.offset)" : ""
+            error("plan \(dest): \(action.name)\(offset)\(detail)")
+        case .retrying(let dest, let failure, let attempt, let delay):
+            guard verbose else { return }
+            error("retry \(dest): \(failure); attempt \(attempt + 1) in \(DurationText.format(delay))")
+        case .fallingBack(let dest, let url, let failure):
+            guard mode != .quiet else { return }
+            error("\(dest): \(failure); trying mirror \(url)")
+        case .finished(let report):
+            if case .failed(let failure) = report.outcome {
+                let tries = report.attempts == 1 ? "1 attempt" : "\(report.attempts) attempts"
+                error("FAILED \(report.dest): \(failure) (\(report.url), \(tries))")
+            } else {
+                line(SyncText.finishedLine(report))
+            }
+        }
+    }
+
+    private func write(_ text: String, to fd: Int32) {
+        drawnLines.withLock { drawn in
+            if drawn > 0 {
+                Self.writeAll(Self.clearing(drawn), to: STDERR_FILENO)
+                drawn = 0
+            }
+            Self.writeAll(text, to: fd)
+        }
+    }
+
+    private static func clearing(_ lines: Int) -> String {
+        lines > 0 ? "\u{1B}[\(lines)A\r\u{1B}[J" : ""
+    }
+
+    private static func writeAll(_ text: String, to fd: Int32) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                // A closed stdout (cron with output discarded) must not fail the run.
+                return
+            }
+            offset += written
+        }
+        bytes.removeAll()
+    }
+}

@@ -1,0 +1,24 @@
+/// Every exit code `mirror` uses, in one place (see the EXIT STATUS section of mirror(1)).
+enum ExitStatus: Int32 {
+    /// Every entry is in its wanted state.
+    case success = 0
+    /// At least one entry failed; the others were still completed.
+    case entriesFailed = 1
+    /// Usage or manifest error; nothing was transferred.
+    case usage = 2
+    /// Another `mirror` run holds the lock on this root.
+    case locked = 3
+    /// The network stayed unreachable past the connectivity wait.
+    case unreachable = 4
+    /// `plan --exit-code`: changes are pending.
+    case changesPending = 5
+    /// Interrupted by SIGINT; partial work is kept.
+    case interrupted = 130
+    /// Stopped by SIGTERM; partial work is kept.
+    case terminated = 143
+}
+
+/// Ends a command with an exit status after its output is written.
+struct ExitWith: Error {
+    var status: ExitStatus
+}

@@ -1,0 +1,151 @@
+import ArgumentParser
+import Foundation
+import MirrorCore
+
+struct PlanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plan",
+        abstract: "Show what sync would do for each entry, without changing anything.",
+        discussion: """
+            Probes every entry (HEAD, or a one-byte ranged GET where HEAD is refused) and looks \
+            at DEST and DEST.part on disk. Writes nothing anywhere: no files, no directories.
+
+            Actions: download (nothing on disk), resume (continue a partial file), restart \
+            (what is on disk cannot be continued), replace (DEST is outdated), skip (DEST is \
+            current), fail (the entry cannot be carried out; the reason is shown).
+            """
+    )
+
+    @OptionGroup var options: CommonOptions
+
+    @Flag(name: .long, help: "Exit with status 5 when any entry would change (download, resume, restart or replace).")
+    var exitCode = false
+
+    func run() async throws {
+        let console = Console(mode: options.json ? .json : options.quiet ? .quiet : .normal)
+        let manifest = try options.loadManifest(console: console)
+        let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console))
+        let plan = await runner.plan()
+
+        if options.json {
+            console.json(try PlanJSON.encode(plan))
+        } else if !options.quiet {
+            console.line(PlanTable.render(plan))
+        }
+        if plan.contains(where: { if case .fail = $0.action { true } else { false } }) {
+            if options.quiet {
+                for entry in plan {
+                    if case .fail(let failure) = entry.action { console.error("FAILED \(entry.dest): \(failure)") }
+                }
+            }
+            throw ExitWith(status: .entriesFailed)
+        }
+        if exitCode && plan.contains(where: { $0.action.changesSomething }) {
+            throw ExitWith(status: .changesPending)
+        }
+    }
+}
+
+/// The plan as a table a person reads at a glance, with totals.
+enum PlanTable {
+    static func render(_ plan: [PlannedEntry]) -> String {
+        var rows = [["ACTION", "SIZE", "DEST", "DETAIL"]]
+        for entry in plan {
+            var detail = entry.action.reason ?? ""
+            if case .resume(let from, _) = entry.action {
+                let of = entry.remoteSize.map { " of \(ByteCount.format($0))" } ?? ""
+                let why = entry.action.reason.map { "; \($0)" } ?? ""
+                detail = "from \(ByteCount.format(from))\(of)\(why)"
+            }
+            let size = entry.remoteSize.map(ByteCount.format) ?? "-"
+            rows.append([entry.action.name, size, entry.dest, detail])
+        }
+        let widths = (0..<3).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        var lines = rows.map { row in
+            (0..<3).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
+                + (row[3].isEmpty ? "" : "  " + row[3])
+        }
+        lines = lines.map { $0.replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression) }
+        let summary = PlanSummary(plan)
+        let counts = PlanSummary.actionNames.map { "\(summary.counts[$0, default: 0]) \($0)" }.joined(separator: ", ")
+        var transfer = ByteCount.format(summary.bytesToTransfer) + " to transfer"
+        if summary.unknownSizes > 0 { transfer += " (+ \(summary.unknownSizes) of unknown size)" }
+        lines.append("")
+        lines.append("\(plan.count) \(plan.count == 1 ? "entry" : "entries"): \(counts); \(transfer)")
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Counts per action and the bytes the plan would fetch.
+struct PlanSummary {
+    static let actionNames = ["download", "resume", "restart", "replace", "skip", "fail"]
+
+    var counts: [String: Int] = [:]
+    var bytesToTransfer: Int64 = 0
+    var unknownSizes = 0
+
+    init(_ plan: [PlannedEntry]) {
+        for entry in plan {
+            counts[entry.action.name, default: 0] += 1
+            if let bytes = entry.action.bytesToTransfer(remoteSize: entry.remoteSize) {
+                bytesToTransfer += bytes
+            } else {
+                unknownSizes += 1
+            }
+        }
+    }
+}
+
+/// `mirror plan --json`: exactly one object on stdout.
+enum PlanJSON {
+    struct Document: Encodable {
+        var entries: [Row]
+        var summary: Summary
+    }
+
+    struct Row: Encodable {
+        var entry: PlannedEntry
+
+        enum Keys: String, CodingKey {
+            case dest, url, action, offset
+            case localSize = "local_size", remoteSize = "remote_size", reason
+        }
+
+        func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(entry.dest, forKey: .dest)
+            try container.encode(entry.url, forKey: .url)
+            try container.encode(entry.action.name, forKey: .action)
+            try container.encode(entry.action.offset, forKey: .offset)
+            try container.encode(entry.localSize, forKey: .localSize)
+            try container.encode(entry.remoteSize, forKey: .remoteSize)
+            try container.encode(entry.action.reason, forKey: .reason)
+        }
+    }
+
+    struct Summary: Encodable {
+        var summary: PlanSummary
+
+        struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        func encode(to encoder: Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            for name in PlanSummary.actionNames {
+                try container.encode(summary.counts[name, default: 0], forKey: Key(stringValue: name))
+            }
+            try container.encode(summary.bytesToTransfer, forKey: Key(stringValue: "bytes_to_transfer"))
+        }
+    }
+
+    static func encode(_ plan: [PlannedEntry]) throws -> String {
+        let document = Document(entries: plan.map(Row.init), summary: Summary(summary: PlanSummary(plan)))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(document), as: UTF8.self)
+    }
+}

@@ -1,0 +1,103 @@
+import Testing
+@testable import MirrorCore
+
+/// DESIGN.md's decision table, row by row, for the rows that need no state store.
+struct PlannerTests {
+    struct Row: CustomTestStringConvertible, Sendable {
+        var name: String
+        var destination: LocalFacts.FileState
+        var partial: LocalFacts.FileState
+        var remote: RemoteFacts
+        var pins = Pins()
+        var destinationSHA256: String?
+        var expected: Action
+        var testDescription: String { name }
+    }
+
+    static let size100 = RemoteFacts.available(RemoteFile(size: 100, etag: "\"a\""))
+    static let sizeUnknown = RemoteFacts.available(RemoteFile(size: nil))
+    static let pin = String(repeating: "a", count: 64)
+    static let otherHash = String(repeating: "b", count: 64)
+
+    static let rows: [Row] = [
+        Row(name: "nothing on disk → download", destination: .missing, partial: .missing, remote: size100,
+            expected: .download),
+        Row(name: "nothing on disk, size unknown → download", destination: .missing, partial: .missing,
+            remote: sizeUnknown, expected: .download),
+        Row(name: "DEST equal → skip", destination: .file(size: 100), partial: .missing, remote: size100,
+            expected: .skip),
+        Row(name: "DEST smaller → resume from its size", destination: .file(size: 40), partial: .missing,
+            remote: size100, expected: .resume(from: 40, source: .destination)),
+        Row(name: "DEST larger → restart", destination: .file(size: 140), partial: .missing, remote: size100,
+            expected: .restart(reason: "local file (140 bytes) is larger than the remote file (100 bytes)")),
+        Row(name: "DEST empty → restart", destination: .file(size: 0), partial: .missing, remote: size100,
+            expected: .restart(reason: "local file is empty")),
+        Row(name: "DEST.part smaller → resume", destination: .missing, partial: .file(size: 60), remote: size100,
+            expected: .resume(from: 60, source: .partial)),
+        Row(name: "DEST.part equal → finish", destination: .missing, partial: .file(size: 100), remote: size100,
+            expected: .finish(size: 100)),
+        Row(name: "DEST.part larger → restart", destination: .missing, partial: .file(size: 101), remote: size100,
+            expected: .restart(reason: "partial file (101 bytes) is larger than the remote file (100 bytes)")),
+        Row(name: "DEST.part empty → download", destination: .missing, partial: .file(size: 0), remote: size100,
+            expected: .download),
+        Row(name: "DEST larger and DEST.part smaller → resume the partial", destination: .file(size: 140),
+            partial: .file(size: 30), remote: size100, expected: .resume(from: 30, source: .partial)),
+        Row(name: "DEST equal and a stale DEST.part → skip", destination: .file(size: 100), partial: .file(size: 30),
+            remote: size100, expected: .skip),
+        Row(name: "remote 404 → fail, whatever is on disk", destination: .file(size: 40), partial: .missing,
+            remote: .unavailable(.httpStatus(404)), expected: .fail(.httpStatus(404))),
+        Row(name: "remote 403 → fail", destination: .missing, partial: .missing,
+            remote: .unavailable(.httpStatus(403)), expected: .fail(.httpStatus(403))),
+        Row(name: "remote connection refused → fail", destination: .missing, partial: .file(size: 5),
+            remote: .unavailable(.curl(code: 7, message: "refused", osErrno: 0)),
+            expected: .fail(.curl(code: 7, message: "refused", osErrno: 0))),
+        Row(name: "size unknown, DEST present → replace", destination: .file(size: 10), partial: .missing,
+            remote: sizeUnknown,
+            expected: .replace(reason: "the server did not report the file's size, so the local copy cannot be checked")),
+        Row(name: "size unknown, DEST.part present → restart", destination: .missing, partial: .file(size: 10),
+            remote: sizeUnknown,
+            expected: .restart(reason: "the server did not report the file's size, so the partial file cannot be resumed safely")),
+        Row(name: "size unknown but pinned → the pin is the size", destination: .file(size: 100), partial: .missing,
+            remote: sizeUnknown, pins: Pins(size: 100), expected: .skip),
+        Row(name: "size pin contradicts the server → fail", destination: .missing, partial: .missing,
+            remote: size100, pins: Pins(size: 99), expected: .fail(.sizePinConflict(pinned: 99, remote: 100))),
+        Row(name: "DEST equal, sha256 pin matches → skip", destination: .file(size: 100), partial: .missing,
+            remote: size100, pins: Pins(sha256: pin), destinationSHA256: pin, expected: .skip),
+        Row(name: "DEST equal, sha256 pin differs → replace", destination: .file(size: 100), partial: .missing,
+            remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            expected: .replace(reason: "local file does not match its sha256 pin")),
+        Row(name: "DEST is a directory → fail", destination: .other(kind: "a directory"), partial: .missing,
+            remote: size100, expected: .fail(.localConflict("the destination is a directory; mirror will not replace it"))),
+        Row(name: "DEST.part is a symlink → fail", destination: .missing, partial: .other(kind: "a symbolic link"),
+            remote: size100,
+            expected: .fail(.localConflict("the partial file's path is a symbolic link; mirror will not replace it"))),
+    ]
+
+    @Test(arguments: rows)
+    func decisionTable(_ row: Row) {
+        let local = LocalFacts(destination: row.destination, partial: row.partial)
+        let action = Planner.decide(local: local, remote: row.remote, pins: row.pins, destinationSHA256: row.destinationSHA256)
+        #expect(action == row.expected)
+    }
+
+    @Test func hashIsWantedOnlyForAPinnedDestinationOfTheRightSize() {
+        let equal = LocalFacts(destination: .file(size: 100), partial: .missing)
+        let shorter = LocalFacts(destination: .file(size: 10), partial: .missing)
+        #expect(Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins()))
+        #expect(!Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.needsDestinationHash(local: equal, remote: .unavailable(.httpStatus(404)), pins: Pins(sha256: Self.pin)))
+    }
+
+    @Test func actionNamesOffsetsAndBytes() {
+        #expect(Action.resume(from: 40, source: .partial).name == "resume")
+        #expect(Action.resume(from: 40, source: .partial).offset == 40)
+        #expect(Action.resume(from: 40, source: .partial).bytesToTransfer(remoteSize: 100) == 60)
+        #expect(Action.finish(size: 100).name == "resume")
+        #expect(Action.finish(size: 100).bytesToTransfer(remoteSize: 100) == 0)
+        #expect(Action.download.bytesToTransfer(remoteSize: nil) == nil)
+        #expect(Action.skip.bytesToTransfer(remoteSize: 100) == 0)
+        #expect(!Action.skip.changesSomething && !Action.fail(.httpStatus(404)).changesSomething)
+        #expect(Action.replace(reason: "x").changesSomething)
+    }
+}

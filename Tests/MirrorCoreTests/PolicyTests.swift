@@ -1,0 +1,88 @@
+import Testing
+@testable import MirrorCore
+
+struct RetryPolicyTests {
+    @Test func ceilingDoublesUpToTheCap() {
+        let policy = RetryPolicy(base: .seconds(1), cap: .seconds(10))
+        #expect((1...6).map { policy.ceiling(afterAttempt: $0) } == [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(10), .seconds(10)])
+    }
+
+    @Test func fullJitterScalesTheCeiling() {
+        let policy = RetryPolicy(base: .seconds(1), cap: .seconds(60))
+        #expect(policy.delay(afterAttempt: 3, unitRandom: 0) == .zero)
+        #expect(policy.delay(afterAttempt: 3, unitRandom: 0.5) == .seconds(2))
+        #expect(policy.delay(afterAttempt: 3, unitRandom: 1) == .seconds(4))
+        #expect(policy.delay(afterAttempt: 3, unitRandom: 7) == .seconds(4))
+    }
+
+    @Test(arguments: [
+        (TransferFailure.httpStatus(503), true), (.httpStatus(429), true), (.httpStatus(408), true),
+        (.httpStatus(500), true), (.httpStatus(404), false), (.httpStatus(410), false), (.httpStatus(401), false),
+        (.httpStatus(403), false), (.curl(code: 7, message: "", osErrno: 0), true),
+        (.curl(code: 28, message: "", osErrno: 0), true), (.curl(code: 60, message: "", osErrno: 0), false),
+        (.partialBody(received: 1, expected: 2), true), (.checksumMismatch(expected: "a", actual: "b"), true),
+        (.bodyTooLarge(limit: 3), false), (.localIO(path: "/x", operation: "write", errno: 28), false),
+        (.cancelled, false),
+    ])
+    func classification(_ failure: TransferFailure, _ retryable: Bool) {
+        #expect(failure.isRetryable == retryable)
+    }
+
+    @Test func onlyFailuresBelowHTTPPutTheNetworkInDoubt() {
+        #expect(TransferFailure.curl(code: 7, message: "", osErrno: 0).isNetworkLevel)
+        #expect(TransferFailure.curl(code: 6, message: "", osErrno: 0).isNetworkLevel)
+        #expect(!TransferFailure.httpStatus(503).isNetworkLevel)
+        #expect(!TransferFailure.curl(code: 60, message: "", osErrno: 0).isNetworkLevel)
+    }
+}
+
+struct RedirectRuleTests {
+    @Test(arguments: [
+        ("http://a/x", "http://a/y", "http", RedirectRule.follow(url: "http://a/y", sameOrigin: true)),
+        ("http://a/x", "https://a/y", "http", .follow(url: "https://a/y", sameOrigin: false)),
+        ("http://a/x", "http://b/y", "http", .follow(url: "http://b/y", sameOrigin: false)),
+        ("http://a/x", "http://a:8080/y", "http", .follow(url: "http://a:8080/y", sameOrigin: false)),
+        ("http://a:80/x", "http://a/y", "http", .follow(url: "http://a/y", sameOrigin: true)),
+        ("http://u:p@a/x", "http://u:p@b/y", "http", .follow(url: "http://b/y", sameOrigin: false)),
+        ("http://a/x", "ftp://a/y", "http", .refuse("to a ftp: URL; only http, https are followed")),
+        ("http://a/x", "file:///etc/passwd", "http", .refuse("to a file: URL; only http, https are followed")),
+        ("http://a/x", "http:///nohost", "http", .refuse("unusable Location")),
+        ("ftp://a/x", "ftp://b/y", "ftp", .follow(url: "ftp://b/y", sameOrigin: false)),
+    ])
+    func redirects(_ from: String, _ to: String, _ scheme: String, _ expected: RedirectRule) {
+        #expect(RedirectRule.next(from: from, to: to, originalScheme: scheme) == expected)
+    }
+}
+
+struct HTTPDateTests {
+    @Test func parsesIMFFixdate() {
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
+        #expect(HTTPDate.parse("Thu, 01 Jan 1970 00:00:00 GMT") == 0)
+        #expect(HTTPDate.parse("Sat, 29 Feb 2020 12:00:00 GMT") == 1_582_977_600)
+    }
+
+    @Test(arguments: ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", "06 Nov 1994", "", "Sun, 32 Nov 1994 08:49:37 GMT"])
+    func rejectsOtherForms(_ text: String) {
+        #expect(HTTPDate.parse(text) == nil)
+    }
+}
+
+struct DestinationPathsTests {
+    @Test func partialSitsBesideTheDestination() {
+        let paths = DestinationPaths(root: "/srv/root", dest: "a/b/c.bin")
+        #expect(paths.destination == "/srv/root/a/b/c.bin")
+        #expect(paths.partial == "/srv/root/a/b/c.bin.part")
+        #expect(paths.directory == "/srv/root/a/b")
+    }
+
+    @Test func aNameTooLongForTheSuffixGetsAShortenedUniquePartialName() {
+        let long = String(repeating: "x", count: 253)
+        let other = String(repeating: "x", count: 252) + "y"
+        let first = DestinationPaths(root: "/r", dest: long).partial
+        let second = DestinationPaths(root: "/r", dest: other).partial
+        let name = String(first.split(separator: "/").last!)
+        #expect(name.utf8.count <= 255)
+        #expect(name.hasSuffix(".part"))
+        #expect(first != second)
+    }
+}

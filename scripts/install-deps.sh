@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mirror builds and tests against, if any is missing.
+set -euo pipefail
+
+packages=(
+    libcurl4-openssl-dev   # libcurl (CCurl)
+    libyaml-dev            # libyaml (CYAML)
+    libssl-dev             # libcrypto, SHA-256 (CCrypto)
+    libsqlite3-dev         # state store
+    pkg-config             # SwiftPM finds the libraries through it
+    nginx-light            # the loopback server of the tests and the demo
+    curl                   # the tests' reference client
+)
+
+missing=()
+for package in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$package")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing: ${missing[*]}" >&2
+if [ "$(id -u)" -eq 0 ]; then
+    sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+else
+    echo "error: missing packages ${missing[*]}; run as root: apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

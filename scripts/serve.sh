@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Serves DIR over HTTP on a random loopback port with nginx, in the background.
+#   scripts/serve.sh DIR RUNDIR [RATE]
+# RUNDIR receives nginx.conf, logs, nginx.pid and `port`. RATE (e.g. 40m) limits each
+# response's speed so progress is visible. Stop it with: kill "$(cat RUNDIR/nginx.pid)"
+set -euo pipefail
+dir=$(cd "$1" && pwd)
+run=$(mkdir -p "$2" && cd "$2" && pwd)
+rate=${3:-0}
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$nginx" ] || { echo "nginx not found: install it with apt-get install -y nginx-light" >&2; exit 1; }
+
+user_line=""
+[ "$(id -u)" -eq 0 ] && user_line="user root;"
+
+for _ in $(seq 1 20); do
+    port=$((20000 + RANDOM % 40000))
+    cat > "$run/nginx.conf" <<CONF
+$user_line
+worker_processes 1;
+pid $run/nginx.pid;
+error_log $run/error.log;
+events { worker_connections 256; }
+http {
+    log_format mirror '\$request_method \$uri \$status range=\$http_range bytes_sent=\$body_bytes_sent';
+    access_log $run/access.log mirror;
+    client_body_temp_path $run/body;
+    proxy_temp_path $run/proxy;
+    fastcgi_temp_path $run/fastcgi;
+    uwsgi_temp_path $run/uwsgi;
+    scgi_temp_path $run/scgi;
+    sendfile on;
+    types { }
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:$port;
+        root $dir;
+        limit_rate $rate;
+    }
+}
+CONF
+    rm -f "$run/nginx.pid"
+    if "$nginx" -c "$run/nginx.conf" -p "$run" 2>>"$run/error.log"; then
+        for _ in $(seq 1 50); do
+            [ -s "$run/nginx.pid" ] && break
+            sleep 0.1
+        done
+        echo "$port" > "$run/port"
+        exit 0
+    fi
+done
+echo "nginx did not start; see $run/error.log" >&2
+exit 1
