@@ -1,0 +1,47 @@
+/// Where an entry's file goes, relative to the manifest's root.
+enum DestinationPath {
+    /// The first component of a dest may not be this: `mirror` keeps its state there.
+    static let reservedDirectory = ".mirror"
+    /// Longest file name component Linux file systems accept.
+    static let maximumComponentBytes = 255
+
+    /// `text` as a normalised relative path (no `.` components, no repeated `/`), or why it
+    /// cannot be a dest: it must be relative, stay inside root, name a file, and keep out of
+    /// `.mirror`. Symlinks are not looked at here; `sync` checks those on disk.
+    static func normalised(_ text: String) throws(ValueProblem) -> String {
+        guard !text.isEmpty else {
+            throw ValueProblem("expected a path relative to root, found an empty value")
+        }
+        guard !text.unicodeScalars.contains("\0") else {
+            throw ValueProblem("`\(text.replacingNUL)` contains a NUL character, which no file name can hold")
+        }
+        guard !text.hasPrefix("/") else {
+            let relative = text.drop { $0 == "/" }
+            let hint = relative.isEmpty ? "" : ", like `\(relative)`"
+            throw ValueProblem("`\(text)` is an absolute path; give a path relative to root\(hint)")
+        }
+        guard !text.hasSuffix("/") else {
+            throw ValueProblem("`\(text)` ends with `/` and so names a directory; give the file's path, like `\(text)<name>`")
+        }
+        let components = text.split(separator: "/").filter { $0 != "." }
+        guard !components.contains("..") else {
+            throw ValueProblem("`\(text)` contains a `..` component; a dest must stay inside root")
+        }
+        guard !components.isEmpty else {
+            throw ValueProblem("`\(text)` does not name a file; give a path relative to root")
+        }
+        guard components[0] != Substring(reservedDirectory) else {
+            throw ValueProblem("`\(text)` is inside `\(reservedDirectory)`, which is reserved for mirror's own state")
+        }
+        if let long = components.first(where: { $0.utf8.count > maximumComponentBytes }) {
+            throw ValueProblem("the name `\(long.prefix(20))…` in dest is \(long.utf8.count) bytes long; file names are limited to \(maximumComponentBytes) bytes")
+        }
+        return components.joined(separator: "/")
+    }
+}
+
+private extension String {
+    var replacingNUL: String {
+        String(String.UnicodeScalarView(unicodeScalars.map { $0 == "\0" ? "␀" : $0 }))
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+
+/// `files:` and its entries.
+extension ManifestDecoder {
+    /// An entry that decoded cleanly, with where its dest came from for conflict messages.
+    private struct DecodedEntry {
+        var entry: Entry
+        /// The `dest` value, or the `url` value when dest was derived from it.
+        var destNode: YAMLNode
+        var destKey: String
+    }
+
+    /// The entries of `files`, duplicates removed; conflicts between them are reported.
+    mutating func decodeEntries(_ node: YAMLNode, defaults: TransferSettings, allowFile: Bool) -> [Entry] {
+        guard case .sequence(let items) = node.content else {
+            report("expected a sequence of entries (each `- url: …`), found \(node.summary)", at: node, key: "files")
+            return []
+        }
+        guard !items.isEmpty else {
+            report("`files` is empty; list at least one entry (`- url: …`)", at: node, key: "files")
+            return []
+        }
+        var decoded: [DecodedEntry] = []
+        for (index, item) in items.enumerated() {
+            if let entry = decodeEntry(item, path: "files[\(index)]", defaults: defaults, allowFile: allowFile) {
+                decoded.append(entry)
+            }
+        }
+
+        let claims = decoded.map {
+            DestinationClaim(
+                dest: $0.entry.dest, url: $0.entry.url.string, sha256: $0.entry.sha256,
+                size: $0.entry.size, line: $0.entry.location.line)
+        }
+        let outcome = DestinationConflicts.check(claims)
+        for problem in outcome.problems {
+            let conflicting = decoded[problem.index]
+            report(problem.message, at: conflicting.destNode, key: conflicting.destKey)
+        }
+        return outcome.kept.map { decoded[$0].entry }
+    }
+
+    private mutating func decodeEntry(
+        _ node: YAMLNode, path: String, defaults: TransferSettings, allowFile: Bool
+    ) -> DecodedEntry? {
+        if case .scalar = node.content, !node.isNull {
+            report("expected an entry mapping, found a single value; write each entry as `- url: …`", at: node, key: path)
+            return nil
+        }
+        guard let mapping = checkedMapping(
+            node, path: path, section: .entry, expected: "an entry mapping with at least `url:`"
+        ) else { return nil }
+        let countBefore = diagnostics.count
+
+        var url: (remote: RemoteURL, components: URLComponents)?
+        let urlNode = mapping["url"]
+        if let urlNode {
+            url = remoteURL(urlNode, key: mapping.path(of: "url"), role: .download(allowFile: allowFile))
+        } else {
+            report("missing required key `url`", at: node, key: path)
+        }
+
+        var mirrors: [RemoteURL] = []
+        if let mirrorsNode = mapping["mirrors"] {
+            if case .sequence(let items) = mirrorsNode.content {
+                for (index, item) in items.enumerated() {
+                    let key = mapping.path(of: "mirrors") + "[\(index)]"
+                    if let mirror = remoteURL(item, key: key, role: .download(allowFile: allowFile)) {
+                        mirrors.append(mirror.remote)
+                    }
+                }
+            } else {
+                report("expected a sequence of URLs, like `mirrors: [https://…]`, found \(mirrorsNode.summary)",
+                       at: mirrorsNode, key: mapping.path(of: "mirrors"))
+            }
+        }
+
+        var dest: String?
+        var destNode = node
+        var destKey = path
+        if let node = mapping["dest"] {
+            destNode = node
+            destKey = mapping.path(of: "dest")
+            if let text = text(node, key: destKey, expected: "a path relative to root") {
+                do {
+                    dest = try DestinationPath.normalised(text)
+                } catch {
+                    report(error, at: node, key: destKey)
+                }
+            }
+        } else if let url, let urlNode {
+            destNode = urlNode
+            destKey = mapping.path(of: "url")
+            dest = defaultDest(from: url.components, at: urlNode, key: destKey)
+        }
+
+        var pin: String?
+        if let node = mapping["sha256"] {
+            pin = sha256(node, key: mapping.path(of: "sha256"))
+        }
+        var size: Int64?
+        if let node = mapping["size"] {
+            size = byteCount(node, key: mapping.path(of: "size"), allowUnits: false)
+        }
+        let settings = transferOverrides(in: mapping).applied(to: defaults)
+        if let size, let maxSize = settings.maxSize, size > maxSize, let sizeNode = mapping["size"] {
+            report("size \(size) is larger than max_size \(maxSize), so the download would always be stopped; raise max_size or fix size",
+                   at: sizeNode, key: mapping.path(of: "size"))
+        }
+
+        guard diagnostics.count == countBefore, let url, let dest else { return nil }
+        let entry = Entry(
+            url: url.remote, mirrors: mirrors, dest: dest, sha256: pin, size: size,
+            settings: settings, location: location(of: node))
+        return DecodedEntry(entry: entry, destNode: destNode, destKey: destKey)
+    }
+
+    /// The last segment of the URL's path, when it makes a usable dest.
+    private mutating func defaultDest(from components: URLComponents, at node: YAMLNode, key: String) -> String? {
+        let name: String
+        do {
+            name = try URLRules.fileName(fromPercentEncodedPath: components.percentEncodedPath)
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
+        do {
+            return try DestinationPath.normalised(name)
+        } catch {
+            report("the file name taken from url cannot be a dest: \(error.message); set dest", at: node, key: key)
+        }
+        return nil
+    }
+}

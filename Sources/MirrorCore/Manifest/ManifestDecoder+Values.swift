@@ -1,0 +1,186 @@
+import Foundation
+
+/// Readers for single values. Each returns nil after recording a diagnostic when the value is
+/// unusable.
+extension ManifestDecoder {
+    /// A non-empty scalar, read as text whatever it looks like (`dest: 2024` is the name "2024").
+    mutating func text(_ node: YAMLNode, key: String, expected: String) -> String? {
+        guard let text = node.text else {
+            report("expected \(expected), found \(node.summary)", at: node, key: key)
+            return nil
+        }
+        guard !text.isEmpty else {
+            report("expected \(expected), found an empty string", at: node, key: key)
+            return nil
+        }
+        return text
+    }
+
+    /// A plain YAML integer in `range`. Quoted numbers are refused: the manifest spells types
+    /// out, so `"5"` is a string.
+    mutating func integer(_ node: YAMLNode, key: String, in range: ClosedRange<Int>, expected: String) -> Int? {
+        guard let text = node.plainText, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) else {
+            report(typeMismatch(expected: expected, found: node), at: node, key: key)
+            return nil
+        }
+        guard let number = Int(text) else {
+            report("expected \(expected), found `\(text)`", at: node, key: key)
+            return nil
+        }
+        guard range.contains(number) else {
+            report("expected \(expected), found \(number)", at: node, key: key)
+            return nil
+        }
+        return number
+    }
+
+    /// A non-negative plain integer number of bytes, or with `allowUnits` a size such as `5MiB`.
+    mutating func byteCount(_ node: YAMLNode, key: String, allowUnits: Bool) -> Int64? {
+        if allowUnits {
+            guard let text = node.text else {
+                report("expected a size like 1048576, 10KiB, 5MiB, 2GiB or 1GB, found \(node.summary)", at: node, key: key)
+                return nil
+            }
+            do {
+                return try ByteCountSyntax.parse(text)
+            } catch {
+                report(error, at: node, key: key)
+                return nil
+            }
+        }
+        let expected = "a size in bytes (an integer of 0 or more)"
+        guard let text = node.plainText, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) else {
+            report(typeMismatch(expected: expected, found: node), at: node, key: key)
+            return nil
+        }
+        guard let bytes = Int64(text) else {
+            report("expected \(expected), found `\(text)`", at: node, key: key)
+            return nil
+        }
+        guard bytes >= 0 else {
+            report("expected \(expected), found \(bytes)", at: node, key: key)
+            return nil
+        }
+        return bytes
+    }
+
+    /// `true` or `false`, unquoted. YAML 1.1's `yes`/`no`/`on`/`off` are refused so that no
+    /// value means something other than it reads.
+    mutating func boolean(_ node: YAMLNode, key: String) -> Bool? {
+        switch node.plainText {
+        case "true": return true
+        case "false": return false
+        default:
+            var message = "expected true or false, found \(node.summary)"
+            if let text = node.text?.lowercased() {
+                if ["yes", "on", "y", "true"].contains(text) { message += "; write `true`" }
+                if ["no", "off", "n", "false"].contains(text) { message += "; write `false`" }
+            }
+            report(message, at: node, key: key)
+            return nil
+        }
+    }
+
+    mutating func duration(_ node: YAMLNode, key: String) -> Duration? {
+        guard let text = node.text else {
+            report("expected a duration like 500ms, 30s, 5m, 1h or 1m30s, found \(node.summary)", at: node, key: key)
+            return nil
+        }
+        do {
+            return try DurationSyntax.parse(text)
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
+    }
+
+    mutating func sha256(_ node: YAMLNode, key: String) -> String? {
+        guard let text = node.text else {
+            report("expected \(SHA256Syntax.digitCount) hexadecimal digits, found \(node.summary)", at: node, key: key)
+            return nil
+        }
+        do {
+            return try SHA256Syntax.parse(text)
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
+    }
+
+    /// A mapping of header names to values, with `${VAR}`s in the values expanded.
+    mutating func headers(_ node: YAMLNode, key: String) -> [HTTPHeader]? {
+        guard let mapping = checkedMapping(node, path: key, section: nil, expected: "a mapping of header names to values") else {
+            return nil
+        }
+        let countBefore = diagnostics.count
+        var headers: [HTTPHeader] = []
+        var lineOfName: [String: Int] = [:]
+        for (name, nameNode, valueNode) in mapping.pairs {
+            let path = mapping.path(of: name)
+            do {
+                try HeaderRules.checkName(name)
+            } catch {
+                report(error, at: nameNode, key: path)
+                continue
+            }
+            if let line = lineOfName[name.lowercased()] {
+                report("header `\(name)` is already set at line \(line); header names do not depend on case", at: nameNode, key: path)
+                continue
+            }
+            lineOfName[name.lowercased()] = nameNode.line
+            guard case .scalar(let raw, _) = valueNode.content, !valueNode.isNull else {
+                report("expected a header value (a string; write \"\" for an empty one), found \(valueNode.summary)", at: valueNode, key: path)
+                continue
+            }
+            guard let value = expand(raw, at: valueNode, key: path) else { continue }
+            do {
+                try HeaderRules.checkValue(raw)
+                try HeaderRules.checkValue(value.text, expandedFromVariables: value.referenced)
+            } catch {
+                report(error, at: valueNode, key: path)
+                continue
+            }
+            headers.append(HTTPHeader(name: name, value: value.text))
+        }
+        return diagnostics.count == countBefore ? headers : nil
+    }
+
+    /// `raw` with its `${VAR}`s expanded, or nil after reporting each variable that is not set.
+    mutating func expand(_ raw: String, at node: YAMLNode, key: String) -> VariableExpansion? {
+        let expansion = VariableExpansion(expanding: raw, environment: environment)
+        for name in expansion.unset {
+            report("environment variable `\(name)` is not set (referenced as ${\(name)}); set it, or write $$ for a literal $", at: node, key: key)
+        }
+        return expansion.unset.isEmpty ? expansion : nil
+    }
+
+    /// A URL with its `${VAR}`s expanded and its scheme and host checked, and its parts.
+    mutating func remoteURL(
+        _ node: YAMLNode, key: String, role: URLRules.Role
+    ) -> (remote: RemoteURL, components: URLComponents)? {
+        guard case .scalar(let raw, _) = node.content, !node.isNull else {
+            report("expected a URL, found \(node.summary)", at: node, key: key)
+            return nil
+        }
+        let display = RemoteURL.redactingUserinfo(in: raw)
+        guard let expansion = expand(raw, at: node, key: key) else { return nil }
+        do {
+            let components = try URLRules.check(
+                expansion.text, display: display, variables: expansion.referenced, role: role)
+            return (RemoteURL(string: expansion.text, display: display), components)
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
+    }
+
+    /// "expected …, found …", with a hint when the value is a quoted number.
+    func typeMismatch(expected: String, found node: YAMLNode) -> String {
+        var message = "expected \(expected), found \(node.summary)"
+        if node.isQuotedScalar, let text = node.text, !text.isEmpty,
+           text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-") }) {
+            message += "; write the number without quotes"
+        }
+        return message
+    }
+}

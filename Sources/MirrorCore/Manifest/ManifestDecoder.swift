@@ -1,0 +1,196 @@
+import Foundation
+
+/// Turns the YAML tree of a manifest into a `Manifest`, checking every value on the way.
+///
+/// The decoder does not stop at the first problem: it records each one in `diagnostics` and
+/// carries on with whatever does not depend on the broken value.
+struct ManifestDecoder {
+    /// The manifest's name in messages.
+    let file: String
+    let environment: [String: String]
+    private(set) var diagnostics: [ManifestDiagnostic] = []
+
+    init(file: String, environment: [String: String]) {
+        self.file = file
+        self.environment = environment
+    }
+
+    /// Where a relative `root` is resolved, and what replaces it.
+    struct RootResolution {
+        /// Absolute directory a relative `root` in the manifest is relative to.
+        var manifestDirectory: String
+        /// The command line's `--root`, if given: replaces the manifest's `root`.
+        var override: String?
+        /// Absolute directory a relative override is relative to.
+        var currentDirectory: String
+    }
+
+    /// The manifest `root` describes, or nil when a problem was recorded in `diagnostics`.
+    mutating func decodeManifest(_ root: YAMLNode, rootResolution: RootResolution) -> Manifest? {
+        guard case .mapping(let pairs) = root.content else {
+            report("expected a mapping at the top level, starting with `version: 1`; found \(root.summary)", at: root, key: nil)
+            return nil
+        }
+        // A later version may use keys this one does not know; complaining about those would
+        // only hide the real problem.
+        if let version = pairs.first(where: { $0.key.text == "version" })?.value,
+           let number = version.plainText.flatMap({ Int($0) }), number != 1 {
+            report("unsupported manifest version \(number); this mirror reads version 1", at: version, key: "version")
+            return nil
+        }
+
+        let top = checkedMapping(root, path: "", section: .topLevel)
+        if let version = top?["version"] {
+            _ = integer(version, key: "version", in: 1...1, expected: "the integer 1")
+        } else {
+            report("missing required key `version`; add `version: 1` at the top", at: root, key: nil)
+        }
+
+        let allowFile = top?["allow_file"].flatMap { boolean($0, key: "allow_file") } ?? false
+        let rootDirectory = decodeRoot(top?["root"], resolution: rootResolution)
+        let concurrency = top?["concurrency"].flatMap {
+            integer($0, key: "concurrency", in: 1...64, expected: "an integer from 1 to 64")
+        } ?? 4
+        let defaults = top?["defaults"].flatMap { decodeTransferOverrides($0, path: "defaults") }
+        let connectivity = top?["connectivity"].flatMap { decodeConnectivity($0) } ?? ConnectivitySettings()
+        let baseSettings = defaults?.applied(to: TransferSettings()) ?? TransferSettings()
+
+        var entries: [Entry] = []
+        if let files = top?["files"] {
+            entries = decodeEntries(files, defaults: baseSettings, allowFile: allowFile)
+        } else if top != nil {
+            report("missing required key `files`; list the files to mirror under `files:`", at: root, key: nil)
+        }
+
+        guard diagnostics.isEmpty, let rootDirectory else { return nil }
+        return Manifest(
+            path: file, version: 1, root: rootDirectory, concurrency: concurrency,
+            connectivity: connectivity, allowFile: allowFile, entries: entries)
+    }
+
+    private mutating func decodeRoot(_ node: YAMLNode?, resolution: RootResolution) -> String? {
+        var manifestRoot = "."
+        if let node {
+            guard let text = text(node, key: "root", expected: "a directory path") else { return nil }
+            guard !text.unicodeScalars.contains("\0") else {
+                report("root contains a NUL character, which no path can hold", at: node, key: "root")
+                return nil
+            }
+            manifestRoot = text
+        }
+        if let override = resolution.override {
+            // An empty --root is most likely an unset shell variable; taking it as the current
+            // directory would scatter files wherever the job happened to start.
+            guard !override.isEmpty else {
+                diagnostics.append(ManifestDiagnostic(
+                    location: nil, key: "--root", message: "the root given on the command line is empty; give a directory"))
+                return nil
+            }
+            return LexicalPath.absolute(override, relativeTo: resolution.currentDirectory)
+        }
+        return LexicalPath.absolute(manifestRoot, relativeTo: resolution.manifestDirectory)
+    }
+
+    private mutating func decodeConnectivity(_ node: YAMLNode) -> ConnectivitySettings? {
+        guard let mapping = checkedMapping(node, path: "connectivity", section: .connectivity) else { return nil }
+        var settings = ConnectivitySettings()
+        if let probe = mapping["probe"] {
+            settings.probe = remoteURL(probe, key: "connectivity.probe", role: .probe)?.remote
+        }
+        if let wait = mapping["wait"], let duration = duration(wait, key: "connectivity.wait") {
+            settings.wait = duration
+        }
+        return settings
+    }
+
+    /// The keys shared by `defaults` and entries.
+    mutating func decodeTransferOverrides(_ node: YAMLNode, path: String) -> TransferOverrides? {
+        guard let mapping = checkedMapping(node, path: path, section: .defaults) else { return nil }
+        return transferOverrides(in: mapping)
+    }
+
+    mutating func transferOverrides(in mapping: CheckedMapping) -> TransferOverrides {
+        var overrides = TransferOverrides()
+        if let node = mapping["retries"] {
+            overrides.retries = integer(node, key: mapping.path(of: "retries"), in: 0...100, expected: "an integer from 0 to 100")
+        }
+        if let node = mapping["timeout"] {
+            overrides.timeout = duration(node, key: mapping.path(of: "timeout"))
+        }
+        if let node = mapping["headers"] {
+            overrides.headers = headers(node, key: mapping.path(of: "headers"))
+        }
+        if let node = mapping["insecure"] {
+            overrides.insecure = boolean(node, key: mapping.path(of: "insecure"))
+        }
+        if let node = mapping["max_size"] {
+            overrides.maxSize = byteCount(node, key: mapping.path(of: "max_size"), allowUnits: true)
+        }
+        return overrides
+    }
+
+    // MARK: Reporting
+
+    func location(of node: YAMLNode) -> SourceLocation {
+        SourceLocation(file: file, line: node.line, column: node.column)
+    }
+
+    mutating func report(_ message: String, at node: YAMLNode, key: String?) {
+        diagnostics.append(ManifestDiagnostic(location: location(of: node), key: key, message: message))
+    }
+
+    mutating func report(_ problem: ValueProblem, at node: YAMLNode, key: String?) {
+        report(problem.message, at: node, key: key)
+    }
+}
+
+/// A YAML mapping whose keys have been checked: each is a scalar, appears once, and (for a
+/// manifest section) is one the section allows.
+struct CheckedMapping {
+    var node: YAMLNode
+    /// Path of the mapping itself, like `files[0]`; empty at the top level.
+    var path: String
+    /// The usable pairs, in file order.
+    var pairs: [(key: String, keyNode: YAMLNode, value: YAMLNode)]
+
+    subscript(key: String) -> YAMLNode? {
+        pairs.first { $0.key == key }?.value
+    }
+
+    func path(of key: String) -> String {
+        path.isEmpty ? key : path + "." + key
+    }
+}
+
+extension ManifestDecoder {
+    /// `node` as a mapping with its keys checked, or nil (with a diagnostic) if it is not a
+    /// mapping. Keys that are not scalars, repeated or (when `section` is given) not allowed
+    /// there are reported and left out of the result.
+    mutating func checkedMapping(
+        _ node: YAMLNode, path: String, section: ManifestSection?, expected: String = "a mapping"
+    ) -> CheckedMapping? {
+        guard case .mapping(let pairs) = node.content else {
+            report("expected \(expected), found \(node.summary)", at: node, key: path.isEmpty ? nil : path)
+            return nil
+        }
+        var mapping = CheckedMapping(node: node, path: path, pairs: [])
+        var firstLines: [String: Int] = [:]
+        for pair in pairs {
+            guard case .scalar(let key, _) = pair.key.content else {
+                report("a mapping key must be a plain name, found \(pair.key.summary)", at: pair.key, key: path.isEmpty ? nil : path)
+                continue
+            }
+            if let firstLine = firstLines[key] {
+                report("duplicate key `\(key)`; it is already set at line \(firstLine)", at: pair.key, key: mapping.path(of: key))
+                continue
+            }
+            firstLines[key] = pair.key.line
+            if let section, !section.allowedKeys.contains(key) {
+                report(section.unknownKeyMessage(key), at: pair.key, key: mapping.path(of: key))
+                continue
+            }
+            mapping.pairs.append((key, pair.key, pair.value))
+        }
+        return mapping
+    }
+}

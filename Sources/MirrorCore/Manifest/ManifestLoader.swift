@@ -1,0 +1,123 @@
+import Foundation
+
+/// Reads manifests (format version 1) into `Manifest`s.
+///
+/// Beyond the contract in DESIGN.md, the loader is strict wherever a loose reading could
+/// surprise:
+/// - Types are spelled out: integers are unquoted (`"5"` is a string), booleans are exactly
+///   `true` or `false`, null (`key:` with no value) is never taken as "not set".
+/// - Durations are whole numbers with units from largest to smallest (`1h30m`, `2s500ms`).
+///   `max_size` takes `KiB`/`MiB`/`GiB`/`TiB` or `KB`/`MB`/`GB`/`TB` (case ignored), `size`
+///   only a number of bytes; a `size` above the entry's `max_size` is an error.
+/// - URLs must be valid as written (after `${VAR}` expansion): characters such as spaces or
+///   non-ASCII letters must be percent-encoded. A `${VAR}` inside a YAML flow sequence
+///   (`mirrors: [...]`) must be quoted, since `{` is YAML syntax there.
+/// - `dest` components are limited to 255 bytes; `x` and `x.part` may not both be dests.
+/// - An entry repeated with the same url and dest is kept once, unless the repeat pins a
+///   different sha256 or size.
+/// - YAML tags other than the standard ones (`!env`, `!!binary`) and second documents are errors.
+public enum ManifestLoader {
+    /// Manifests larger than this are refused before parsing: no list of files needs as much.
+    public static let maximumFileSize = 64 << 20
+
+    /// Reads and validates the manifest at `path`.
+    ///
+    /// - Parameters:
+    ///   - path: The manifest file; relative paths are relative to the current directory. It is
+    ///     named in messages as given.
+    ///   - rootOverride: The command line's `--root`: replaces the manifest's `root`. A relative
+    ///     override is relative to the current directory, while the manifest's own `root` is
+    ///     relative to the manifest's directory. An empty override is an error.
+    ///   - environment: Where `${VAR}` references are looked up.
+    /// - Throws: `ManifestError` with every problem found, in file order. When the file cannot be
+    ///   read, the single diagnostic names the path and the system's reason, with no location.
+    public static func load(
+        path: String, rootOverride: String? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ManifestError) -> Manifest {
+        let bytes = try readFile(at: path)
+        let currentDirectory = FileManager.default.currentDirectoryPath
+        let manifestDirectory = LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory))
+        return try decode(
+            bytes, path: path,
+            rootResolution: .init(manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory),
+            environment: environment)
+    }
+
+    /// Validates a manifest already in memory.
+    ///
+    /// - Parameters:
+    ///   - path: Names the manifest in messages and in `Manifest.path`.
+    ///   - baseDirectory: Where a relative `root` in the manifest is resolved (normally the
+    ///     manifest's directory); if itself relative, it is relative to the current directory.
+    ///   - rootOverride: As for `load(path:rootOverride:environment:)`.
+    /// - Throws: `ManifestError` with every problem found, in file order.
+    public static func parse(
+        text: String, path: String, baseDirectory: String, rootOverride: String? = nil,
+        environment: [String: String]
+    ) throws(ManifestError) -> Manifest {
+        let currentDirectory = FileManager.default.currentDirectoryPath
+        return try parse(
+            text: text, path: path, baseDirectory: baseDirectory, rootOverride: rootOverride,
+            environment: environment, currentDirectory: currentDirectory)
+    }
+
+    /// `parse(text:path:baseDirectory:rootOverride:environment:)` with the current directory
+    /// given rather than asked of the process.
+    static func parse(
+        text: String, path: String, baseDirectory: String, rootOverride: String? = nil,
+        environment: [String: String], currentDirectory: String
+    ) throws(ManifestError) -> Manifest {
+        let manifestDirectory = LexicalPath.absolute(baseDirectory, relativeTo: currentDirectory)
+        return try decode(
+            Array(text.utf8), path: path,
+            rootResolution: .init(manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory),
+            environment: environment)
+    }
+
+    private static func decode(
+        _ bytes: [UInt8], path: String, rootResolution: ManifestDecoder.RootResolution,
+        environment: [String: String]
+    ) throws(ManifestError) -> Manifest {
+        guard let root = try YAMLDocumentParser.parse(bytes, file: path) else {
+            throw ManifestError(ManifestDiagnostic(
+                location: SourceLocation(file: path, line: 1, column: 1), key: nil,
+                message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
+        }
+        var decoder = ManifestDecoder(file: path, environment: environment)
+        guard let manifest = decoder.decodeManifest(root, rootResolution: rootResolution) else {
+            throw ManifestError(diagnostics: decoder.diagnostics.inFileOrder())
+        }
+        return manifest
+    }
+
+    /// The bytes of the file at `path`, read with plain POSIX calls so that a failure can name
+    /// the system's reason.
+    private static func readFile(at path: String) throws(ManifestError) -> [UInt8] {
+        func failure(_ reason: String) -> ManifestError {
+            ManifestError(ManifestDiagnostic(location: nil, key: nil, message: "cannot read manifest `\(path)`: \(reason)"))
+        }
+        func systemReason(_ code: Int32) -> String {
+            String(cString: strerror(code))
+        }
+
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure(systemReason(errno)) }
+        defer { close(descriptor) }
+
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure(systemReason(errno))
+            }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: chunk[..<count])
+            if bytes.count > maximumFileSize {
+                throw failure("it is larger than \(maximumFileSize >> 20) MiB, far more than any list of files needs")
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+/// The mappings of a version 1 manifest and the keys each one allows.
+enum ManifestSection: CaseIterable {
+    case topLevel
+    case defaults
+    case connectivity
+    case entry
+
+    static let transferKeys = ["retries", "timeout", "headers", "insecure", "max_size"]
+
+    var allowedKeys: [String] {
+        switch self {
+        case .topLevel: ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "files"]
+        case .defaults: Self.transferKeys
+        case .connectivity: ["probe", "wait"]
+        case .entry: ["url", "dest", "sha256", "size", "mirrors"] + Self.transferKeys
+        }
+    }
+
+    /// How the section is named in messages.
+    var name: String {
+        switch self {
+        case .topLevel: "the top level"
+        case .defaults: "`defaults`"
+        case .connectivity: "`connectivity`"
+        case .entry: "an entry of `files`"
+        }
+    }
+
+    /// Why `key` is not allowed here, with the likeliest fix: the key it is a typo of, the
+    /// section it belongs in, or else the keys this section allows.
+    func unknownKeyMessage(_ key: String) -> String {
+        if let suggestion = KeySuggestion.closest(to: key, among: allowedKeys) {
+            return "unknown key `\(key)`; did you mean `\(suggestion)`?"
+        }
+        if let home = Self.allCases.first(where: { $0 != self && $0.allowedKeys.contains(key) }) {
+            return "`\(key)` is not allowed in \(name); it belongs in \(home == .defaults && self == .topLevel ? "`defaults` (or in an entry)" : home.name)"
+        }
+        let list = allowedKeys.map { "`\($0)`" }.joined(separator: ", ")
+        return "unknown key `\(key)` in \(name); allowed keys are \(list)"
+    }
+}

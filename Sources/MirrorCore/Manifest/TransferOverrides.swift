@@ -1,0 +1,28 @@
+/// The transfer settings one mapping of the manifest sets: `defaults:` or an entry. Keys it
+/// leaves out are nil and keep the value they are applied to.
+struct TransferOverrides: Equatable {
+    var retries: Int?
+    var timeout: Duration?
+    var headers: [HTTPHeader]?
+    var insecure: Bool?
+    var maxSize: Int64?
+
+    /// `base` with these overrides applied. Headers merge by case-insensitive name: a header
+    /// named here replaces the one in `base` in its place (taking this spelling of the name),
+    /// new names follow in order. Every other key replaces the value in `base` outright.
+    func applied(to base: TransferSettings) -> TransferSettings {
+        var settings = base
+        if let retries { settings.retries = retries }
+        if let timeout { settings.timeout = timeout }
+        if let insecure { settings.insecure = insecure }
+        if let maxSize { settings.maxSize = maxSize }
+        for header in headers ?? [] {
+            if let index = settings.headers.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
+                settings.headers[index] = header
+            } else {
+                settings.headers.append(header)
+            }
+        }
+        return settings
+    }
+}

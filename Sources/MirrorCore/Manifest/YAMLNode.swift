@@ -1,0 +1,63 @@
+/// A node of a parsed YAML document, copied out of libyaml so it can be walked without the C
+/// document. Aliases are expanded into copies of the node they name.
+struct YAMLNode: Sendable {
+    enum Content: Sendable {
+        /// `isPlain` is false for quoted and block scalars: those are always strings, never
+        /// numbers, booleans or null.
+        case scalar(String, isPlain: Bool)
+        case sequence([YAMLNode])
+        case mapping([Pair])
+    }
+
+    struct Pair: Sendable {
+        var key: YAMLNode
+        var value: YAMLNode
+    }
+
+    var content: Content
+    /// Where the node starts, counting from 1.
+    var line: Int
+    var column: Int
+
+    init(_ content: Content, line: Int, column: Int) {
+        self.content = content
+        self.line = line
+        self.column = column
+    }
+
+    /// The text of a scalar that is not null; nil for null, sequences and mappings.
+    var text: String? {
+        guard case .scalar(let text, _) = content, !isNull else { return nil }
+        return text
+    }
+
+    /// The text of a plain (unquoted) scalar that is not null.
+    var plainText: String? {
+        guard case .scalar(let text, isPlain: true) = content, !isNull else { return nil }
+        return text
+    }
+
+    /// YAML's null: an empty plain value, `~` or `null`.
+    var isNull: Bool {
+        guard case .scalar(let text, isPlain: true) = content else { return false }
+        return ["", "~", "null", "Null", "NULL"].contains(text)
+    }
+
+    var isQuotedScalar: Bool {
+        if case .scalar(_, isPlain: false) = content { return true }
+        return false
+    }
+
+    /// What the node is, for "found …" in messages: `` `1.5` ``, `the quoted string "5"`,
+    /// `a mapping`. Long scalars are shortened.
+    var summary: String {
+        switch content {
+        case .sequence: return "a sequence"
+        case .mapping: return "a mapping"
+        case .scalar(let text, let isPlain):
+            if isNull { return "an empty value" }
+            let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
+            return isPlain ? "`\(shown)`" : "the quoted string \"\(shown)\""
+        }
+    }
+}

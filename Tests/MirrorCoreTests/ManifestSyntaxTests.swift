@@ -1,0 +1,265 @@
+import Testing
+@testable import MirrorCore
+
+// Tables for the pieces the manifest loader is built from.
+
+@Test(arguments: [
+    ("https://u:p@h/x", "https://***@h/x"),
+    ("https://user@h/x", "https://***@h/x"),
+    ("https://${TOKEN}@h/x", "https://***@h/x"),
+    ("https://${USER}:${PASS}@h:8443/x?a=b", "https://***@h:8443/x?a=b"),
+    ("ftp://a:b@c@h/x", "ftp://***@h/x"),
+    ("https://h/x?token=abc&u=a@b", "https://h/x?token=abc&u=a@b"),
+    ("https://h/@scope/pkg", "https://h/@scope/pkg"),
+    ("https://h#frag@x", "https://h#frag@x"),
+    ("https://h/x", "https://h/x"),
+    ("${URL}", "${URL}"),
+    ("h/x?next=https://u:p@h", "h/x?next=https://u:p@h"),
+    ("", ""),
+])
+func userinfoIsRedacted(_ text: String, _ expected: String) {
+    #expect(RemoteURL.redactingUserinfo(in: text) == expected)
+}
+
+@Test(arguments: [
+    ("plain", "plain", [], []),
+    ("${A}/${B}", "1/", ["A", "B"], []),
+    ("$${A}", "${A}", [], []),
+    ("$$$$", "$$", [], []),
+    ("$A ${ A} ${1A} ${A-B} $", "$A ${ A} ${1A} ${A-B} $", [], []),
+    ("${_x9}${MISSING}${MISSING}", "", ["_x9", "MISSING"], ["MISSING"]),
+    ("${A", "${A", [], []),
+    ("a${A}é${A}", "a1é1", ["A"], []),
+] as [(String, String, [String], [String])])
+func variablesExpand(_ source: String, _ text: String, _ referenced: [String], _ unset: [String]) {
+    let expansion = VariableExpansion(expanding: source, environment: ["A": "1", "B": "", "_x9": ""])
+    #expect(expansion == VariableExpansion(text: text, referenced: referenced, unset: unset))
+}
+
+@Test(arguments: [
+    ("500ms", Duration.milliseconds(500)),
+    ("30s", .seconds(30)),
+    ("5m", .seconds(300)),
+    ("1h", .seconds(3600)),
+    ("1m30s", .seconds(90)),
+    ("1h0m1s", .seconds(3601)),
+    ("2s500ms", .milliseconds(2500)),
+])
+func durationsParse(_ text: String, _ expected: Duration) throws {
+    #expect(try DurationSyntax.parse(text) == expected)
+}
+
+@Test(arguments: [
+    ("", "found an empty value"),
+    ("30", "`30` has no unit"),
+    ("0s", "greater than zero"),
+    ("0h0m", "greater than zero"),
+    ("-5s", "found `-5s`"),
+    ("1.5s", "found `1.5s`"),
+    ("5 s", "found `5 s`"),
+    ("5d", "unknown unit `d`"),
+    ("30s1m", "from largest to smallest"),
+    ("1s1s", "from largest to smallest"),
+    ("1m30", "found `1m30`"),
+    ("99999999999999999999h", "too long"),
+    ("9999999999999999h", "too long"),
+])
+func badDurationsAreExplained(_ text: String, _ phrase: String) {
+    #expect {
+        _ = try DurationSyntax.parse(text)
+    } throws: { error in
+        (error as! ValueProblem).message.contains(phrase)
+    }
+}
+
+@Test(arguments: [
+    ("0", Int64(0)),
+    ("1048576", 1_048_576),
+    ("10KiB", 10_240),
+    ("5MiB", 5 << 20),
+    ("2GiB", 2 << 30),
+    ("1TiB", 1 << 40),
+    ("1KB", 1_000),
+    ("3MB", 3_000_000),
+    ("1GB", 1_000_000_000),
+    ("7 mib", 7 << 20),
+    ("12B", 12),
+])
+func byteCountsParse(_ text: String, _ expected: Int64) throws {
+    #expect(try ByteCountSyntax.parse(text) == expected)
+}
+
+@Test(arguments: [
+    ("", "found ``"),
+    ("-1", "a negative number"),
+    ("1.5MiB", "found `1.5MiB`"),
+    ("MiB", "found `MiB`"),
+    ("5k", "ambiguous"),
+    ("10 furlongs", "found `10 furlongs`"),
+    ("9999999TiB", "too large"),
+    ("99999999999999999999", "too large"),
+])
+func badByteCountsAreExplained(_ text: String, _ phrase: String) {
+    #expect {
+        _ = try ByteCountSyntax.parse(text)
+    } throws: { error in
+        (error as! ValueProblem).message.contains(phrase)
+    }
+}
+
+@Test func sha256IsLowercasedAndChecked() throws {
+    let upper = String(repeating: "AB", count: 32)
+    #expect(try SHA256Syntax.parse(upper) == String(repeating: "ab", count: 32))
+    #expect(throws: ValueProblem("expected 64 hexadecimal digits, found 65 characters")) {
+        try SHA256Syntax.parse(upper + "a")
+    }
+    #expect(throws: ValueProblem("expected 64 hexadecimal digits, found `é` at position 64, which is not a hexadecimal digit")) {
+        try SHA256Syntax.parse(String(repeating: "a", count: 63) + "é")
+    }
+}
+
+@Test(arguments: [
+    ("sah256", "sha256"),
+    ("concurency", "concurrency"),
+    ("URL", "url"),
+    ("dst", "dest"),
+    ("mirror", "mirrors"),
+    ("maxsize", "max_size"),
+    ("allowfile", "allow_file"),
+    ("colour", nil),
+    ("x", nil),
+] as [(String, String?)])
+func keySuggestions(_ typed: String, _ expected: String?) {
+    let keys = ManifestSection.entry.allowedKeys + ManifestSection.topLevel.allowedKeys
+    #expect(KeySuggestion.closest(to: typed, among: keys) == expected)
+}
+
+@Test(arguments: [
+    ("a", "a"),
+    ("./a//b/./c", "a/b/c"),
+    ("dir/.mirror", "dir/.mirror"),
+    (".mirrors/x", ".mirrors/x"),
+    ("a..b/..c", "a..b/..c"),
+])
+func destinationsNormalise(_ text: String, _ expected: String) throws {
+    #expect(try DestinationPath.normalised(text) == expected)
+}
+
+@Test(arguments: [
+    ("", "found an empty value"),
+    ("/a", "absolute path"),
+    ("//a", "absolute path"),
+    ("a/", "names a directory"),
+    ("..", "`..` component"),
+    ("a/./../b", "`..` component"),
+    (".", "does not name a file"),
+    (".mirror", "reserved for mirror's own state"),
+    ("./.mirror/state.sqlite", "reserved for mirror's own state"),
+    ("a\0b", "NUL"),
+    (String(repeating: "n", count: 256), "limited to 255 bytes"),
+])
+func badDestinationsAreExplained(_ text: String, _ phrase: String) {
+    #expect {
+        _ = try DestinationPath.normalised(text)
+    } throws: { error in
+        (error as! ValueProblem).message.contains(phrase)
+    }
+}
+
+@Test(arguments: [
+    ("/a/b/../c/./d/", "/x", "/a/c/d"),
+    ("rel/../../up", "/x/y", "/x/up"),
+    ("..", "/", "/"),
+    (".", "/base", "/base"),
+    ("a//b", "/base/", "/base/a/b"),
+])
+func pathsAreNormalisedLexically(_ path: String, _ base: String, _ expected: String) {
+    #expect(LexicalPath.absolute(path, relativeTo: base) == expected)
+}
+
+@Test func directoryOfAPath() {
+    #expect(LexicalPath.directory(of: "/a/b/m.yaml") == "/a/b")
+    #expect(LexicalPath.directory(of: "/m.yaml") == "/")
+}
+
+@Test(arguments: [
+    ("https://example.org/a/b.tar.gz", "b.tar.gz"),
+    ("https://example.org/a%20b", "a b"),
+    ("ftp://example.org/pub/x.iso;type=i", "x.iso;type=i"),
+    ("https://example.org/dl?file=x.zip", "dl"),
+])
+func defaultFileNameIsTheLastPathSegment(_ url: String, _ expected: String) throws {
+    let components = try URLRules.check(url, display: url, variables: [], role: .download(allowFile: false))
+    #expect(try URLRules.fileName(fromPercentEncodedPath: components.percentEncodedPath) == expected)
+}
+
+@Test(arguments: [
+    ("https://example.org/x", URLRules.Role.download(allowFile: false)),
+    ("HTTP://Example.org/x", .download(allowFile: false)),
+    ("ftps://example.org/x", .download(allowFile: false)),
+    ("file:///x", .download(allowFile: true)),
+    ("file://localhost/x", .download(allowFile: true)),
+    ("https://[::1]:8443/x", .probe),
+])
+func acceptedURLs(_ url: String, _ role: URLRules.Role) throws {
+    _ = try URLRules.check(url, display: url, variables: [], role: role)
+}
+
+@Test func fileURLsMustBeLocal() {
+    #expect(throws: ValueProblem("file URL names the host `server`; only local files (file:///path) can be read")) {
+        try URLRules.check("file://server/x", display: "file://server/x", variables: [], role: .download(allowFile: true))
+    }
+}
+
+@Test func headerNames() throws {
+    try HeaderRules.checkName("X-Api-Key")
+    try HeaderRules.checkName("Authorization")
+    try HeaderRules.checkName("x!#$%&'*+-.^_`|~1")
+    for reserved in ["Range", "if-range", "ACCEPT-ENCODING", "Host", "Content-Length"] {
+        #expect(throws: ValueProblem.self) { try HeaderRules.checkName(reserved) }
+    }
+    #expect(throws: ValueProblem("header name `X:Y` is not a valid HTTP token: `:` at position 2 is not allowed")) {
+        try HeaderRules.checkName("X:Y")
+    }
+}
+
+@Test func overridesMergeHeadersByNameAndReplaceTheRest() {
+    let base = TransferSettings(
+        retries: 5, timeout: .seconds(30),
+        headers: [HTTPHeader(name: "Authorization", value: "a"), HTTPHeader(name: "X-One", value: "1")],
+        insecure: false, maxSize: 100)
+    let overrides = TransferOverrides(
+        retries: 0, timeout: nil,
+        headers: [HTTPHeader(name: "x-one", value: "one"), HTTPHeader(name: "X-Two", value: "2")],
+        insecure: true, maxSize: nil)
+    #expect(overrides.applied(to: base) == TransferSettings(
+        retries: 0, timeout: .seconds(30),
+        headers: [
+            HTTPHeader(name: "Authorization", value: "a"),
+            HTTPHeader(name: "x-one", value: "one"),
+            HTTPHeader(name: "X-Two", value: "2"),
+        ],
+        insecure: true, maxSize: 100))
+    #expect(TransferOverrides().applied(to: base) == base)
+}
+
+@Test func destinationConflicts() {
+    func claim(_ dest: String, _ url: String, line: Int, sha256: String? = nil) -> DestinationClaim {
+        DestinationClaim(dest: dest, url: url, sha256: sha256, size: nil, line: line)
+    }
+    let outcome = DestinationConflicts.check([
+        claim("a", "u1", line: 1),
+        claim("b/c", "u2", line: 2),
+        claim("a", "u1", line: 3),          // same download again: dropped
+        claim("a", "u9", line: 4),          // same dest, other url
+        claim("a/x", "u3", line: 5),        // a is a file
+        claim("b", "u4", line: 6),          // b is a directory
+        claim("a.part", "u5", line: 7),     // a's partial file
+        claim("b/c.part/d", "u6", line: 8), // b/c's partial file as a directory
+        claim("b/d", "u7", line: 9),
+        claim("a", "u1", line: 10, sha256: "ff"),
+    ])
+    #expect(outcome.kept == [0, 1, 8])
+    #expect(outcome.problems.map(\.index) == [3, 4, 5, 6, 7, 9])
+    #expect(outcome.problems.allSatisfy { $0.message.contains("line 1") || $0.message.contains("line 2") })
+}

@@ -1,0 +1,219 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+private let environment = [
+    "ASSET_TOKEN": "s3cret-token",
+    "MIRROR_HOST": "mirror.example.net",
+    "EMPTY": "",
+]
+
+private func parse(
+    _ text: String, baseDirectory: String = "/srv/manifests", rootOverride: String? = nil,
+    environment: [String: String] = environment
+) throws(ManifestError) -> Manifest {
+    try ManifestLoader.parse(
+        text: text, path: "assets.yaml", baseDirectory: baseDirectory, rootOverride: rootOverride,
+        environment: environment, currentDirectory: "/home/user/work")
+}
+
+@Test func fullManifestSetsEveryKey() throws {
+    let manifest = try parse("""
+        version: 1
+        root: ./assets/../assets//data
+        concurrency: 8
+        allow_file: true
+        defaults:
+          retries: 3
+          timeout: 1m30s
+          headers:
+            Authorization: "Bearer ${ASSET_TOKEN}"
+            X-Client: mirror
+          insecure: false
+          max_size: 5MiB
+        connectivity:
+          probe: https://${MIRROR_HOST}/ping
+          wait: 2m
+        files:
+          - url: https://example.org/data/a%20b.tar.gz
+            sha256: 9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08
+            size: 1048576
+            mirrors: ["https://${MIRROR_HOST}/a.tar.gz", "ftp://user:pw@ftp.example.org/a.tar.gz"]
+          - url: https://u:${ASSET_TOKEN}@example.org/b?x=$$1&y=${EMPTY}
+            dest: ./sub//b.bin
+            retries: 0
+            timeout: 500ms
+            headers:
+              authorization: Token ${ASSET_TOKEN}
+              X-Extra: "${EMPTY}"
+            insecure: true
+            max_size: 1GB
+          - url: file:///srv/c.txt
+        """)
+
+    #expect(manifest.path == "assets.yaml")
+    #expect(manifest.version == 1)
+    #expect(manifest.root == "/srv/manifests/assets/data")
+    #expect(manifest.concurrency == 8)
+    #expect(manifest.allowFile)
+    #expect(manifest.connectivity == ConnectivitySettings(
+        probe: RemoteURL(string: "https://mirror.example.net/ping", display: "https://${MIRROR_HOST}/ping"),
+        wait: .seconds(120)))
+    try #require(manifest.entries.count == 3)
+
+    let first = manifest.entries[0]
+    #expect(first.url == RemoteURL(string: "https://example.org/data/a%20b.tar.gz", display: "https://example.org/data/a%20b.tar.gz"))
+    #expect(first.dest == "a b.tar.gz")
+    #expect(first.sha256 == "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    #expect(first.size == 1_048_576)
+    #expect(first.mirrors == [
+        RemoteURL(string: "https://mirror.example.net/a.tar.gz", display: "https://${MIRROR_HOST}/a.tar.gz"),
+        RemoteURL(string: "ftp://user:pw@ftp.example.org/a.tar.gz", display: "ftp://***@ftp.example.org/a.tar.gz"),
+    ])
+    #expect(first.settings == TransferSettings(
+        retries: 3, timeout: .seconds(90),
+        headers: [
+            HTTPHeader(name: "Authorization", value: "Bearer s3cret-token"),
+            HTTPHeader(name: "X-Client", value: "mirror"),
+        ],
+        insecure: false, maxSize: 5 << 20))
+    #expect(first.location == SourceLocation(file: "assets.yaml", line: 17, column: 5))
+
+    let second = manifest.entries[1]
+    #expect(second.url.string == "https://u:s3cret-token@example.org/b?x=$1&y=")
+    #expect(second.url.display == "https://***@example.org/b?x=$$1&y=${EMPTY}")
+    #expect(second.dest == "sub/b.bin")
+    #expect(second.sha256 == nil)
+    #expect(second.size == nil)
+    #expect(second.mirrors.isEmpty)
+    #expect(second.settings == TransferSettings(
+        retries: 0, timeout: .milliseconds(500),
+        headers: [
+            HTTPHeader(name: "authorization", value: "Token s3cret-token"),
+            HTTPHeader(name: "X-Client", value: "mirror"),
+            HTTPHeader(name: "X-Extra", value: ""),
+        ],
+        insecure: true, maxSize: 1_000_000_000))
+
+    let third = manifest.entries[2]
+    #expect(third.url.string == "file:///srv/c.txt")
+    #expect(third.dest == "c.txt")
+    #expect(third.settings.retries == 3)
+}
+
+@Test func minimalManifestTakesTheDefaults() throws {
+    let manifest = try parse("""
+        version: 1
+        files:
+          - url: https://example.org/dir/file.iso
+        """)
+    #expect(manifest.root == "/srv/manifests")
+    #expect(manifest.concurrency == 4)
+    #expect(manifest.allowFile == false)
+    #expect(manifest.connectivity == ConnectivitySettings(probe: nil, wait: .seconds(300)))
+    #expect(manifest.entries.map(\.dest) == ["file.iso"])
+    #expect(manifest.entries[0].settings == TransferSettings())
+}
+
+private let minimalFiles = """
+    version: 1
+    root: data
+    files:
+      - url: https://example.org/a
+    """
+
+@Test(arguments: [
+    // (baseDirectory, rootOverride, expected root); the current directory is /home/user/work.
+    ("/srv/manifests", nil, "/srv/manifests/data"),
+    ("conf", nil, "/home/user/work/conf/data"),
+    ("/srv/manifests", "/mnt/out/", "/mnt/out"),
+    ("/srv/manifests", "out/../elsewhere", "/home/user/work/elsewhere"),
+    ("/srv/manifests", ".", "/home/user/work"),
+] as [(String, String?, String)])
+func rootIsResolved(baseDirectory: String, rootOverride: String?, expected: String) throws {
+    let manifest = try parse(minimalFiles, baseDirectory: baseDirectory, rootOverride: rootOverride)
+    #expect(manifest.root == expected)
+}
+
+@Test func sameURLAndDestTwiceIsKeptOnce() throws {
+    let manifest = try parse("""
+        version: 1
+        files:
+          - url: https://example.org/a.bin
+          - url: https://example.org/b.bin
+          - url: https://example.org/a.bin
+            dest: ./a.bin
+        """)
+    #expect(manifest.entries.map(\.dest) == ["a.bin", "b.bin"])
+    #expect(manifest.entries[0].location.line == 3)
+}
+
+@Test func dollarSignsThatAreNotReferencesStayLiteral() throws {
+    let manifest = try parse("""
+        version: 1
+        defaults:
+          headers:
+            X-Price: "$5 ${not-a-name} $$HOME ${ASSET_TOKEN}"
+        files:
+          - url: https://example.org/a
+        """)
+    #expect(manifest.entries[0].settings.headers == [HTTPHeader(name: "X-Price", value: "$5 ${not-a-name} $HOME s3cret-token")])
+}
+
+@Test func secretsNeverReachDescriptions() throws {
+    let manifest = try parse("""
+        version: 1
+        defaults:
+          headers:
+            Authorization: "Bearer ${ASSET_TOKEN}"
+        files:
+          - url: https://user:${ASSET_TOKEN}@example.org/a
+            mirrors: ["https://user:literal-password@example.net/a"]
+        """)
+    let entry = manifest.entries[0]
+    let printed = "\(entry.url) \(entry.mirrors) \(entry.settings.headers)"
+    #expect(!printed.contains("s3cret"))
+    #expect(!printed.contains("literal-password"))
+}
+
+@Test func loadReadsAFileAndResolvesRootBesideIt() throws {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("mirror-manifest-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let file = directory.appendingPathComponent("assets.yaml")
+    try Data(minimalFiles.utf8).write(to: file)
+
+    let manifest = try ManifestLoader.load(path: file.path, environment: [:])
+    #expect(manifest.path == file.path)
+    #expect(manifest.root == LexicalPath.normalised(directory.path + "/data"))
+    #expect(manifest.entries.map(\.url.string) == ["https://example.org/a"])
+}
+
+@Test func loadOfAMissingFileNamesThePath() {
+    let path = "/nonexistent-\(UUID().uuidString)/assets.yaml"
+    #expect {
+        _ = try ManifestLoader.load(path: path, environment: [:])
+    } throws: { error in
+        guard let error = error as? ManifestError, error.diagnostics.count == 1 else { return false }
+        let diagnostic = error.diagnostics[0]
+        return diagnostic.location == nil
+            && diagnostic.description == "cannot read manifest `\(path)`: No such file or directory"
+    }
+}
+
+@Test func loadOfADirectoryGivesTheSystemsReason() {
+    #expect {
+        _ = try ManifestLoader.load(path: "/", environment: [:])
+    } throws: { error in
+        (error as? ManifestError)?.description == "cannot read manifest `/`: Is a directory"
+    }
+}
+
+@Test func emptyRootOverrideIsRefused() {
+    #expect {
+        _ = try parse(minimalFiles, rootOverride: "")
+    } throws: { error in
+        (error as? ManifestError)?.description == "--root: the root given on the command line is empty; give a directory"
+    }
+}
