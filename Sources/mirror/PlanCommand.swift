@@ -28,7 +28,7 @@ struct PlanCommand: AsyncParsableCommand {
         let plan = await runner.plan()
 
         if options.json {
-            console.json(try PlanJSON.encode(plan))
+            console.json(PlanJSON.encode(plan))
         } else if !options.quiet {
             console.line(PlanTable.render(plan))
         }
@@ -98,54 +98,21 @@ struct PlanSummary {
 
 /// `mirror plan --json`: exactly one object on stdout.
 enum PlanJSON {
-    struct Document: Encodable {
-        var entries: [Row]
-        var summary: Summary
-    }
-
-    struct Row: Encodable {
-        var entry: PlannedEntry
-
-        enum Keys: String, CodingKey {
-            case dest, url, action, offset
-            case localSize = "local_size", remoteSize = "remote_size", reason
+    static func encode(_ plan: [PlannedEntry]) -> String {
+        let summary = PlanSummary(plan)
+        let entries = plan.map { entry -> JSONValue in
+            .object([
+                ("dest", .string(entry.dest)),
+                ("url", .string(entry.url)),
+                ("action", .string(entry.action.name)),
+                ("offset", .int(entry.action.offset)),
+                ("local_size", .int(entry.localSize)),
+                ("remote_size", .int(entry.remoteSize)),
+                ("reason", .string(entry.action.reason)),
+            ])
         }
-
-        func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: Keys.self)
-            try container.encode(entry.dest, forKey: .dest)
-            try container.encode(entry.url, forKey: .url)
-            try container.encode(entry.action.name, forKey: .action)
-            try container.encode(entry.action.offset, forKey: .offset)
-            try container.encode(entry.localSize, forKey: .localSize)
-            try container.encode(entry.remoteSize, forKey: .remoteSize)
-            try container.encode(entry.action.reason, forKey: .reason)
-        }
-    }
-
-    struct Summary: Encodable {
-        var summary: PlanSummary
-
-        struct Key: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-
-        func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: Key.self)
-            for name in PlanSummary.actionNames {
-                try container.encode(summary.counts[name, default: 0], forKey: Key(stringValue: name))
-            }
-            try container.encode(summary.bytesToTransfer, forKey: Key(stringValue: "bytes_to_transfer"))
-        }
-    }
-
-    static func encode(_ plan: [PlannedEntry]) throws -> String {
-        let document = Document(entries: plan.map(Row.init), summary: Summary(summary: PlanSummary(plan)))
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(document), as: UTF8.self)
+        var totals = PlanSummary.actionNames.map { ($0, JSONValue.int(summary.counts[$0, default: 0])) }
+        totals.append(("bytes_to_transfer", .int(summary.bytesToTransfer)))
+        return JSONValue.object([("entries", .array(entries)), ("summary", .object(totals))]).text
     }
 }

@@ -36,7 +36,7 @@ struct SyncCommand: AsyncParsableCommand {
         let elapsed = ContinuousClock.now - started
 
         if options.json {
-            console.json(try SyncJSON.encode(reports))
+            console.json(SyncJSON.encode(reports))
         } else {
             console.line(SyncSummary(reports).text(elapsed: elapsed))
         }
@@ -76,60 +76,36 @@ struct SyncSummary {
 
 /// `mirror sync --json`: one object on stdout with a result per entry.
 enum SyncJSON {
-    struct Document: Encodable {
-        var entries: [Row]
-        var summary: Summary
-    }
-
-    struct Row: Encodable {
-        var report: EntryReport
-
-        enum Keys: String, CodingKey {
-            case dest, url, action, status, bytesTransferred = "bytes_transferred", size, attempts, sha256, error
-        }
-
-        func encode(to encoder: Encoder) throws {
-            var container = encoder.container(keyedBy: Keys.self)
-            try container.encode(report.dest, forKey: .dest)
-            try container.encode(report.url, forKey: .url)
-            try container.encode(report.action.name, forKey: .action)
-            let status: String
+    static func encode(_ reports: [EntryReport]) -> String {
+        let entries = reports.map { report -> JSONValue in
+            var status = "transferred"
             var error: String?
             switch report.outcome {
-            case .transferred: status = "transferred"
+            case .transferred: break
             case .skipped: status = "skipped"
             case .failed(let failure):
                 status = "failed"
                 error = failure.description
             }
-            try container.encode(status, forKey: .status)
-            try container.encode(report.bytesTransferred, forKey: .bytesTransferred)
-            try container.encode(report.size, forKey: .size)
-            try container.encode(report.attempts, forKey: .attempts)
-            try container.encode(report.sha256, forKey: .sha256)
-            try container.encode(error, forKey: .error)
+            return .object([
+                ("dest", .string(report.dest)),
+                ("url", .string(report.url)),
+                ("action", .string(report.action.name)),
+                ("status", .string(status)),
+                ("bytes_transferred", .int(report.bytesTransferred)),
+                ("size", .int(report.size)),
+                ("attempts", .int(report.attempts)),
+                ("sha256", .string(report.sha256)),
+                ("error", .string(error)),
+            ])
         }
-    }
-
-    struct Summary: Encodable {
-        var transferred: Int
-        var skipped: Int
-        var failed: Int
-        var bytesTransferred: Int64
-
-        enum CodingKeys: String, CodingKey {
-            case transferred, skipped, failed, bytesTransferred = "bytes_transferred"
-        }
-    }
-
-    static func encode(_ reports: [EntryReport]) throws -> String {
         let totals = SyncSummary(reports)
-        let document = Document(
-            entries: reports.map(Row.init),
-            summary: Summary(transferred: totals.transferred, skipped: totals.skipped, failed: totals.failed, bytesTransferred: totals.bytes)
-        )
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(document), as: UTF8.self)
+        let summary = JSONValue.object([
+            ("transferred", .int(totals.transferred)),
+            ("skipped", .int(totals.skipped)),
+            ("failed", .int(totals.failed)),
+            ("bytes_transferred", .int(totals.bytes)),
+        ])
+        return JSONValue.object([("entries", .array(entries)), ("summary", summary)]).text
     }
 }

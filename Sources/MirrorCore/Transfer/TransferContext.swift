@@ -95,8 +95,10 @@ final class TransferContext {
     }
 
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
-        var line = String(decoding: bytes, as: UTF8.self)
-        while line.hasSuffix("\n") || line.hasSuffix("\r") { line.removeLast() }
+        // Strip CR LF as bytes: in Swift "\r\n" is one Character, which hasSuffix("\n") misses.
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        let line = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self)
         if line.hasPrefix("HTTP/") {
             // A new response begins (after a 1xx, or on a redirect hop): forget the last one's.
             let parts = line.split(separator: " ", maxSplits: 2)
