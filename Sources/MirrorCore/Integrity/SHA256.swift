@@ -33,6 +33,14 @@ final class SHA256Hasher {
         return Self.hex(digest)
     }
 
+    /// The digest of bytes in memory.
+    static func hex(of bytes: some Sequence<UInt8>) -> String {
+        let hasher = SHA256Hasher()
+        let array = Array(bytes)
+        array.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize()
+    }
+
     static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()

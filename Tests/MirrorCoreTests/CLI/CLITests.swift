@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+
+/// The built binary's exit codes and output contract.
+@Suite(.serialized)
+struct CLITests {
+    static let payload = randomData(count: 200_000, seed: 40)
+
+    /// A served `a.bin`, a manifest listing it (and optionally a 404), in a temp directory.
+    static func setUp(withMissingEntry: Bool = false) throws -> SyncFixture {
+        let fixture = try SyncFixture(files: ["a.bin": payload])
+        var entries: [(path: String, dest: String)] = [("/a.bin", "a.bin")]
+        if withMissingEntry { entries.append(("/nope.bin", "nope.bin")) }
+        try fixture.directory.write(Data(fixture.manifest(entries).utf8), to: "mirror.yaml")
+        return fixture
+    }
+
+    @Test func syncThenQuietSyncPrintsNothingAndExitsZero() throws {
+        let fixture = try Self.setUp()
+        let first = try MirrorBinary.run(["sync", "mirror.yaml"], in: fixture.directory.path)
+        #expect(first.status == 0, "\(first)")
+        #expect(first.stdout.contains("downloaded   a.bin"))
+        #expect(fixture.local("a.bin") == Self.payload)
+
+        let second = try MirrorBinary.run(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        #expect(second.status == 0, "\(second)")
+        #expect(second.stdout.isEmpty && second.stderr.isEmpty, "\(second)")
+    }
+
+    @Test func aFailedEntryExitsOneAndTheOthersComplete() throws {
+        let fixture = try Self.setUp(withMissingEntry: true)
+        let result = try MirrorBinary.run(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.contains("FAILED nope.bin: HTTP 404 Not Found"))
+        #expect(fixture.local("a.bin") == Self.payload)
+    }
+
+    @Test func manifestErrorsExitTwoNameTheLineAndTouchNothing() throws {
+        let fixture = try Self.setUp()
+        try fixture.directory.write(Data("version: 1\nroot: root\nfiles:\n  - url: http://127.0.0.1/a\n    sah256: abc\n".utf8), to: "bad.yaml")
+        let before = fixture.rootSnapshot()
+        let result = try MirrorBinary.run(["sync", "bad.yaml"], in: fixture.directory.path)
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stderr.contains("bad.yaml:5:5"), "\(result)")
+        #expect(result.stderr.contains("sha256"), "did you mean")
+        #expect(fixture.rootSnapshot() == before)
+        #expect(try fixture.nginx.requests().isEmpty)
+    }
+
+    @Test(arguments: [["sync"], ["sync", "m.yaml", "--bogus"], ["plan", "m.yaml", "-j", "0"], ["frobnicate"]])
+    func usageErrorsExitTwo(_ arguments: [String]) throws {
+        let directory = try TemporaryDirectory()
+        let result = try MirrorBinary.run(arguments, in: directory.path)
+        #expect(result.status == 2, "\(result)")
+        #expect(!result.stderr.isEmpty)
+    }
+
+    @Test func planJSONIsOneObjectWithTheDocumentedShape() throws {
+        let fixture = try Self.setUp(withMissingEntry: true)
+        try fixture.putLocal(Self.payload.prefix(1000), at: "a.bin")
+        let result = try MirrorBinary.run(["plan", "--json", "mirror.yaml"], in: fixture.directory.path)
+        #expect(result.status == 1, "a failing entry makes plan exit 1: \(result)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let entries = try #require(object["entries"] as? [[String: Any]])
+        #expect(entries.count == 2)
+        #expect(entries[0]["action"] as? String == "resume")
+        #expect(entries[0]["offset"] as? Int == 1000)
+        #expect(entries[0]["local_size"] as? Int == 1000)
+        #expect(entries[0]["remote_size"] as? Int == 200_000)
+        #expect(entries[0]["reason"] != nil)
+        #expect(entries[1]["action"] as? String == "fail")
+        #expect(entries[1]["local_size"] is NSNull)
+        #expect(entries[1]["reason"] as? String == "HTTP 404 Not Found")
+        let summary = try #require(object["summary"] as? [String: Any])
+        #expect(summary["resume"] as? Int == 1 && summary["fail"] as? Int == 1 && summary["download"] as? Int == 0)
+        #expect(summary["bytes_to_transfer"] as? Int == 199_000)
+        #expect(Set(summary.keys) == ["download", "resume", "restart", "replace", "skip", "fail", "bytes_to_transfer"])
+        #expect(fixture.local("a.bin")?.count == 1000, "plan changed nothing")
+    }
+
+    @Test func planExitCodeReportsPendingChanges() throws {
+        let fixture = try Self.setUp()
+        let pending = try MirrorBinary.run(["plan", "--exit-code", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        #expect(pending.status == 5, "\(pending)")
+        #expect(pending.stdout.isEmpty)
+        _ = try MirrorBinary.run(["sync", "-q", "mirror.yaml"], in: fixture.directory.path)
+        let clean = try MirrorBinary.run(["plan", "--exit-code", "mirror.yaml"], in: fixture.directory.path)
+        #expect(clean.status == 0, "\(clean)")
+        #expect(clean.stdout.contains("skip"))
+    }
+
+    @Test func syncJSONReportsEveryEntry() throws {
+        let fixture = try Self.setUp(withMissingEntry: true)
+        let result = try MirrorBinary.run(["sync", "--json", "mirror.yaml"], in: fixture.directory.path)
+        #expect(result.status == 1)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+        let entries = try #require(object["entries"] as? [[String: Any]])
+        #expect(entries.map { $0["status"] as? String } == ["transferred", "failed"])
+        #expect(entries[0]["bytes_transferred"] as? Int == 200_000)
+        #expect(entries[1]["error"] as? String == "HTTP 404 Not Found")
+        #expect(result.stderr.contains("FAILED nope.bin"), "human text goes to stderr with --json")
+    }
+
+    @Test func rootOptionOverridesTheManifest() throws {
+        let fixture = try Self.setUp()
+        let result = try MirrorBinary.run(["sync", "--root", "elsewhere", "mirror.yaml"], in: fixture.directory.path)
+        #expect(result.status == 0, "\(result)")
+        #expect(fixture.directory.contents(of: "elsewhere/a.bin") == Self.payload)
+        #expect(fixture.local("a.bin") == nil)
+    }
+
+    @Test func helpDocumentsExitStatus() throws {
+        let directory = try TemporaryDirectory()
+        let result = try MirrorBinary.run(["--help"], in: directory.path)
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("EXIT STATUS"))
+        #expect(result.stdout.contains("plan") && result.stdout.contains("sync"))
+    }
+}

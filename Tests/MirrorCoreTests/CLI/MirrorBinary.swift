@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+
+/// Runs the built `mirror` executable, as cron or a script would.
+enum MirrorBinary {
+    struct Result: Sendable, CustomStringConvertible {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+
+        var description: String { "exit \(status)\n--- stdout ---\n\(stdout)\n--- stderr ---\n\(stderr)" }
+    }
+
+    struct NotBuilt: Error, CustomStringConvertible {
+        var searched: [String]
+        var description: String { "the mirror executable was not found (looked at \(searched.joined(separator: ", "))); run `swift build` first" }
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        var arguments: [String]
+        var description: String { "mirror \(arguments.joined(separator: " ")) did not finish in time" }
+    }
+
+    /// The executable SwiftPM built beside the test bundle.
+    static func path() throws -> String {
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        var candidates = [besideTests.appendingPathComponent("mirror").path]
+        // The test bundle may be a directory (.xctest) one level further down.
+        candidates.append(besideTests.deletingLastPathComponent().appendingPathComponent("mirror").path)
+        candidates.append(package.appendingPathComponent(".build/debug/mirror").path)
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw NotBuilt(searched: candidates)
+        }
+        return found
+    }
+
+    /// Runs `mirror arguments` in `directory`, stdin closed, output captured through files.
+    static func run(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
+                    timeout: Duration = .seconds(60)) throws -> Result {
+        let scratch = try TemporaryDirectory(prefix: "mirror-cli")
+        let out = scratch.path("stdout"), err = scratch.path("stderr")
+        FileManager.default.createFile(atPath: out, contents: nil)
+        FileManager.default.createFile(atPath: err, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try path())
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var environment = ProcessInfo.processInfo.environment
+        environment["no_proxy"] = "*"
+        for (key, value) in extra { environment[key] = value }
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
+        try process.run()
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now > deadline {
+                process.terminate()
+                process.waitUntilExit()
+                throw TimedOut(arguments: arguments)
+            }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return Result(
+            status: process.terminationStatus,
+            stdout: String(decoding: scratch.contents(of: "stdout") ?? Data(), as: UTF8.self),
+            stderr: String(decoding: scratch.contents(of: "stderr") ?? Data(), as: UTF8.self)
+        )
+    }
+}

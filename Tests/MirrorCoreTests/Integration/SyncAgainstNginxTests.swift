@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// plan and sync end to end against a real nginx on loopback.
+@Suite(.serialized)
+struct SyncAgainstNginxTests {
+    static let complete = randomData(count: 300_000, seed: 1)
+    static let half = randomData(count: 1_000_000, seed: 2)
+    static let shrunk = randomData(count: 50_000, seed: 3)
+    static let missing = randomData(count: 123_457, seed: 4)
+
+    /// The issue's five-way setup: a complete file, a half file, a too-large file, a missing
+    /// file (in a directory that does not exist yet) and a 404.
+    static func fiveWay() throws -> (SyncFixture, Manifest) {
+        let fixture = try SyncFixture(files: [
+            "complete.bin": complete, "half.bin": half, "shrunk.bin": shrunk, "missing.bin": missing,
+        ])
+        try fixture.putLocal(complete, at: "complete.bin")
+        try fixture.putLocal(half.prefix(500_000), at: "half.bin")
+        try fixture.putLocal(randomData(count: 60_000, seed: 9), at: "shrunk.bin")
+        let manifest = try fixture.load(fixture.manifest([
+            ("/complete.bin", "complete.bin"), ("/half.bin", "half.bin"), ("/shrunk.bin", "shrunk.bin"),
+            ("/missing.bin", "new/dir/missing.bin"), ("/gone.bin", "gone.bin"),
+        ]))
+        return (fixture, manifest)
+    }
+
+    @Test func planShowsFiveActionsAndWritesNothing() async throws {
+        let (fixture, manifest) = try Self.fiveWay()
+        let before = fixture.rootSnapshot()
+        let plan = await fixture.runner(manifest).plan()
+
+        #expect(plan.map(\.action.name) == ["skip", "resume", "restart", "download", "fail"])
+        #expect(plan[1].action == .resume(from: 500_000, source: .destination))
+        #expect(plan[1].remoteSize == 1_000_000 && plan[1].localSize == 500_000)
+        #expect(plan[2].action.reason?.contains("larger than the remote file") == true)
+        #expect(plan[4].action == .fail(.httpStatus(404)))
+        #expect(fixture.rootSnapshot() == before)
+        #expect(!FileManager.default.fileExists(atPath: fixture.rootPath("new")))
+        let methods = Set(try fixture.nginx.requests().map(\.method))
+        #expect(methods == ["HEAD"])
+    }
+
+    @Test func syncCarriesOutThePlan() async throws {
+        let (fixture, manifest) = try Self.fiveWay()
+        let reports = await fixture.runner(manifest).sync()
+
+        #expect(reports.map(\.dest) == ["complete.bin", "half.bin", "shrunk.bin", "new/dir/missing.bin", "gone.bin"])
+        #expect(reports[0].outcome == .skipped)
+        #expect(reports[1].outcome == .transferred && reports[1].bytesTransferred == 500_000)
+        #expect(reports[2].outcome == .transferred)
+        #expect(reports[3].outcome == .transferred)
+        #expect(reports[4].outcome == .failed(.httpStatus(404)))
+        #expect(fixture.local("complete.bin") == Self.complete)
+        #expect(fixture.local("half.bin") == Self.half)
+        #expect(fixture.local("shrunk.bin") == Self.shrunk)
+        #expect(fixture.local("new/dir/missing.bin") == Self.missing)
+        #expect(fixture.local("gone.bin") == nil)
+        #expect(fixture.directory.listing("root").filter { $0.hasSuffix(".part") }.isEmpty)
+
+        let requests = try fixture.nginx.requests()
+        let gets = requests.filter { $0.method == "GET" }
+        #expect(!gets.contains { $0.uri == "/complete.bin" }, "a complete file is not downloaded again")
+        #expect(gets.filter { $0.uri == "/half.bin" }.map(\.range) == ["bytes=500000-"])
+        #expect(gets.filter { $0.uri == "/shrunk.bin" }.map(\.range) == [nil])
+        #expect(gets.filter { $0.uri == "/missing.bin" }.map(\.range) == [nil])
+        // Nothing was on disk for missing.bin: its GET's own headers were the probe.
+        #expect(!requests.contains { $0.method == "HEAD" && $0.uri == "/missing.bin" })
+    }
+
+    @Test func secondSyncTransfersNothing() async throws {
+        let (fixture, manifest) = try Self.fiveWay()
+        _ = await fixture.runner(manifest).sync()
+        fixture.nginx.clearLog()
+        let again = await fixture.runner(manifest).sync()
+
+        #expect(again.prefix(4).allSatisfy { $0.outcome == .skipped })
+        #expect(again.map(\.bytesTransferred).reduce(0, +) == 0)
+        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.isEmpty)
+    }
+
+    @Test func partialFileIsResumedAndRenamed() async throws {
+        let data = randomData(count: 2_000_000, seed: 5)
+        let fixture = try SyncFixture(files: ["p.bin": data])
+        try fixture.putLocal(data.prefix(750_000), at: "p.bin.part")
+        let manifest = try fixture.load(fixture.manifest([("/p.bin", "p.bin")]))
+
+        let plan = await fixture.runner(manifest).plan()
+        #expect(plan[0].action == .resume(from: 750_000, source: .partial))
+        let reports = await fixture.runner(manifest).sync()
+
+        #expect(reports[0].outcome == .transferred && reports[0].bytesTransferred == 1_250_000)
+        #expect(fixture.local("p.bin") == data)
+        #expect(fixture.directory.listing("root") == ["p.bin"])
+        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.map(\.range) == ["bytes=750000-"])
+    }
+
+    @Test func completePartialFileIsOnlyRenamed() async throws {
+        let data = randomData(count: 4096, seed: 6)
+        let fixture = try SyncFixture(files: ["c.bin": data])
+        try fixture.putLocal(data, at: "c.bin.part")
+        let manifest = try fixture.load(fixture.manifest([("/c.bin", "c.bin")]))
+        let reports = await fixture.runner(manifest).sync()
+
+        #expect(reports[0].action == .finish(size: 4096) && reports[0].outcome == .transferred)
+        #expect(fixture.local("c.bin") == data)
+        #expect(fixture.directory.listing("root") == ["c.bin"])
+        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.isEmpty)
+    }
+
+    @Test func headRefusedFallsBackToARangeProbe() async throws {
+        let data = randomData(count: 10_000, seed: 7)
+        let fixture = try SyncFixture(files: ["h.bin": data])
+        try fixture.putLocal(data.prefix(4_000), at: "h.bin")
+        let manifest = try fixture.load(fixture.manifest([("/nohead/h.bin", "h.bin")]))
+
+        let plan = await fixture.runner(manifest).plan()
+        #expect(plan[0].action == .resume(from: 4_000, source: .destination))
+        #expect(plan[0].remoteSize == 10_000)
+        let requests = try fixture.nginx.requests()
+        #expect(requests.map(\.method) == ["HEAD", "GET"])
+        #expect(requests.map(\.status) == [405, 206])
+        #expect(requests[1].range == "bytes=0-0")
+    }
+
+    @Test func ignoredRangeRestartsFromZeroInsteadOfAppending() async throws {
+        let data = randomData(count: 500_000, seed: 8)
+        let fixture = try SyncFixture(files: ["r.bin": data])
+        // A partial whose bytes are wrong: appending to it would splice two files.
+        try fixture.putLocal(randomData(count: 100_000, seed: 99), at: "r.bin.part")
+        let manifest = try fixture.load(fixture.manifest([("/norange/r.bin", "r.bin")]))
+        let reports = await fixture.runner(manifest).sync()
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(fixture.local("r.bin") == data)
+        let get = try #require(try fixture.nginx.requests().first { $0.method == "GET" })
+        #expect(get.range == "bytes=100000-" && get.status == 200)
+    }
+
+    @Test func sha256PinIsCheckedBeforeTheRename() async throws {
+        let data = randomData(count: 70_000, seed: 10)
+        let fixture = try SyncFixture(files: ["good.bin": data, "bad.bin": data])
+        let goodHash = SHA256Hasher.hex(of: data)
+        let wrongHash = String(repeating: "0", count: 64)
+        let text = """
+            version: 1
+            root: root
+            defaults:
+              retries: 1
+            files:
+              - url: \(fixture.nginx.url("/good.bin"))
+                sha256: \(goodHash)
+              - url: \(fixture.nginx.url("/bad.bin"))
+                sha256: \(wrongHash)
+            """
+        let reports = await fixture.runner(try fixture.load(text)).sync()
+
+        #expect(reports[0].outcome == .transferred && reports[0].sha256 == goodHash)
+        #expect(reports[1].outcome == .failed(.checksumMismatch(expected: wrongHash, actual: goodHash)))
+        #expect(reports[1].attempts == 2)
+        #expect(fixture.directory.listing("root") == ["good.bin"])
+    }
+
+    @Test func emptyFileAndModificationTime() async throws {
+        let fixture = try SyncFixture(files: ["empty.bin": Data(), "dated.bin": randomData(count: 10, seed: 11)])
+        let stamp = Date(timeIntervalSince1970: 1_500_000_000)
+        try FileManager.default.setAttributes([.modificationDate: stamp], ofItemAtPath: fixture.directory.path("site/dated.bin"))
+        let manifest = try fixture.load(fixture.manifest([("/empty.bin", "empty.bin"), ("/dated.bin", "dated.bin")]))
+        let reports = await fixture.runner(manifest).sync()
+
+        #expect(reports.map(\.outcome) == [.transferred, .transferred])
+        #expect(fixture.local("empty.bin") == Data())
+        let modified = try FileManager.default.attributesOfItem(atPath: fixture.rootPath("dated.bin"))[.modificationDate] as? Date
+        #expect(modified == stamp)
+        let second = await fixture.runner(manifest).sync()
+        #expect(second.map(\.outcome) == [.skipped, .skipped])
+    }
+
+    @Test func concurrencyBoundsTransfersInFlight() async throws {
+        var files: [String: Data] = [:]
+        for index in 0..<6 { files["f\(index).bin"] = randomData(count: 400_000, seed: UInt64(20 + index)) }
+        // 1 MiB/s per response: each file takes ~0.4 s, long enough to observe overlap.
+        let fixture = try SyncFixture(files: files, nginx: NginxOptions(rateLimit: 1 << 20))
+        let manifest = try fixture.load(fixture.manifest((0..<6).map { ("/f\($0).bin", "f\($0).bin") }))
+        let progress = SyncProgress()
+        let runner = fixture.runner(manifest, concurrency: 2, progress: progress)
+
+        let sampler = Task {
+            var most = 0
+            while !Task.isCancelled {
+                most = max(most, progress.snapshot().active.count)
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return most
+        }
+        let reports = await runner.sync()
+        sampler.cancel()
+        let most = await sampler.value
+
+        #expect(reports.allSatisfy { $0.outcome == .transferred })
+        #expect(most == 2)
+        for index in 0..<6 { #expect(fixture.local("f\(index).bin") == files["f\(index).bin"]) }
+    }
+}

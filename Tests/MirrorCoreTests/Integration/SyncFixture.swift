@@ -1,0 +1,60 @@
+import Foundation
+@testable import MirrorCore
+
+/// A served folder, a local root and a manifest over them: the common setup of the
+/// integration tests. nginx serves `site/`; destinations live under `root/`.
+final class SyncFixture: Sendable {
+    let directory: TemporaryDirectory
+    let nginx: NginxServer
+
+    init(files: [String: Data], nginx options: NginxOptions = .init()) throws {
+        directory = try TemporaryDirectory(prefix: "mirror-sync")
+        for (path, data) in files {
+            try directory.write(data, to: "site/" + path)
+        }
+        try FileManager.default.createDirectory(atPath: directory.path("root"), withIntermediateDirectories: true)
+        nginx = try NginxServer.start(serving: directory.path("site"), options: options)
+    }
+
+    var root: String { directory.path("root") }
+
+    func rootPath(_ relative: String) -> String { directory.path("root/" + relative) }
+
+    func served(_ path: String) -> Data { directory.contents(of: "site/" + path)! }
+
+    func local(_ dest: String) -> Data? { directory.contents(of: "root/" + dest) }
+
+    func putLocal(_ data: Data, at dest: String) throws {
+        try directory.write(data, to: "root/" + dest)
+    }
+
+    /// A manifest text with one entry per (url path, dest, extra lines).
+    func manifest(_ entries: [(path: String, dest: String)], extra: String = "") -> String {
+        var text = "version: 1\nroot: root\n\(extra)files:\n"
+        for entry in entries {
+            text += "  - url: \(nginx.url(entry.path))\n    dest: \(entry.dest)\n"
+        }
+        return text
+    }
+
+    func load(_ text: String) throws -> Manifest {
+        try ManifestLoader.parse(text: text, path: "test.yaml", baseDirectory: directory.path, environment: [:])
+    }
+
+    func runner(_ manifest: Manifest, concurrency: Int? = nil, progress: SyncProgress? = nil) -> ManifestRunner {
+        ManifestRunner(manifest: manifest, options: RunOptions(
+            concurrency: concurrency ?? manifest.concurrency,
+            retryPolicy: RetryPolicy(base: .milliseconds(10), cap: .milliseconds(50)),
+            progress: progress
+        ))
+    }
+
+    /// Every file and directory under root, with sizes, to prove that nothing changed.
+    func rootSnapshot() -> [String] {
+        directory.listing("root").map { relative in
+            let path = rootPath(relative)
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1
+            return "\(relative) \(size)"
+        }
+    }
+}
