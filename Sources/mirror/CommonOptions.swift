@@ -31,16 +31,26 @@ struct CommonOptions: ParsableArguments {
         }
     }
 
+    func console() -> Console {
+        Console(mode: json ? .json : .text, quiet: quiet)
+    }
+
     /// Loads the manifest, or prints every problem in it and ends with exit status 2.
+    /// Warns about entries that turn TLS verification off.
     func loadManifest(console: Console) throws -> Manifest {
+        let loaded: Manifest
         do {
-            return try ManifestLoader.load(path: manifest, rootOverride: root)
+            loaded = try ManifestLoader.load(path: manifest, rootOverride: root)
         } catch {
             for diagnostic in error.diagnostics {
                 console.error("mirror: \(diagnostic)")
             }
             throw ExitWith(status: .usage)
         }
+        for entry in loaded.entries where entry.settings.insecure {
+            console.notice("mirror: warning: \(entry.location): \(entry.dest): insecure: true, TLS certificates are not verified")
+        }
+        return loaded
     }
 
     func runOptions(for manifest: Manifest, console: Console, progress: SyncProgress? = nil) -> RunOptions {

@@ -6,30 +6,35 @@ import Synchronization
 /// entries never interleave and the live progress block is cleared before any line is written.
 final class Console: Sendable {
     enum Mode: Sendable {
-        /// Per-entry lines on stdout, failures on stderr.
-        case normal
-        /// Only failures, on stderr.
-        case quiet
-        /// JSON on stdout; per-entry lines on stderr.
+        /// Human lines on stdout, failures on stderr.
+        case text
+        /// JSON on stdout; human lines and failures on stderr.
         case json
     }
 
     let mode: Mode
+    /// Only failures are printed (and the JSON document, with --json).
+    let quiet: Bool
     let stderrIsTerminal: Bool
     private let drawnLines = Mutex(0)
 
-    init(mode: Mode) {
+    init(mode: Mode, quiet: Bool) {
         self.mode = mode
+        self.quiet = quiet
         stderrIsTerminal = isatty(STDERR_FILENO) == 1
     }
 
-    /// A line of human output: stdout normally, stderr when stdout carries JSON.
+    /// A line of human output: stdout normally, stderr when stdout carries JSON, nowhere
+    /// with --quiet.
     func line(_ text: String) {
-        switch mode {
-        case .normal: write(text + "\n", to: STDOUT_FILENO)
-        case .json: write(text + "\n", to: STDERR_FILENO)
-        case .quiet: break
-        }
+        guard !quiet else { return }
+        write(text + "\n", to: mode == .json ? STDERR_FILENO : STDOUT_FILENO)
+    }
+
+    /// Human text that is not a result (warnings, fallbacks): stderr, unless --quiet.
+    func notice(_ text: String) {
+        guard !quiet else { return }
+        write(text + "\n", to: STDERR_FILENO)
     }
 
     /// Always shown, even with --quiet.
@@ -83,8 +88,7 @@ final class Console: Sendable {
             guard verbose else { return }
             error("retry \(dest): \(failure); attempt \(attempt + 1) in \(DurationText.format(delay))")
         case .fallingBack(let dest, let url, let failure):
-            guard mode != .quiet else { return }
-            error("\(dest): \(failure); trying mirror \(url)")
+            notice("\(dest): \(failure); trying mirror \(url)")
         case .finished(let report):
             if case .failed(let failure) = report.outcome {
                 let tries = report.attempts == 1 ? "1 attempt" : "\(report.attempts) attempts"

@@ -26,6 +26,11 @@ struct MirrorCommand: AsyncParsableCommand {
     /// Parses and runs, mapping every outcome onto the documented exit codes: argument errors
     /// exit 2 (not ArgumentParser's 64), so scripts see one code for every usage problem.
     static func main() async {
+        if CommandLine.arguments.count == 1 {
+            // No command at all is a usage error for scripts, not a request for help.
+            FileHandle.standardError.write(Data((helpMessage() + "\n").utf8))
+            Glibc.exit(ExitStatus.usage.rawValue)
+        }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {

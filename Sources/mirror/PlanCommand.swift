@@ -22,21 +22,23 @@ struct PlanCommand: AsyncParsableCommand {
     var exitCode = false
 
     func run() async throws {
-        let console = Console(mode: options.json ? .json : options.quiet ? .quiet : .normal)
+        let console = options.console()
         let manifest = try options.loadManifest(console: console)
         let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console))
         let plan = await runner.plan()
 
         if options.json {
             console.json(PlanJSON.encode(plan))
-        } else if !options.quiet {
+        } else {
             console.line(PlanTable.render(plan))
         }
-        if plan.contains(where: { if case .fail = $0.action { true } else { false } }) {
-            if options.quiet {
-                for entry in plan {
-                    if case .fail(let failure) = entry.action { console.error("FAILED \(entry.dest): \(failure)") }
-                }
+        let failures = plan.compactMap { entry -> (String, TransferFailure)? in
+            if case .fail(let failure) = entry.action { return (entry.dest, failure) }
+            return nil
+        }
+        if !failures.isEmpty {
+            if options.quiet || options.json {
+                for (dest, failure) in failures { console.error("FAILED \(dest): \(failure)") }
             }
             throw ExitWith(status: .entriesFailed)
         }

@@ -15,15 +15,17 @@ struct SyncCommand: AsyncParsableCommand {
             are retried with exponential backoff and jitter, `retries` times per source; then \
             the entry's mirrors are tried in order.
 
-            On a terminal, live progress goes to stderr. Otherwise one line per finished entry \
-            goes to stdout and failures to stderr; with --quiet only failures are printed.
+            One line per finished entry goes to stdout (to stderr with --json) and failures to \
+            stderr; on a terminal, live progress is drawn on stderr as well. With --quiet only \
+            failures are printed. SIGINT or SIGTERM stops the transfers, keeps every partial \
+            file for the next run to resume, and exits 130 or 143.
             """
     )
 
     @OptionGroup var options: CommonOptions
 
     func run() async throws {
-        let console = Console(mode: options.json ? .json : options.quiet ? .quiet : .normal)
+        let console = options.console()
         let manifest = try options.loadManifest(console: console)
         let progress = SyncProgress()
         let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console, progress: progress))
@@ -31,21 +33,26 @@ struct SyncCommand: AsyncParsableCommand {
 
         let started = ContinuousClock.now
         display?.start()
-        let reports = await runner.sync()
+        let work = Task { await runner.sync() }
+        let interruption = Interruption { work.cancel() }
+        let reports = await work.value
+        interruption.stopListening()
         await display?.stop()
         let elapsed = ContinuousClock.now - started
 
+        let summary = SyncSummary(reports)
         if options.json {
             console.json(SyncJSON.encode(reports))
-        } else {
-            console.line(SyncSummary(reports).text(elapsed: elapsed))
         }
-        if reports.contains(where: \.failed) {
-            if options.quiet {
-                console.error(SyncSummary(reports).text(elapsed: elapsed))
-            }
+        if let signal = interruption.received {
+            console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM"); partial files are kept and the next sync resumes them")
+            throw ExitWith(status: signal == SIGINT ? .interrupted : .terminated)
+        }
+        if summary.failed > 0 {
+            console.error(summary.text(elapsed: elapsed))
             throw ExitWith(status: .entriesFailed)
         }
+        if !options.json { console.line(summary.text(elapsed: elapsed)) }
     }
 }
 

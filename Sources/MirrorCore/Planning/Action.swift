@@ -49,7 +49,7 @@ public enum Action: Sendable, Equatable {
         switch self {
         case .restart(let reason), .replace(let reason): return reason
         case .fail(let failure): return failure.description
-        case .resume(_, .destination): return "continuing a shorter local file as a partial download"
+        case .resume(_, .destination): return "continuing a copy of the shorter local file; it is replaced only when complete"
         case .finish: return "partial file is complete; it will be verified and renamed"
         case .download, .resume, .skip: return nil
         }

@@ -10,12 +10,15 @@ public struct DestinationPaths: Sendable, Equatable {
     public var partial: String
     /// Absolute path of the directory that holds both.
     public var directory: String
+    /// The root every destination must stay inside.
+    public var root: String
 
     /// Longest file name most Linux file systems accept (NAME_MAX).
     static let nameLimit = 255
     static let suffix = ".part"
 
     public init(root: String, dest: String) {
+        self.root = root
         let rootPrefix = root.hasSuffix("/") ? root : root + "/"
         destination = rootPrefix + dest
         let slash = destination.lastIndex(of: "/")!

@@ -25,9 +25,34 @@ public struct LocalFacts: Sendable, Equatable {
 
     public var isEmpty: Bool { destination == .missing && partial == .missing }
 
-    /// Looks at `DEST` and `DEST.part`; reads nothing and writes nothing.
+    /// Looks at `DEST` and `DEST.part`; reads nothing and writes nothing. Fails when a
+    /// directory on the way to them leads out of the root through a symbolic link.
     public static func inspect(_ paths: DestinationPaths) throws(TransferFailure) -> LocalFacts {
-        LocalFacts(destination: try state(of: paths.destination), partial: try state(of: paths.partial))
+        try checkInsideRoot(paths)
+        return LocalFacts(destination: try state(of: paths.destination), partial: try state(of: paths.partial))
+    }
+
+    /// The deepest existing directory on the way from the root to `DEST`, resolved, must lie
+    /// inside the resolved root: a symlink inside the root may not lead writes out of it.
+    static func checkInsideRoot(_ paths: DestinationPaths) throws(TransferFailure) {
+        guard let realRoot = resolved(paths.root) else { return }
+        var candidate = paths.directory
+        while candidate.count > paths.root.count {
+            if let real = resolved(candidate) {
+                if real != realRoot && !real.hasPrefix(realRoot.hasSuffix("/") ? realRoot : realRoot + "/") {
+                    throw .localConflict("\(candidate) resolves to \(real), outside the root \(realRoot); mirror does not follow symbolic links out of the root")
+                }
+                return
+            }
+            guard let slash = candidate.lastIndex(of: "/") else { return }
+            candidate = String(candidate[..<slash])
+        }
+    }
+
+    private static func resolved(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
     }
 
     static func state(of path: String) throws(TransferFailure) -> FileState {

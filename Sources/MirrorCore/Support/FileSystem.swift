@@ -53,6 +53,38 @@ enum FileSystem {
         }
     }
 
+    /// Writes the first `length` bytes of `source` into a new partial file at `target`,
+    /// replacing any.
+    static func copyPrefix(of source: String, to target: String, length: Int64) throws(TransferFailure) {
+        let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if input < 0 { throw .localIO(path: source, operation: "open", errno: errno) }
+        defer { close(input) }
+        let output = try openPartial(target, truncate: true)
+        defer { close(output) }
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var copied: Int64 = 0
+        while copied < length {
+            let read = pread(input, buffer.baseAddress, Int(min(Int64(chunk), length - copied)), off_t(copied))
+            if read < 0 {
+                if errno == EINTR { continue }
+                throw .localIO(path: source, operation: "read", errno: errno)
+            }
+            if read == 0 { throw .sizeMismatch(expected: length, actual: copied) }
+            var written = 0
+            while written < read {
+                let count = pwrite(output, buffer.baseAddress! + written, read - written, off_t(copied) + off_t(written))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw .localIO(path: target, operation: "write", errno: errno)
+                }
+                written += count
+            }
+            copied += Int64(read)
+        }
+    }
+
     static func remove(_ path: String) {
         _ = unlink(path)
     }

@@ -3,7 +3,8 @@ import Glibc
 /// Syncs one entry: plan, act, verify, commit; retries with backoff; falls back to mirrors.
 ///
 /// Data rules kept here: bytes land only in the partial file; `DEST` appears only by renaming
-/// a complete, verified, fsync'd partial file; a user's `DEST` is never deleted.
+/// a complete, verified, fsync'd partial file over it; an existing `DEST` is never deleted or
+/// written in place; cleanup removes only partial files.
 struct EntrySync {
     let entry: Entry
     let runner: ManifestRunner
@@ -98,7 +99,7 @@ struct EntrySync {
         // With nothing on disk the probe would only repeat what the GET's headers say.
         if local.isEmpty && mayskipProbe {
             runner.emit(.decided(dest: entry.dest, .download))
-            return await transfer(source, action: .download, offset: 0, remote: nil, seeded: false)
+            return await transfer(source, action: .download, offset: 0, remote: nil)
         }
         let remote = await runner.probe.probe(source, settings: entry.settings)
         runner.emit(.probed(dest: entry.dest, url: source.display, remote))
@@ -129,23 +130,26 @@ struct EntrySync {
         case .fail(let failure):
             return Attempt(action: action, result: .failure(failure))
         case .download, .restart, .replace:
-            return await transfer(source, action: action, offset: 0, remote: file, seeded: false)
+            return await transfer(source, action: action, offset: 0, remote: file)
         case .resume(let from, .partial):
-            return await transfer(source, action: action, offset: from, remote: file, seeded: false)
+            return await transfer(source, action: action, offset: from, remote: file)
         case .resume(let from, .destination):
-            // Continue the short DEST as a partial: it leaves the final name until complete.
-            if rename(paths.destination, paths.partial) != 0 {
-                let failure = TransferFailure.localIO(path: paths.destination, operation: "move aside", errno: errno)
-                return Attempt(action: action, result: .failure(failure))
+            // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
+            // until a complete, verified file is renamed over it.
+            do {
+                try FileSystem.makeDirectories(paths.directory)
+                try FileSystem.copyPrefix(of: paths.destination, to: paths.partial, length: from)
+            } catch {
+                return Attempt(action: action, result: .failure(error))
             }
-            return await transfer(source, action: action, offset: from, remote: file, seeded: true)
+            return await transfer(source, action: action, offset: from, remote: file)
         case .finish(let size):
             return finishPartial(action: action, size: size, remote: file)
         }
     }
 
     /// GETs the file from `offset` into the partial file, then verifies and commits it.
-    private func transfer(_ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?, seeded: Bool) async -> Attempt {
+    private func transfer(_ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?) async -> Attempt {
         let paths = self.paths
         var attempt = Attempt(action: action, result: .failure(.cancelled))
         let fd: Int32
@@ -153,7 +157,6 @@ struct EntrySync {
             try FileSystem.makeDirectories(paths.directory)
             fd = try FileSystem.openPartial(paths.partial, truncate: offset == 0)
         } catch {
-            if seeded { restoreSeed() }
             attempt.result = .failure(error)
             return attempt
         }
@@ -191,23 +194,24 @@ struct EntrySync {
         let fetched = await runner.fetcher.fetch(request, sink: writer)
         ticket?.finish()
         attempt.bytes = writer.bytesWritten
-        let untouched = writer.bytesWritten == 0 && writer.announcedTotal == nil
+        if case .write(from: 0, _)? = writer.placement, offset > 0 {
+            attempt.action = .restart(reason: "the server answered the range request with the whole file")
+        }
 
         if let failure = fetched.redirectFailure ?? writer.failure ?? fetched.outcome.transportFailure {
             switch failure {
             case .rangeMismatch:
                 attempt.mustRestart = true
-            case .bodyTooLarge, .sizePinConflict:
-                if !seeded { FileSystem.remove(paths.partial) }
+            case .bodyTooLarge, .sizePinConflict, .encodedBody:
+                FileSystem.remove(paths.partial)
             default:
-                break
+                removeIfEmpty(fd)
             }
-            if seeded && untouched { restoreSeed() }
             attempt.result = .failure(failure)
             return attempt
         }
         guard let head = writer.head, let placement = writer.placement else {
-            if seeded && untouched { restoreSeed() }
+            removeIfEmpty(fd)
             attempt.result = .failure(.curl(code: 0, message: "the server sent no response", osErrno: 0))
             return attempt
         }
@@ -289,8 +293,10 @@ struct EntrySync {
         }
     }
 
-    /// Puts a short `DEST` that was moved aside back under its name when nothing was added to it.
-    private func restoreSeed() {
-        _ = rename(paths.partial, paths.destination)
+    /// An empty partial file holds nothing worth resuming: leave no trace of a failed start.
+    private func removeIfEmpty(_ fd: Int32) {
+        if (try? FileSystem.size(of: fd, path: paths.partial)) == 0 {
+            FileSystem.remove(paths.partial)
+        }
     }
 }

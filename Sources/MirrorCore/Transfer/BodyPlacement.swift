@@ -20,7 +20,7 @@ enum BodyPlacement: Equatable, Sendable {
         switch head.status {
         case 200:
             if head.isEncoded {
-                return .reject(.rangeMismatch("server sent a \(head["content-encoding"] ?? "") encoded body, which mirror does not request"))
+                return .reject(.encodedBody(head["content-encoding"] ?? ""))
             }
             return .write(from: 0, total: head.contentLength)
         case 206:

@@ -66,7 +66,8 @@ final class TransferContext {
             try easy.set(CURLOPT_SSL_VERIFYPEER, 0, "CURLOPT_SSL_VERIFYPEER")
             try easy.set(CURLOPT_SSL_VERIFYHOST, 0, "CURLOPT_SSL_VERIFYHOST")
         }
-        var lines = request.headers.map { "\($0.name): \($0.value)" }
+        // libcurl drops a header written "Name:" with no value; "Name;" is how it sends one empty.
+        var lines = request.headers.map { $0.value.isEmpty ? "\($0.name);" : "\($0.name): \($0.value)" }
         if let ifRange = request.ifRange, request.rangeFirst != nil {
             lines.append("If-Range: \(ifRange)")
         }
