@@ -41,20 +41,23 @@ enum MirrorBinary {
                     timeout: Duration = .seconds(60)) throws -> Result {
         let scratch = try TemporaryDirectory(prefix: "mirror-cli")
         let out = scratch.path("stdout"), err = scratch.path("stderr")
-        FileManager.default.createFile(atPath: out, contents: nil)
-        FileManager.default.createFile(atPath: err, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try path())
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var environment = ProcessInfo.processInfo.environment
+        // A proxy from the environment would take loopback requests elsewhere.
+        for name in ["http_proxy", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] { environment[name] = nil }
         environment["no_proxy"] = "*"
         for (key, value) in extra { environment[key] = value }
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-        try process.run()
+        // Swift's worker threads block SIGINT/SIGTERM; the child must not inherit that mask.
+        try process.runWithDefaultSignalMask()
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             if ContinuousClock.now > deadline {

@@ -8,6 +8,8 @@ final class SyncFixture: Sendable {
     let nginx: NginxServer
 
     init(files: [String: Data], nginx options: NginxOptions = .init()) throws {
+        // libcurl reads proxy settings from the environment; loopback must stay direct.
+        setenv("no_proxy", "*", 1)
         directory = try TemporaryDirectory(prefix: "mirror-sync")
         for (path, data) in files {
             try directory.write(data, to: "site/" + path)

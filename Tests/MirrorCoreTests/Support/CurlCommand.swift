@@ -64,17 +64,17 @@ enum CurlCommand {
 }
 
 /// A response's status line and headers, as curl dumps them with `-D`.
-struct ResponseHead: Sendable {
+struct CurlResponseHead: Sendable {
     var status: Int
     var headers: HeaderFields
 
     /// Every response head in `dump` (one per redirect hop or request), in order.
-    static func all(in dump: String) -> [ResponseHead] {
-        var heads: [ResponseHead] = []
+    static func all(in dump: String) -> [CurlResponseHead] {
+        var heads: [CurlResponseHead] = []
         for line in dump.components(separatedBy: "\r\n") {
             if line.hasPrefix("HTTP/") {
                 let parts = line.split(separator: " ")
-                heads.append(ResponseHead(status: parts.count > 1 ? Int(parts[1]) ?? 0 : 0, headers: [:]))
+                heads.append(CurlResponseHead(status: parts.count > 1 ? Int(parts[1]) ?? 0 : 0, headers: [:]))
             } else if let colon = line.firstIndex(of: ":"), !heads.isEmpty {
                 heads[heads.count - 1].headers.append(
                     String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
@@ -84,14 +84,14 @@ struct ResponseHead: Sendable {
     }
 
     /// The last response head in `dump`: the final answer after any redirects.
-    static func last(in dump: String) -> ResponseHead? { all(in: dump).last }
+    static func last(in dump: String) -> CurlResponseHead? { all(in: dump).last }
 }
 
 /// One curl transfer: how curl exited, the last response head and the body it wrote.
 struct CurlTransfer {
     var result: CurlResult
-    var head: ResponseHead?
-    var heads: [ResponseHead]
+    var head: CurlResponseHead?
+    var heads: [CurlResponseHead]
     var body: Data
 
     var status: Int? { head?.status }
@@ -102,7 +102,7 @@ struct CurlTransfer {
         let result = try CurlCommand.run(["-sS", "-o", scratch.path("body"), "-D", scratch.path("headers")]
             + options + [url], timeout: timeout)
         let dump = (try? String(contentsOfFile: scratch.path("headers"), encoding: .utf8)) ?? ""
-        let heads = ResponseHead.all(in: dump)
+        let heads = CurlResponseHead.all(in: dump)
         return CurlTransfer(result: result, head: heads.last, heads: heads,
                             body: scratch.contents(of: "body") ?? Data())
     }

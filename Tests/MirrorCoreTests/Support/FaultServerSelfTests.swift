@@ -79,7 +79,7 @@ struct FaultServerSelfTests {
         let result = try CurlCommand.run(["-sS", "-I", server.url("/a.bin"), server.url("/busy"), "--next",
                                           "-sS", "-o", scratch.path("body"), server.url("/a.bin")])
         #expect(result.exitCode == 0, "\(result)")
-        let heads = ResponseHead.all(in: result.output)
+        let heads = CurlResponseHead.all(in: result.output)
         try #require(heads.count == 2)
         #expect(heads[0].status == 200)
         #expect(heads[0].headers["Content-Length"] == "10000")
