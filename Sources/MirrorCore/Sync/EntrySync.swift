@@ -42,7 +42,7 @@ struct EntrySync {
             var failuresHere = 0
             while true {
                 attempts += 1
-                let attempt = await attemptOnce(source, mayskipProbe: attempts == 1, restartReason: restartReason)
+                let attempt = await attemptOnce(source, restartReason: restartReason)
                 bytes += attempt.bytes
                 lastAction = attempt.action
                 switch attempt.result {
@@ -88,7 +88,7 @@ struct EntrySync {
         )
     }
 
-    private func attemptOnce(_ source: RemoteURL, mayskipProbe: Bool, restartReason: String?) async -> Attempt {
+    private func attemptOnce(_ source: RemoteURL, restartReason: String?) async -> Attempt {
         let paths = self.paths
         let local: LocalFacts
         do {
@@ -97,7 +97,7 @@ struct EntrySync {
             return Attempt(action: .fail(error), result: .failure(error))
         }
         // With nothing on disk the probe would only repeat what the GET's headers say.
-        if local.isEmpty && mayskipProbe {
+        if local.isEmpty {
             runner.emit(.decided(dest: entry.dest, .download))
             return await transfer(source, action: .download, offset: 0, remote: nil)
         }

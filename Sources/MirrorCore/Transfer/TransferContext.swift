@@ -1,4 +1,5 @@
 import CCurl
+import Glibc
 
 /// The state of one request while the engine runs it. Lives on the engine's thread; curl's
 /// callbacks find it through the `Unmanaged` userdata pointer.
@@ -19,6 +20,10 @@ final class TransferContext {
     private var disposition: BodyDisposition?
     private var bodyBytes: Int64 = 0
     private var abortedBySink = false
+    private var lastReceived: Int64 = -1
+    private var lastSent: Int64 = -1
+    private var lastMovement: Int64 = 0
+    private var stalled = false
 
     static let receiveBufferSize = 512 * 1024
     static let userAgent = "mirror/\(MirrorVersion.string)"
@@ -59,9 +64,14 @@ final class TransferContext {
         }
         let timeoutMilliseconds = max(1, Int(request.timeout.milliseconds))
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, timeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
-        // "Less than one byte per second for the whole timeout" is how a silent peer shows.
-        try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1, "CURLOPT_LOW_SPEED_LIMIT")
-        try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, timeoutMilliseconds / 1000), "CURLOPT_LOW_SPEED_TIME")
+        // A silent peer is caught by the progress callback below: libcurl's own low-speed check
+        // averages over several seconds, so a stall right after a burst would go unnoticed.
+        try easy.set(CURLOPT_NOPROGRESS, 0, "CURLOPT_NOPROGRESS")
+        try check(mirror_easy_setopt_xferinfo_callback(easy.raw) { userdata, _, received, _, sent in
+            let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
+            return context.watchForStall(received: Int64(received), sent: Int64(sent)) ? 0 : 1
+        }, "CURLOPT_XFERINFOFUNCTION")
+        try easy.set(CURLOPT_XFERINFODATA, pointer: userdata, "CURLOPT_XFERINFODATA")
         if request.insecure {
             try easy.set(CURLOPT_SSL_VERIFYPEER, 0, "CURLOPT_SSL_VERIFYPEER")
             try easy.set(CURLOPT_SSL_VERIFYHOST, 0, "CURLOPT_SSL_VERIFYHOST")
@@ -93,6 +103,27 @@ final class TransferContext {
             return accepted ? size * count : 0
         }, "CURLOPT_WRITEFUNCTION")
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
+    }
+
+    private func check(_ code: CURLcode, _ name: String) throws(CurlSetupError) {
+        if code != CURLE_OK { throw CurlSetupError(option: name, code: code) }
+    }
+
+    /// Called by libcurl at least once a second. Returns false to abort a transfer that has
+    /// moved no byte for the whole timeout.
+    private func watchForStall(received: Int64, sent: Int64) -> Bool {
+        let now = MonotonicClock.milliseconds()
+        if received != lastReceived || sent != lastSent || lastMovement == 0 {
+            lastReceived = received
+            lastSent = sent
+            lastMovement = now
+            return true
+        }
+        if now - lastMovement >= request.timeout.milliseconds {
+            stalled = true
+            return false
+        }
+        return true
     }
 
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
@@ -169,9 +200,14 @@ final class TransferContext {
         if disposition == nil, head != nil, !cancelled, code == CURLE_OK {
             _ = decideDisposition()
         }
-        let message = errorBuffer.pointee != 0
+        var code = code
+        var message = errorBuffer.pointee != 0
             ? String(cString: errorBuffer)
             : String(cString: curl_easy_strerror(code))
+        if stalled {
+            code = CURLE_OPERATION_TIMEDOUT
+            message = "no data received for \(request.timeout)"
+        }
         let outcome = TransferOutcome(
             head: head,
             curlCode: Int(code.rawValue),
@@ -190,6 +226,15 @@ final class TransferContext {
         easy.cleanup()
         curl_slist_free_all(headerList)
         headerList = nil
+    }
+}
+
+/// Milliseconds on a clock that never jumps.
+enum MonotonicClock {
+    static func milliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 }
 

@@ -1,0 +1,180 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// sync against the fault-injecting server: scripted replies, each test asserting the
+/// requests received, the outcome and the bytes on disk (declarative, as curl's suite does).
+@Suite(.serialized)
+struct FaultTests {
+    let directory: TemporaryDirectory
+    let server: FaultServer
+
+    init() throws {
+        setenv("no_proxy", "*", 1)
+        directory = try TemporaryDirectory(prefix: "mirror-fault")
+        server = try FaultServer.start()
+    }
+
+    var root: String { directory.path("root") }
+
+    func sync(_ entries: String, extra: String = "", root: String? = nil) async throws -> [EntryReport] {
+        let text = "version: 1\nroot: root\n\(extra)files:\n\(entries)"
+        let manifest = try ManifestLoader.parse(text: text, path: "fault.yaml", baseDirectory: directory.path, environment: [:])
+        let runner = ManifestRunner(manifest: manifest, options: RunOptions(
+            concurrency: 2, retryPolicy: RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20))))
+        return await runner.sync()
+    }
+
+    func entry(_ path: String, dest: String? = nil, lines: String = "") -> String {
+        "  - url: \(server.url(path))\n" + (dest.map { "    dest: \($0)\n" } ?? "") + lines
+    }
+
+    func local(_ dest: String) -> Data? { directory.contents(of: "root/" + dest) }
+
+    @Test func serviceUnavailableThenSuccessIsRetried() async throws {
+        let data = randomData(count: 50_000, seed: 1)
+        server.route("/a.bin", method: "GET", replies: [.status(503, headers: ["Retry-After": "0"]), .file(data)])
+        let reports = try await sync(entry("/a.bin"))
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(reports[0].attempts == 2)
+        #expect(local("a.bin")?.fingerprint == data.fingerprint)
+        #expect(directory.listing("root") == ["a.bin"])
+    }
+
+    @Test func aCutBodyIsResumedFromWhereItStopped() async throws {
+        let data = randomData(count: 200_000, seed: 2)
+        server.route("/cut.bin", method: "GET", replies: [.file(data).cut(afterBodyBytes: 70_000), .file(data)])
+        server.route("/cut.bin", method: "HEAD", reply: .file(data))
+        let reports = try await sync(entry("/cut.bin"))
+
+        #expect(reports[0].outcome == .transferred)
+        let ranges = server.requests(for: "/cut.bin").filter { $0.method == "GET" }.map { $0.headers["Range"] }
+        #expect(ranges == [nil, "bytes=70000-"])
+        #expect(local("cut.bin")?.fingerprint == data.fingerprint)
+    }
+
+    @Test func retriesRunOutAndTheEntryFailsWithThePartialKept() async throws {
+        let data = randomData(count: 100_000, seed: 3)
+        server.route("/flaky.bin", method: "GET", replies: [.file(data).cut(afterBodyBytes: 10_000), .status(503)])
+        server.route("/flaky.bin", method: "HEAD", reply: .file(data))
+        let reports = try await sync(entry("/flaky.bin", lines: "    retries: 2\n"))
+
+        #expect(reports[0].outcome == .failed(.httpStatus(503)))
+        #expect(reports[0].attempts == 3)
+        #expect(local("flaky.bin") == nil)
+        #expect(local("flaky.bin.part")?.count == 10_000, "the next run resumes it")
+    }
+
+    @Test func aRangeReplyStartingElsewhereIsNotAppended() async throws {
+        let data = randomData(count: 100_000, seed: 4)
+        try directory.write(data.prefix(40_000), to: "root/w.bin.part")
+        server.route("/w.bin", method: "HEAD", reply: .file(data))
+        // First a 206 that claims to start at 0 though 40000 was asked for, then a good server.
+        server.route("/w.bin", method: "GET", replies: [.file(data).misreportingRange(start: 0), .file(data)])
+        let reports = try await sync(entry("/w.bin"))
+
+        #expect(reports[0].outcome == .transferred)
+        let gets = server.requests(for: "/w.bin").filter { $0.method == "GET" }
+        // The bad reply made mirror restart from 0 rather than splice.
+        #expect(gets.map { $0.headers["Range"] } == ["bytes=40000-", nil])
+        #expect(local("w.bin")?.fingerprint == data.fingerprint)
+    }
+
+    @Test func fourSixteenWithTheLocalSizeMeansComplete() async throws {
+        let data = randomData(count: 30_000, seed: 5)
+        try directory.write(data.prefix(20_000), to: "root/s.bin.part")
+        // The probe says 30000 bytes; by the GET the file is only 20000 long and we have it all.
+        server.route("/s.bin", method: "HEAD", reply: .file(data))
+        server.route("/s.bin", method: "GET", reply: .status(416, headers: ["Content-Range": "bytes */20000"]))
+        let reports = try await sync(entry("/s.bin", lines: "    retries: 0\n"))
+
+        // The range is unsatisfiable at 20000 with the size that was probed: 20000 bytes is
+        // the whole file now, so it is renamed into place.
+        #expect(reports[0].outcome == .transferred)
+        #expect(local("s.bin")?.fingerprint == data.prefix(20_000).fingerprint)
+    }
+
+    @Test func aBodyLongerThanAnnouncedIsStopped() async throws {
+        let data = randomData(count: 50_000, seed: 6)
+        server.route("/long.bin", method: "GET", reply: .file(data).contentLength(20_000).header("Connection", "close"))
+        let reports = try await sync(entry("/long.bin", lines: "    retries: 0\n    size: 20000\n"))
+
+        // The response ends where its Content-Length says; the extra bytes are never written.
+        #expect(reports[0].outcome == .transferred)
+        #expect(local("long.bin")?.fingerprint == data.prefix(20_000).fingerprint)
+        #expect(directory.listing("root") == ["long.bin"])
+    }
+
+    @Test func maxSizeStopsAnOversizedBody() async throws {
+        let data = randomData(count: 80_000, seed: 7)
+        server.route("/big.bin", method: "GET", reply: .file(data))
+        let reports = try await sync(entry("/big.bin", lines: "    max_size: 10000\n"))
+
+        #expect(reports[0].outcome == .failed(.bodyTooLarge(limit: 10_000)))
+        #expect(reports[0].attempts == 1, "not retried")
+        #expect(directory.listing("root").isEmpty)
+    }
+
+    @Test func headersAreDroppedWhenARedirectLeavesTheOrigin() async throws {
+        let other = try FaultServer.start(host: "127.0.0.2")
+        defer { other.stop() }
+        let data = randomData(count: 5_000, seed: 8)
+        server.route("/same", reply: .redirect(to: server.url("/moved")))
+        server.route("/moved", reply: .redirect(to: other.url("/final")))
+        other.route("/final", reply: .file(data))
+        let reports = try await sync(
+            entry("/same", dest: "r.bin", lines: "    headers:\n      X-Token: s3cret\n"))
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(local("r.bin")?.fingerprint == data.fingerprint)
+        #expect(server.requests(for: "/same").allSatisfy { $0.headers["X-Token"] == "s3cret" })
+        #expect(server.requests(for: "/moved").allSatisfy { $0.headers["X-Token"] == "s3cret" }, "same origin keeps it")
+        #expect(!other.requests.isEmpty)
+        #expect(other.requests.allSatisfy { $0.headers["X-Token"] == nil }, "another host never sees it")
+    }
+
+    @Test func redirectsAreLimitedToTen() async throws {
+        for hop in 0..<12 { server.route("/hop\(hop)", reply: .redirect(to: server.url("/hop\(hop + 1)"))) }
+        let reports = try await sync(entry("/hop0", dest: "h.bin"))
+
+        #expect(reports[0].outcome == .failed(.redirectRefused("more than 10 redirects")))
+        #expect(server.requests.count == 11)
+        #expect(directory.listing("root").isEmpty)
+    }
+
+    @Test func aMirrorServesWhenThePrimaryIsGone() async throws {
+        let data = randomData(count: 9_000, seed: 9)
+        server.route("/gone.bin", reply: .status(404))
+        server.route("/copy.bin", reply: .file(data))
+        let reports = try await sync(
+            entry("/gone.bin", dest: "m.bin", lines: "    mirrors: [\"\(server.url("/copy.bin"))\"]\n"))
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(reports[0].url == server.url("/copy.bin"))
+        #expect(local("m.bin")?.fingerprint == data.fingerprint)
+    }
+
+    @Test func noAcceptEncodingIsSentAndAnEncodedBodyIsRefused() async throws {
+        let data = randomData(count: 1_000, seed: 10)
+        server.route("/z.bin", reply: .file(data).header("Content-Encoding", "gzip"))
+        let reports = try await sync(entry("/z.bin"))
+
+        #expect(reports[0].outcome == .failed(.encodedBody("gzip")))
+        #expect(server.requests.allSatisfy { $0.headers["Accept-Encoding"] == nil })
+        #expect(directory.listing("root").isEmpty)
+    }
+
+    @Test func aStalledServerTimesOutAndTheRetrySucceeds() async throws {
+        let data = randomData(count: 40_000, seed: 11)
+        server.route("/slow.bin", method: "GET", replies: [.file(data).stalled(afterBodyBytes: 8_000, for: .seconds(4)), .file(data)])
+        server.route("/slow.bin", method: "HEAD", reply: .file(data))
+        let reports = try await sync(entry("/slow.bin", lines: "    timeout: 1s\n"))
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(reports[0].attempts == 2)
+        let ranges = server.requests(for: "/slow.bin").filter { $0.method == "GET" }.map { $0.headers["Range"] }
+        #expect(ranges == [nil, "bytes=8000-"])
+        #expect(local("slow.bin")?.fingerprint == data.fingerprint)
+    }
+}
