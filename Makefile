@@ -18,6 +18,7 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	scripts/check-docs.sh "$$($(SWIFT) build --show-bin-path)/mirror"
 
 demo: release
 	@scripts/demo.sh "$$($(SWIFT) build -c release --show-bin-path)/mirror"

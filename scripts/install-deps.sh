@@ -10,6 +10,7 @@ packages=(
     pkg-config             # SwiftPM finds the libraries through it
     nginx-light            # the loopback server of the tests and the demo
     curl                   # the tests' reference client
+    groff-base             # make test checks that the man pages format cleanly
 )
 
 missing=()

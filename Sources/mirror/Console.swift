@@ -90,7 +90,9 @@ final class Console: Sendable {
         case .fallingBack(let dest, let url, let failure):
             notice("\(dest): \(failure); trying mirror \(url)")
         case .finished(let report):
-            if case .failed(let failure) = report.outcome {
+            if case .failed(.cancelled) = report.outcome {
+                notice("stopped      \(report.dest): interrupted; a partial file is kept for the next run")
+            } else if case .failed(let failure) = report.outcome {
                 let tries = report.attempts == 1 ? "1 attempt" : "\(report.attempts) attempts"
                 error("FAILED \(report.dest): \(failure) (\(report.url), \(tries))")
             } else {

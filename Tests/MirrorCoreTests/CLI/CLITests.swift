@@ -118,3 +118,36 @@ struct CLITests {
         #expect(result.stdout.contains("plan") && result.stdout.contains("sync"))
     }
 }
+
+/// SIGINT and SIGTERM during a sync: exit 130/143, the partial file kept, the next run resumes.
+@Suite(.serialized)
+struct InterruptionTests {
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func interruptedSyncKeepsItsPartialAndResumes(_ signal: Int32, _ expected: Int32) throws {
+        let payload = randomData(count: 3_000_000, seed: 41)
+        // nginx sends the first second's worth at once, then 1 MiB/s: the transfer lasts ~2 s.
+        let fixture = try SyncFixture(files: ["slow.bin": payload], nginx: NginxOptions(rateLimit: 1 << 20))
+        try fixture.directory.write(Data(fixture.manifest([("/slow.bin", "slow.bin")]).utf8), to: "mirror.yaml")
+
+        let running = try MirrorBinary.start(["sync", "mirror.yaml"], in: fixture.directory.path)
+        // Wait until bytes are arriving, then interrupt.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (fixture.local("slow.bin.part")?.count ?? 0) < 100_000 && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        kill(running.pid, signal)
+        let result = try running.wait()
+
+        #expect(result.status == expected, "\(result)")
+        #expect(result.stderr.contains("partial files are kept"))
+        #expect(fixture.local("slow.bin") == nil, "nothing half-written under the final name")
+        let kept = try #require(fixture.local("slow.bin.part")).count
+        #expect(kept > 0 && kept < payload.count)
+
+        fixture.nginx.clearLog()
+        let resumed = try MirrorBinary.run(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        #expect(resumed.status == 0, "\(resumed)")
+        #expect(fixture.local("slow.bin")?.fingerprint == payload.fingerprint)
+        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(kept)-"])
+    }
+}

@@ -36,9 +36,45 @@ enum MirrorBinary {
         return found
     }
 
-    /// Runs `mirror arguments` in `directory`, stdin closed, output captured through files.
-    static func run(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                    timeout: Duration = .seconds(60)) throws -> Result {
+    /// A started `mirror` process whose output goes to files.
+    final class Running {
+        let process: Process
+        let scratch: TemporaryDirectory
+        let arguments: [String]
+        let timeout: Duration
+        let started = ContinuousClock.now
+
+        init(process: Process, scratch: TemporaryDirectory, arguments: [String], timeout: Duration) {
+            self.process = process
+            self.scratch = scratch
+            self.arguments = arguments
+            self.timeout = timeout
+        }
+
+        var pid: Int32 { process.processIdentifier }
+
+        /// Waits for the exit (killing it past the timeout) and returns what it printed.
+        func wait() throws -> Result {
+            while process.isRunning {
+                if ContinuousClock.now - started > timeout {
+                    process.terminate()
+                    process.waitUntilExit()
+                    throw TimedOut(arguments: arguments)
+                }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            process.waitUntilExit()
+            return Result(
+                status: process.terminationStatus,
+                stdout: String(decoding: scratch.contents(of: "stdout") ?? Data(), as: UTF8.self),
+                stderr: String(decoding: scratch.contents(of: "stderr") ?? Data(), as: UTF8.self)
+            )
+        }
+    }
+
+    /// Starts `mirror arguments` in `directory`, stdin closed, output captured through files.
+    static func start(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
+                      timeout: Duration = .seconds(60)) throws -> Running {
         let scratch = try TemporaryDirectory(prefix: "mirror-cli")
         let out = scratch.path("stdout"), err = scratch.path("stderr")
         _ = FileManager.default.createFile(atPath: out, contents: nil)
@@ -58,19 +94,12 @@ enum MirrorBinary {
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
         // Swift's worker threads block SIGINT/SIGTERM; the child must not inherit that mask.
         try process.runWithDefaultSignalMask()
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            if ContinuousClock.now > deadline {
-                process.terminate()
-                process.waitUntilExit()
-                throw TimedOut(arguments: arguments)
-            }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return Result(
-            status: process.terminationStatus,
-            stdout: String(decoding: scratch.contents(of: "stdout") ?? Data(), as: UTF8.self),
-            stderr: String(decoding: scratch.contents(of: "stderr") ?? Data(), as: UTF8.self)
-        )
+        return Running(process: process, scratch: scratch, arguments: arguments, timeout: timeout)
+    }
+
+    /// Runs `mirror arguments` to completion.
+    static func run(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
+                    timeout: Duration = .seconds(60)) throws -> Result {
+        try start(arguments, in: directory, environment: extra, timeout: timeout).wait()
     }
 }

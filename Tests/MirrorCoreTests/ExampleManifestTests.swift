@@ -1,0 +1,17 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// examples/manifest.yaml documents every key; it must stay a valid manifest.
+struct ExampleManifestTests {
+    @Test func theExampleManifestLoads() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("examples/manifest.yaml").path
+        let manifest = try ManifestLoader.load(
+            path: path, environment: ["ASSET_TOKEN": "example-token", "MIRROR_HOST": "mirror.example.net"])
+        #expect(!manifest.entries.isEmpty)
+        #expect(manifest.entries.contains { !$0.mirrors.isEmpty })
+        #expect(manifest.entries.contains { $0.sha256 != nil })
+        #expect(manifest.entries.allSatisfy { !$0.url.display.contains("example-token") })
+    }
+}
