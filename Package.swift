@@ -29,9 +29,15 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // SQLite, for the state store.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(
             name: "MirrorCore",
-            dependencies: ["CCurl", "CYAML", "CCrypto"]
+            dependencies: ["CCurl", "CYAML", "CCrypto", "CSQLite"]
         ),
         .executableTarget(
             name: "mirror",

@@ -1,0 +1,90 @@
+/// What the state store knows about one destination.
+///
+/// Two parts, each optional: the version that is complete on disk (its validators, hash, and
+/// the local file's identity when it was verified), and the version a `DEST.part` is being
+/// downloaded from (the validators recorded when the partial file was started).
+public struct StateRecord: Sendable, Equatable {
+    public var dest: String
+    /// Printable URL (never with secrets).
+    public var url: String
+    public var complete: CompleteVersion?
+    public var partial: RemoteValidators?
+
+    public init(dest: String, url: String, complete: CompleteVersion? = nil, partial: RemoteValidators? = nil) {
+        self.dest = dest
+        self.url = url
+        self.complete = complete
+        self.partial = partial
+    }
+}
+
+/// A remote version, as HTTP validators describe it.
+public struct RemoteValidators: Sendable, Equatable {
+    public var etag: String?
+    public var lastModified: String?
+    public var size: Int64?
+
+    public init(etag: String?, lastModified: String?, size: Int64?) {
+        self.etag = etag
+        self.lastModified = lastModified
+        self.size = size
+    }
+
+    init(_ file: RemoteFile) {
+        self.init(etag: file.etag, lastModified: file.lastModified, size: file.size)
+    }
+
+    /// A strong ETag (a weak one, `W/"…"`, cannot be used with `If-Range`).
+    public var strongETag: String? {
+        guard let etag, !etag.hasPrefix("W/") else { return nil }
+        return etag
+    }
+
+    /// The validator to send as `If-Range`: a strong ETag, else Last-Modified.
+    public var ifRangeValue: String? { strongETag ?? lastModified }
+
+    /// Whether `other` describes a different version: a size, ETag or Last-Modified that both
+    /// sides know and that differ. Returns the first difference found, for messages.
+    public func difference(from other: RemoteValidators) -> String? {
+        if let size, let otherSize = other.size, size != otherSize {
+            return "size changed from \(size) to \(otherSize) bytes"
+        }
+        if let etag, let otherETag = other.etag, etag != otherETag {
+            return "ETag changed from \(etag) to \(otherETag)"
+        }
+        if let lastModified, let otherDate = other.lastModified, lastModified != otherDate {
+            return "Last-Modified changed from \(lastModified) to \(otherDate)"
+        }
+        return nil
+    }
+
+    /// True when at least one validator besides the size can vouch for the version.
+    public var canIdentifyVersion: Bool { etag != nil || lastModified != nil }
+}
+
+/// The version complete on disk and the local file it was verified as.
+public struct CompleteVersion: Sendable, Equatable {
+    public var validators: RemoteValidators
+    public var sha256: String?
+    public var local: LocalIdentity
+
+    public init(validators: RemoteValidators, sha256: String?, local: LocalIdentity) {
+        self.validators = validators
+        self.sha256 = sha256
+        self.local = local
+    }
+}
+
+/// A local file's size, modification time and inode: if any changed, the file was touched
+/// since it was verified and what the store says about it no longer holds.
+public struct LocalIdentity: Sendable, Equatable {
+    public var size: Int64
+    public var modifiedNanoseconds: Int64
+    public var inode: UInt64
+
+    public init(size: Int64, modifiedNanoseconds: Int64, inode: UInt64) {
+        self.size = size
+        self.modifiedNanoseconds = modifiedNanoseconds
+        self.inode = inode
+    }
+}

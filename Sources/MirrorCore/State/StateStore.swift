@@ -1,0 +1,308 @@
+import CSQLite
+import Glibc
+import Synchronization
+
+/// The state store, `ROOT/.mirror/state.sqlite`: per destination, the validators and hash of
+/// the version on disk and the local file it was verified as, and the validators a partial
+/// download was started from.
+///
+/// It is a cache. Losing it loses no data: `mirror` then decides by size, as with no store.
+/// A store that cannot be opened or read is replaced (read-write) or ignored (read-only), and
+/// the reason is returned for `-v` to show; a failed write is reported the same way and never
+/// fails an entry.
+public final class StateStore: Sendable {
+    public enum Mode: Sendable {
+        /// For `sync`: creates `ROOT/.mirror/` and the store if missing; replaces a corrupt one.
+        case readWrite
+        /// For `plan` and `verify`: opens an existing store without writing anything, not even
+        /// SQLite's lock files; a missing store is not created.
+        case readOnly
+    }
+
+    /// The result of `open`: the store, if one could be used, and what went wrong otherwise.
+    public struct Opening: Sendable {
+        public var store: StateStore?
+        public var problem: String?
+    }
+
+    public static let schemaVersion: Int32 = 1
+
+    public let path: String
+    private let connection: Mutex<Connection>
+
+    private init(path: String, connection: sending Connection) {
+        self.path = path
+        self.connection = Mutex(connection)
+    }
+
+    public static func location(root: String) -> String {
+        (root.hasSuffix("/") ? root : root + "/") + ".mirror/state.sqlite"
+    }
+
+    public static func open(root: String, mode: Mode) -> Opening {
+        let path = location(root: root)
+        switch mode {
+        case .readOnly:
+            if access(path, F_OK) != 0 { return Opening(store: nil, problem: nil) }
+            do {
+                return Opening(store: StateStore(path: path, connection: try Connection(path: path, readOnly: true)), problem: nil)
+            } catch {
+                return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
+            }
+        case .readWrite:
+            let directory = String(path[..<path.lastIndex(of: "/")!])
+            if mkdir(directory, 0o777) != 0 && errno != EEXIST {
+                return Opening(store: nil, problem: "cannot create \(directory): \(String(cString: strerror(errno))); deciding by size")
+            }
+            do {
+                return Opening(store: StateStore(path: path, connection: try Connection(path: path, readOnly: false)), problem: nil)
+            } catch StoreError.newerSchema(let version) {
+                return Opening(store: nil, problem: "state store \(path) has schema \(version), newer than this mirror's \(schemaVersion); leaving it alone and deciding by size")
+            } catch {
+                // A corrupt cache is thrown away and started afresh.
+                for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+                do {
+                    let fresh = try Connection(path: path, readOnly: false)
+                    return Opening(store: StateStore(path: path, connection: fresh), problem: "state store \(path) was unusable (\(error)); started a new one")
+                } catch {
+                    return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
+                }
+            }
+        }
+    }
+
+    public func record(for dest: String) throws(StoreError) -> StateRecord? {
+        try connection.withLock { connection throws(StoreError) in try connection.read(dest) }
+    }
+
+    public func save(_ record: StateRecord) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.write(record) }
+    }
+
+    public func remove(dest: String) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.delete(dest) }
+    }
+
+    /// Updates the record of `dest` in place; `change` receives nil when there is none.
+    public func update(dest: String, url: String, _ change: (inout StateRecord) -> Void) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in
+            var record = try connection.read(dest) ?? StateRecord(dest: dest, url: url)
+            record.url = url
+            change(&record)
+            try connection.write(record)
+        }
+    }
+}
+
+/// A failure of the state store: SQLite's code and message.
+public enum StoreError: Error, Sendable, CustomStringConvertible {
+    case sqlite(code: Int32, message: String)
+    case newerSchema(Int32)
+
+    public var description: String {
+        switch self {
+        case .sqlite(let code, let message): return "SQLite error \(code): \(message)"
+        case .newerSchema(let version): return "schema version \(version) is newer than this mirror's"
+        }
+    }
+}
+
+/// One SQLite connection and its prepared statements. Used under the store's lock only.
+private final class Connection {
+    private let db: OpaquePointer
+    private let select: OpaquePointer
+    private let upsert: OpaquePointer
+    private let deletion: OpaquePointer
+
+    init(path: String, readOnly: Bool) throws(StoreError) {
+        var handle: OpaquePointer?
+        let flags = readOnly
+            ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX
+            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        // immutable=1: no lock files, no -shm, nothing written next to a store `plan` reads.
+        let name = readOnly ? "file:" + Self.uriEscaped(path) + "?immutable=1" : path
+        let opened = sqlite3_open_v2(name, &handle, flags, nil)
+        guard let handle else { throw .sqlite(code: opened, message: "cannot open") }
+        guard opened == SQLITE_OK else {
+            let error = StoreError.sqlite(code: opened, message: String(cString: sqlite3_errmsg(handle)))
+            sqlite3_close(handle)
+            throw error
+        }
+        db = handle
+        do throws(StoreError) {
+            sqlite3_busy_timeout(db, 5000)
+            let version = try Self.userVersion(db)
+            if version > StateStore.schemaVersion { throw .newerSchema(version) }
+            if !readOnly {
+                try Self.execute(db, "PRAGMA journal_mode=WAL")
+                try Self.execute(db, "PRAGMA synchronous=NORMAL")
+                if version < StateStore.schemaVersion {
+                    try Self.execute(db, """
+                        CREATE TABLE IF NOT EXISTS entries (
+                            dest TEXT PRIMARY KEY NOT NULL,
+                            url TEXT NOT NULL,
+                            complete INTEGER NOT NULL DEFAULT 0,
+                            etag TEXT, last_modified TEXT, size INTEGER, sha256 TEXT,
+                            local_size INTEGER, local_mtime_ns INTEGER, local_inode INTEGER,
+                            partial INTEGER NOT NULL DEFAULT 0,
+                            partial_etag TEXT, partial_last_modified TEXT, partial_size INTEGER
+                        ) WITHOUT ROWID
+                        """)
+                    try Self.execute(db, "PRAGMA user_version=\(StateStore.schemaVersion)")
+                }
+            }
+            // A quick structural check, so a damaged file is found here and not mid-run.
+            try Self.execute(db, "PRAGMA quick_check")
+            select = try Self.prepare(db, "SELECT url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size FROM entries WHERE dest = ?1")
+            upsert = try Self.prepare(db, readOnly ? "SELECT 1" : """
+                INSERT INTO entries (dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                ON CONFLICT(dest) DO UPDATE SET url = excluded.url, complete = excluded.complete, etag = excluded.etag,
+                    last_modified = excluded.last_modified, size = excluded.size, sha256 = excluded.sha256,
+                    local_size = excluded.local_size, local_mtime_ns = excluded.local_mtime_ns, local_inode = excluded.local_inode,
+                    partial = excluded.partial, partial_etag = excluded.partial_etag,
+                    partial_last_modified = excluded.partial_last_modified, partial_size = excluded.partial_size
+                """)
+            deletion = try Self.prepare(db, readOnly ? "SELECT 1" : "DELETE FROM entries WHERE dest = ?1")
+        } catch {
+            sqlite3_close_v2(db)
+            throw error
+        }
+    }
+
+    deinit {
+        sqlite3_finalize(select)
+        sqlite3_finalize(upsert)
+        sqlite3_finalize(deletion)
+        sqlite3_close_v2(db)
+    }
+
+    func read(_ dest: String) throws(StoreError) -> StateRecord? {
+        defer { sqlite3_reset(select) }
+        bind(select, 1, dest)
+        let step = sqlite3_step(select)
+        if step == SQLITE_DONE { return nil }
+        guard step == SQLITE_ROW else { throw failure(step) }
+        var record = StateRecord(dest: dest, url: text(select, 0) ?? "")
+        if sqlite3_column_int(select, 1) != 0, let localSize = integer(select, 6),
+           let mtime = integer(select, 7), let inode = integer(select, 8) {
+            record.complete = CompleteVersion(
+                validators: RemoteValidators(etag: text(select, 2), lastModified: text(select, 3), size: integer(select, 4)),
+                sha256: text(select, 5),
+                local: LocalIdentity(size: localSize, modifiedNanoseconds: mtime, inode: UInt64(bitPattern: inode))
+            )
+        }
+        if sqlite3_column_int(select, 9) != 0 {
+            record.partial = RemoteValidators(etag: text(select, 10), lastModified: text(select, 11), size: integer(select, 12))
+        }
+        return record
+    }
+
+    func write(_ record: StateRecord) throws(StoreError) {
+        defer { sqlite3_reset(upsert) }
+        sqlite3_clear_bindings(upsert)
+        bind(upsert, 1, record.dest)
+        bind(upsert, 2, record.url)
+        if let complete = record.complete {
+            sqlite3_bind_int(upsert, 3, 1)
+            bind(upsert, 4, complete.validators.etag)
+            bind(upsert, 5, complete.validators.lastModified)
+            bind(upsert, 6, complete.validators.size)
+            bind(upsert, 7, complete.sha256)
+            bind(upsert, 8, complete.local.size)
+            bind(upsert, 9, complete.local.modifiedNanoseconds)
+            bind(upsert, 10, Int64(bitPattern: complete.local.inode))
+        } else {
+            sqlite3_bind_int(upsert, 3, 0)
+        }
+        if let partial = record.partial {
+            sqlite3_bind_int(upsert, 11, 1)
+            bind(upsert, 12, partial.etag)
+            bind(upsert, 13, partial.lastModified)
+            bind(upsert, 14, partial.size)
+        } else {
+            sqlite3_bind_int(upsert, 11, 0)
+        }
+        let step = sqlite3_step(upsert)
+        guard step == SQLITE_DONE else { throw failure(step) }
+    }
+
+    func delete(_ dest: String) throws(StoreError) {
+        defer { sqlite3_reset(deletion) }
+        bind(deletion, 1, dest)
+        let step = sqlite3_step(deletion)
+        guard step == SQLITE_DONE else { throw failure(step) }
+    }
+
+    private func failure(_ code: Int32) -> StoreError {
+        .sqlite(code: code, message: String(cString: sqlite3_errmsg(db)))
+    }
+
+    private func bind(_ statement: OpaquePointer, _ index: Int32, _ value: String?) {
+        if let value {
+            sqlite3_bind_text(statement, index, value, -1, mirror_sqlite_transient())
+        } else {
+            sqlite3_bind_null(statement, index)
+        }
+    }
+
+    private func bind(_ statement: OpaquePointer, _ index: Int32, _ value: Int64?) {
+        if let value {
+            sqlite3_bind_int64(statement, index, value)
+        } else {
+            sqlite3_bind_null(statement, index)
+        }
+    }
+
+    private func text(_ statement: OpaquePointer, _ column: Int32) -> String? {
+        guard sqlite3_column_type(statement, column) != SQLITE_NULL, let value = sqlite3_column_text(statement, column) else {
+            return nil
+        }
+        return String(cString: value)
+    }
+
+    private func integer(_ statement: OpaquePointer, _ column: Int32) -> Int64? {
+        sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)
+    }
+
+    private static func execute(_ db: OpaquePointer, _ sql: String) throws(StoreError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(db, sql, nil, nil, &message)
+        if code != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(db))
+            sqlite3_free(message)
+            throw .sqlite(code: code, message: text)
+        }
+    }
+
+    private static func prepare(_ db: OpaquePointer, _ sql: String) throws(StoreError) -> OpaquePointer {
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v2(db, sql, -1, &statement, nil)
+        guard code == SQLITE_OK, let statement else {
+            throw .sqlite(code: code, message: String(cString: sqlite3_errmsg(db)))
+        }
+        return statement
+    }
+
+    private static func userVersion(_ db: OpaquePointer) throws(StoreError) -> Int32 {
+        let statement = try prepare(db, "PRAGMA user_version")
+        defer { sqlite3_finalize(statement) }
+        let step = sqlite3_step(statement)
+        guard step == SQLITE_ROW else { throw .sqlite(code: step, message: String(cString: sqlite3_errmsg(db))) }
+        return sqlite3_column_int(statement, 0)
+    }
+
+    /// Percent-encodes what a SQLite URI would misread: `%`, `?`, `#` and non-ASCII bytes.
+    private static func uriEscaped(_ path: String) -> String {
+        let digits = Array("0123456789ABCDEF")
+        var escaped = ""
+        for byte in path.utf8 {
+            if byte >= 0x80 || byte == UInt8(ascii: "%") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") {
+                escaped += "%" + String(digits[Int(byte >> 4)]) + String(digits[Int(byte & 0x0f)])
+            } else {
+                escaped.unicodeScalars.append(Unicode.Scalar(byte))
+            }
+        }
+        return escaped
+    }
+}
