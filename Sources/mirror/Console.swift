@@ -87,6 +87,9 @@ final class Console: Sendable {
         case .retrying(let dest, let failure, let attempt, let delay):
             guard verbose else { return }
             error("retry \(dest): \(failure); attempt \(attempt + 1) in \(DurationText.format(delay))")
+        case .stateStoreProblem(let problem):
+            guard verbose else { return }
+            error("state: \(problem)")
         case .fallingBack(let dest, let url, let failure):
             notice("\(dest): \(failure); trying mirror \(url)")
         case .finished(let report):

@@ -24,18 +24,37 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var options: CommonOptions
 
+    @Option(name: .long, help: ArgumentHelp("When another sync holds the root's lock, wait up to this long (500ms, 30s, 5m, 1h) instead of exiting 3.", valueName: "duration"))
+    var waitLock: String?
+
+    func validate() throws {
+        if let waitLock, DurationSyntax.duration(waitLock) == nil {
+            throw ValidationError("--wait-lock takes a duration such as 30s or 5m, not '\(waitLock)'")
+        }
+    }
+
     func run() async throws {
         let console = options.console()
         let manifest = try options.loadManifest(console: console)
         let progress = SyncProgress()
-        let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console, progress: progress))
+        var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
+        runOptions.lockWait = waitLock.flatMap(DurationSyntax.duration)
+        let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let display = console.stderrIsTerminal && !options.quiet ? ProgressDisplay(progress: progress, console: console) : nil
 
         let started = ContinuousClock.now
         display?.start()
-        let work = Task { await runner.sync() }
+        let work = Task { try await runner.sync() }
         let interruption = Interruption { work.cancel() }
-        let reports = await work.value
+        let reports: [EntryReport]
+        do {
+            reports = try await work.value
+        } catch {
+            interruption.stopListening()
+            await display?.stop()
+            console.error("mirror: \(error)")
+            throw ExitWith(status: .locked)
+        }
         interruption.stopListening()
         await display?.stop()
         let elapsed = ContinuousClock.now - started

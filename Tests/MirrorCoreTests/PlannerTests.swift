@@ -10,6 +10,8 @@ struct PlannerTests {
         var remote: RemoteFacts
         var pins = Pins()
         var destinationSHA256: String?
+        var state: StateRecord?
+        var identity: LocalIdentity?
         var expected: Action
         var testDescription: String { name }
     }
@@ -34,8 +36,9 @@ struct PlannerTests {
             expected: .restart(reason: "local file is empty")),
         Row(name: "DEST.part smaller → resume", destination: .missing, partial: .file(size: 60), remote: size100,
             expected: .resume(from: 60, source: .partial)),
-        Row(name: "DEST.part equal → finish", destination: .missing, partial: .file(size: 100), remote: size100,
-            expected: .finish(size: 100)),
+        Row(name: "DEST.part equal, no record → resume at its end (the overlap check verifies it)",
+            destination: .missing, partial: .file(size: 100), remote: size100,
+            expected: .resume(from: 100, source: .partial)),
         Row(name: "DEST.part larger → restart", destination: .missing, partial: .file(size: 101), remote: size100,
             expected: .restart(reason: "partial file (101 bytes) is larger than the remote file (100 bytes)")),
         Row(name: "DEST.part empty → download", destination: .missing, partial: .file(size: 0), remote: size100,
@@ -73,10 +76,72 @@ struct PlannerTests {
             expected: .fail(.localConflict("the partial file's path is a symbolic link; mirror will not replace it"))),
     ]
 
+    // Rows that need the state store.
+    static let identity = LocalIdentity(size: 100, modifiedNanoseconds: 1_000, inode: 7)
+    static let v1 = RemoteValidators(etag: "\"a\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: 100)
+    static func verified(_ validators: RemoteValidators = v1, sha256: String? = nil, local: LocalIdentity = identity) -> StateRecord {
+        StateRecord(dest: "d", url: "u", complete: CompleteVersion(validators: validators, sha256: sha256, local: local))
+    }
+    static let v1Remote = RemoteFacts.available(RemoteFile(size: 100, etag: "\"a\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT"))
+    static let v2SameSize = RemoteFacts.available(RemoteFile(size: 100, etag: "\"b\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT"))
+    static let v2NewDate = RemoteFacts.available(RemoteFile(size: 100, etag: nil, lastModified: "Mon, 07 Nov 1994 08:49:37 GMT"))
+    static let v2Longer = RemoteFacts.available(RemoteFile(size: 150, etag: "\"c\""))
+
+    static let stateRows: [Row] = [
+        Row(name: "state complete, validators equal → skip", destination: .file(size: 100), partial: .missing,
+            remote: v1Remote, state: verified(), identity: identity, expected: .skip),
+        Row(name: "state complete, same size, ETag changed → replace", destination: .file(size: 100), partial: .missing,
+            remote: v2SameSize, state: verified(), identity: identity,
+            expected: .replace(reason: "the remote file changed: ETag changed from \"a\" to \"b\"")),
+        Row(name: "state complete, Last-Modified changed → replace", destination: .file(size: 100), partial: .missing,
+            remote: v2NewDate, state: verified(), identity: identity,
+            expected: .replace(reason: "the remote file changed: Last-Modified changed from Sun, 06 Nov 1994 08:49:37 GMT to Mon, 07 Nov 1994 08:49:37 GMT")),
+        Row(name: "state complete, size changed → replace, not resume", destination: .file(size: 100), partial: .missing,
+            remote: v2Longer, state: verified(), identity: identity,
+            expected: .replace(reason: "the remote file changed: size changed from 100 to 150 bytes")),
+        Row(name: "state for another file (inode changed) → decided by size", destination: .file(size: 100), partial: .missing,
+            remote: v2SameSize, state: verified(), identity: LocalIdentity(size: 100, modifiedNanoseconds: 1_000, inode: 8),
+            expected: .skip),
+        Row(name: "state complete, recorded hash contradicts the pin → replace", destination: .file(size: 100), partial: .missing,
+            remote: v1Remote, pins: Pins(sha256: pin), state: verified(sha256: otherHash), identity: identity,
+            expected: .replace(reason: "local file does not match its sha256 pin")),
+        Row(name: "partial of the current version → resume", destination: .missing, partial: .file(size: 40),
+            remote: v1Remote, state: StateRecord(dest: "d", url: "u", partial: v1),
+            expected: .resume(from: 40, source: .partial)),
+        Row(name: "partial of the current version, complete → finish", destination: .missing, partial: .file(size: 100),
+            remote: v1Remote, state: StateRecord(dest: "d", url: "u", partial: v1), expected: .finish(size: 100)),
+        Row(name: "partial of an older version → restart, never spliced", destination: .missing, partial: .file(size: 40),
+            remote: v2SameSize, state: StateRecord(dest: "d", url: "u", partial: v1),
+            expected: .restart(reason: "the remote file changed since the partial download started (ETag changed from \"a\" to \"b\")")),
+        Row(name: "DEST outdated and a partial of the new version → resume the partial", destination: .file(size: 100),
+            partial: .file(size: 60), remote: v2Longer,
+            state: StateRecord(dest: "d", url: "u",
+                               complete: CompleteVersion(validators: v1, sha256: nil, local: identity),
+                               partial: RemoteValidators(etag: "\"c\"", lastModified: nil, size: 150)),
+            identity: identity, expected: .resume(from: 60, source: .partial)),
+    ]
+
+    @Test(arguments: stateRows)
+    func decisionTableWithState(_ row: Row) {
+        decisionTable(row)
+    }
+
+    @Test func pinnedAndVerifiedNeedsTheSameFileAndHash() {
+        let local = LocalFacts(destination: .file(size: 100), partial: .missing, destinationIdentity: Self.identity)
+        #expect(Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins()))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.otherHash), pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(size: 99, sha256: Self.pin)))
+        let touched = LocalFacts(destination: .file(size: 100), partial: .missing,
+                                 destinationIdentity: LocalIdentity(size: 100, modifiedNanoseconds: 2_000, inode: 7))
+        #expect(!Planner.isPinnedAndVerified(local: touched, state: Self.verified(sha256: Self.pin), pins: Pins(sha256: Self.pin)))
+    }
+
     @Test(arguments: rows)
     func decisionTable(_ row: Row) {
-        let local = LocalFacts(destination: row.destination, partial: row.partial)
-        let action = Planner.decide(local: local, remote: row.remote, pins: row.pins, destinationSHA256: row.destinationSHA256)
+        let local = LocalFacts(destination: row.destination, partial: row.partial, destinationIdentity: row.identity)
+        let action = Planner.decide(
+            local: local, remote: row.remote, pins: row.pins, state: row.state, destinationSHA256: row.destinationSHA256)
         #expect(action == row.expected)
     }
 

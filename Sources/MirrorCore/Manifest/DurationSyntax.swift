@@ -1,6 +1,6 @@
 /// Durations in a manifest: whole numbers with a unit, `500ms`, `30s`, `5m`, `1h`, or several
 /// of them from the largest unit down, `1h30m`, `1m30s`, `2s500ms`.
-enum DurationSyntax {
+public enum DurationSyntax {
     private static let units: [(symbol: String, milliseconds: Int64)] = [
         ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1),
     ]
@@ -8,6 +8,11 @@ enum DurationSyntax {
     private static let example = "like 500ms, 30s, 5m, 1h or 1m30s"
 
     /// The duration `text` spells; it must be greater than zero.
+    /// The duration `text` spells, or nil; for command-line options.
+    public static func duration(_ text: String) -> Duration? {
+        try? parse(text)
+    }
+
     static func parse(_ text: String) throws(ValueProblem) -> Duration {
         let characters = Array(text)
         guard !characters.isEmpty else {

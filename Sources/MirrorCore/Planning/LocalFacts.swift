@@ -17,10 +17,13 @@ public struct LocalFacts: Sendable, Equatable {
 
     public var destination: FileState
     public var partial: FileState
+    /// Size, mtime and inode of `DEST`, to match against what the state store verified.
+    public var destinationIdentity: LocalIdentity?
 
-    public init(destination: FileState, partial: FileState) {
+    public init(destination: FileState, partial: FileState, destinationIdentity: LocalIdentity? = nil) {
         self.destination = destination
         self.partial = partial
+        self.destinationIdentity = destinationIdentity
     }
 
     public var isEmpty: Bool { destination == .missing && partial == .missing }
@@ -29,7 +32,9 @@ public struct LocalFacts: Sendable, Equatable {
     /// directory on the way to them leads out of the root through a symbolic link.
     public static func inspect(_ paths: DestinationPaths) throws(TransferFailure) -> LocalFacts {
         try checkInsideRoot(paths)
-        return LocalFacts(destination: try state(of: paths.destination), partial: try state(of: paths.partial))
+        let (destination, identity) = try inspectFile(paths.destination)
+        let (partial, _) = try inspectFile(paths.partial)
+        return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity)
     }
 
     /// The deepest existing directory on the way from the root to `DEST`, resolved, must lie
@@ -55,18 +60,35 @@ public struct LocalFacts: Sendable, Equatable {
         return String(cString: real)
     }
 
-    static func state(of path: String) throws(TransferFailure) -> FileState {
+    static func inspectFile(_ path: String) throws(TransferFailure) -> (FileState, LocalIdentity?) {
         var info = stat()
         if lstat(path, &info) != 0 {
             // A missing parent directory means the file is missing too.
-            if errno == ENOENT || errno == ENOTDIR { return .missing }
+            if errno == ENOENT || errno == ENOTDIR { return (.missing, nil) }
             throw .localIO(path: path, operation: "inspect", errno: errno)
         }
         switch info.st_mode & S_IFMT {
-        case S_IFREG: return .file(size: Int64(info.st_size))
-        case S_IFDIR: return .other(kind: "a directory")
-        case S_IFLNK: return .other(kind: "a symbolic link")
-        default: return .other(kind: "not a regular file")
+        case S_IFREG: return (.file(size: Int64(info.st_size)), LocalIdentity(info))
+        case S_IFDIR: return (.other(kind: "a directory"), nil)
+        case S_IFLNK: return (.other(kind: "a symbolic link"), nil)
+        default: return (.other(kind: "not a regular file"), nil)
         }
+    }
+}
+
+extension LocalIdentity {
+    init(_ info: stat) {
+        self.init(
+            size: Int64(info.st_size),
+            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            inode: UInt64(info.st_ino)
+        )
+    }
+
+    /// The identity of an open file.
+    static func of(fd: Int32, path: String) throws(TransferFailure) -> LocalIdentity {
+        var info = stat()
+        if fstat(fd, &info) != 0 { throw .localIO(path: path, operation: "inspect", errno: errno) }
+        return LocalIdentity(info)
     }
 }

@@ -1,10 +1,14 @@
 /// The decision table of DESIGN.md ("Planning: one decision per entry") as a pure function:
-/// local facts and remote facts in, one action out. No I/O here; it is tested as a table.
+/// local facts, the state store's record and remote facts in, one action out. No I/O here; it
+/// is tested as a table.
 public enum Planner {
-    /// - Parameter destinationSHA256: the hash of `DEST`, when the caller computed it because
-    ///   `needsDestinationHash` said so; nil otherwise.
+    /// - Parameters:
+    ///   - state: the store's record for this destination, if any.
+    ///   - destinationSHA256: the hash of `DEST`, when the caller computed it because
+    ///     `needsDestinationHash` said so; nil otherwise.
     public static func decide(
-        local: LocalFacts, remote: RemoteFacts, pins: Pins, destinationSHA256: String? = nil
+        local: LocalFacts, remote: RemoteFacts, pins: Pins, state: StateRecord? = nil,
+        destinationSHA256: String? = nil
     ) -> Action {
         let file: RemoteFile
         switch remote {
@@ -21,20 +25,45 @@ public enum Planner {
             return .fail(.localConflict("the partial file's path is \(kind); mirror will not replace it"))
         }
         let total = file.size ?? pins.size
+        let current = RemoteValidators(etag: file.etag, lastModified: file.lastModified, size: total)
+        let verified = verifiedVersion(local: local, state: state)
 
-        if let size = local.destination.size, let total, size == total {
+        // DEST is current.
+        if let verified {
+            if verified.validators.difference(from: current) == nil {
+                if let pin = pins.sha256, let recorded = verified.sha256, recorded != pin {
+                    return .replace(reason: "local file does not match its sha256 pin")
+                }
+                return .skip
+            }
+        } else if let size = local.destination.size, let total, size == total {
             if let pin = pins.sha256, let actual = destinationSHA256, actual != pin {
                 return .replace(reason: "local file does not match its sha256 pin")
             }
             return .skip
         }
+
+        // A partial download exists: continue it if it is of the current version.
         if let partSize = local.partial.size, partSize > 0 {
             guard let total else {
                 return .restart(reason: "the server did not report the file's size, so the partial file cannot be resumed safely")
             }
-            if partSize < total { return .resume(from: partSize, source: .partial) }
-            if partSize == total { return .finish(size: partSize) }
+            if let started = state?.partial {
+                if let change = started.difference(from: current) {
+                    return .restart(reason: "the remote file changed since the partial download started (\(change))")
+                }
+                if partSize < total { return .resume(from: partSize, source: .partial) }
+                if partSize == total { return .finish(size: partSize) }
+            } else if partSize <= total {
+                // No record of the version it came from: the resume re-reads an overlap to check.
+                return .resume(from: partSize, source: .partial)
+            }
             return .restart(reason: "partial file (\(partSize) bytes) is larger than the remote file (\(total) bytes)")
+        }
+
+        // DEST is outdated.
+        if let verified, let change = verified.validators.difference(from: current) {
+            return .replace(reason: "the remote file changed: \(change)")
         }
         if let size = local.destination.size {
             guard let total else {
@@ -47,10 +76,30 @@ public enum Planner {
         return .download
     }
 
-    /// True when the decision depends on the hash of `DEST`: a sha256 pin, and a `DEST` whose
-    /// size already matches. Only then is hashing worth its cost.
-    public static func needsDestinationHash(local: LocalFacts, remote: RemoteFacts, pins: Pins) -> Bool {
-        guard pins.sha256 != nil, let size = local.destination.size, case .available(let file) = remote,
+    /// The store's record of the version on disk, when it describes the `DEST` that is there
+    /// now (same size, mtime and inode); nil when there is none or `DEST` was touched since.
+    public static func verifiedVersion(local: LocalFacts, state: StateRecord?) -> CompleteVersion? {
+        guard let complete = state?.complete, let identity = local.destinationIdentity, complete.local == identity else {
+            return nil
+        }
+        return complete
+    }
+
+    /// True when the store vouches that `DEST` matches the entry's sha256 pin: the entry is
+    /// `skip` without any request.
+    public static func isPinnedAndVerified(local: LocalFacts, state: StateRecord?, pins: Pins) -> Bool {
+        guard let pin = pins.sha256, let verified = verifiedVersion(local: local, state: state), verified.sha256 == pin else {
+            return false
+        }
+        if let size = pins.size, size != verified.local.size { return false }
+        return true
+    }
+
+    /// True when the decision depends on the hash of `DEST`: a sha256 pin, a `DEST` whose size
+    /// already matches, and no verified record to vouch for it. Only then is hashing worth it.
+    public static func needsDestinationHash(local: LocalFacts, remote: RemoteFacts, pins: Pins, state: StateRecord? = nil) -> Bool {
+        guard pins.sha256 != nil, verifiedVersion(local: local, state: state) == nil,
+              let size = local.destination.size, case .available(let file) = remote,
               let total = file.size ?? pins.size
         else { return false }
         return size == total

@@ -85,6 +85,22 @@ enum FileSystem {
         }
     }
 
+    /// Reads `count` bytes at `offset` of an open file.
+    static func read(fd: Int32, path: String, at offset: Int64, count: Int) throws(TransferFailure) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let read = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            if read < 0 {
+                if errno == EINTR { continue }
+                throw .localIO(path: path, operation: "read", errno: errno)
+            }
+            if read == 0 { throw .sizeMismatch(expected: offset + Int64(count), actual: offset + Int64(done)) }
+            done += read
+        }
+        return bytes
+    }
+
     static func remove(_ path: String) {
         _ = unlink(path)
     }

@@ -46,6 +46,8 @@ public enum RunEvent: Sendable {
     case decided(dest: String, Action)
     case retrying(dest: String, failure: TransferFailure, attempt: Int, delay: Duration)
     case fallingBack(dest: String, to: String, after: TransferFailure)
+    /// The state store could not be used; decisions fall back to sizes.
+    case stateStoreProblem(String)
     case finished(EntryReport)
 }
 
@@ -56,11 +58,15 @@ public struct RunOptions: Sendable {
     public var retryPolicy: RetryPolicy
     public var events: (@Sendable (RunEvent) -> Void)?
     public var progress: SyncProgress?
+    /// How long `sync` waits for another run's lock on the root; nil: not at all.
+    public var lockWait: Duration?
 
     public init(
         concurrency: Int, retryPolicy: RetryPolicy = .standard,
-        events: (@Sendable (RunEvent) -> Void)? = nil, progress: SyncProgress? = nil
+        events: (@Sendable (RunEvent) -> Void)? = nil, progress: SyncProgress? = nil,
+        lockWait: Duration? = nil
     ) {
+        self.lockWait = lockWait
         self.concurrency = concurrency
         self.retryPolicy = retryPolicy
         self.events = events

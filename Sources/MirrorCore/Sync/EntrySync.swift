@@ -4,10 +4,17 @@ import Glibc
 ///
 /// Data rules kept here: bytes land only in the partial file; `DEST` appears only by renaming
 /// a complete, verified, fsync'd partial file over it; an existing `DEST` is never deleted or
-/// written in place; cleanup removes only partial files.
+/// written in place; cleanup removes only partial files. Bytes on disk are continued only when
+/// they are known to be of the server's current version: by the validators recorded when the
+/// partial file was started (sent as `If-Range`, and checked on the 206), or, with no record,
+/// by re-reading an overlap before the resume point and comparing it.
 struct EntrySync {
     let entry: Entry
     let runner: ManifestRunner
+    let store: StateStore?
+
+    /// Bytes re-requested before the resume point when no validator vouches for the partial file.
+    static let overlapLength: Int64 = 64 * 1024
 
     private var paths: DestinationPaths { runner.paths(for: entry) }
     private var pins: Pins { Pins(size: entry.size, sha256: entry.sha256) }
@@ -96,22 +103,28 @@ struct EntrySync {
         } catch {
             return Attempt(action: .fail(error), result: .failure(error))
         }
+        let record = readRecord()
+        if Planner.isPinnedAndVerified(local: local, state: record, pins: pins) {
+            runner.emit(.decided(dest: entry.dest, .skip))
+            return Attempt(action: .skip, result: .success(Success(
+                outcome: .skipped, size: local.destination.size, sha256: entry.sha256)))
+        }
         // With nothing on disk the probe would only repeat what the GET's headers say.
         if local.isEmpty {
             runner.emit(.decided(dest: entry.dest, .download))
-            return await transfer(source, action: .download, offset: 0, remote: nil)
+            return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil)
         }
         let remote = await runner.probe.probe(source, settings: entry.settings)
         runner.emit(.probed(dest: entry.dest, url: source.display, remote))
         var destinationHash: String?
-        if Planner.needsDestinationHash(local: local, remote: remote, pins: pins) {
+        if Planner.needsDestinationHash(local: local, remote: remote, pins: pins, state: record) {
             do {
                 destinationHash = try ManifestRunner.hashFile(paths.destination)
             } catch {
                 return Attempt(action: .fail(error), result: .failure(error))
             }
         }
-        var action = Planner.decide(local: local, remote: remote, pins: pins, destinationSHA256: destinationHash)
+        var action = Planner.decide(local: local, remote: remote, pins: pins, state: record, destinationSHA256: destinationHash)
         if let restartReason {
             switch action {
             case .resume, .finish: action = .restart(reason: restartReason)
@@ -124,15 +137,25 @@ struct EntrySync {
 
         switch action {
         case .skip:
-            if local.partial.size != nil { FileSystem.remove(paths.partial) }
+            if local.partial.size != nil {
+                FileSystem.remove(paths.partial)
+            }
+            if let file, let identity = local.destinationIdentity, Planner.verifiedVersion(local: local, state: record) == nil {
+                // First sight of this DEST: remember what it was found to be.
+                let version = CompleteVersion(validators: RemoteValidators(file), sha256: destinationHash, local: identity)
+                updateRecord { $0.complete = version; $0.partial = nil }
+            } else if local.partial.size != nil {
+                updateRecord { $0.partial = nil }
+            }
             return Attempt(action: action, result: .success(Success(
-                outcome: .skipped, size: local.destination.size, sha256: destinationHash)))
+                outcome: .skipped, size: local.destination.size,
+                sha256: destinationHash ?? Planner.verifiedVersion(local: local, state: record)?.sha256)))
         case .fail(let failure):
             return Attempt(action: action, result: .failure(failure))
         case .download, .restart, .replace:
-            return await transfer(source, action: action, offset: 0, remote: file)
+            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil)
         case .resume(let from, .partial):
-            return await transfer(source, action: action, offset: from, remote: file)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial)
         case .resume(let from, .destination):
             // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
             // until a complete, verified file is renamed over it.
@@ -142,14 +165,15 @@ struct EntrySync {
             } catch {
                 return Attempt(action: action, result: .failure(error))
             }
-            return await transfer(source, action: action, offset: from, remote: file)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil)
         case .finish(let size):
             return finishPartial(action: action, size: size, remote: file)
         }
     }
 
     /// GETs the file from `offset` into the partial file, then verifies and commits it.
-    private func transfer(_ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?) async -> Attempt {
+    /// - Parameter startedFrom: validators of the version the partial file holds, if recorded.
+    private func transfer(_ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?) async -> Attempt {
         let paths = self.paths
         var attempt = Attempt(action: action, result: .failure(.cancelled))
         let fd: Int32
@@ -163,7 +187,9 @@ struct EntrySync {
         var committed = false
         defer { if !committed { close(fd) } }
 
-        let hasher = entry.sha256 == nil ? nil : SHA256Hasher()
+        let validator = offset > 0 ? startedFrom?.ifRangeValue : nil
+        let hasher = SHA256Hasher()
+        var overlap: [UInt8] = []
         do throws(TransferFailure) {
             let size = try FileSystem.size(of: fd, path: paths.partial)
             if size < offset {
@@ -174,27 +200,45 @@ struct EntrySync {
             if size > offset, ftruncate(fd, off_t(offset)) != 0 {
                 throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
             }
-            if offset > 0 { try hasher?.update(fileDescriptor: fd, length: offset, path: paths.partial) }
+            if offset > 0 { try hasher.update(fileDescriptor: fd, length: offset, path: paths.partial) }
+            if offset > 0 && validator == nil {
+                overlap = try FileSystem.read(fd: fd, path: paths.partial, at: offset - min(Self.overlapLength, offset), count: Int(min(Self.overlapLength, offset)))
+            }
         } catch {
             attempt.result = .failure(error)
             return attempt
         }
+        let firstByte = offset - Int64(overlap.count)
 
+        if offset == 0 {
+            // A new download: whatever the store said about an earlier partial file is void.
+            updateRecord { $0.partial = nil }
+        }
         let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: remote?.size.map { $0 - offset })
+        let store = self.store
+        let dest = entry.dest, url = source.display
         let writer = PartialFileWriter(
-            fd: fd, path: paths.partial, requestedOffset: offset, expectedTotal: remote?.size,
-            pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket
+            fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: remote?.size,
+            pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
+            startedFrom: validator == nil ? nil : startedFrom, overlap: overlap,
+            onStart: { head, from in
+                // Record which version the partial file holds before its first byte is written,
+                // so a later run (even after kill -9) resumes only that version.
+                guard from == 0 || startedFrom == nil else { return }
+                let validators = RemoteValidators(etag: head.etag, lastModified: head.lastModified, size: head.totalSize)
+                try? store?.update(dest: dest, url: url) { $0.partial = validators }
+            }
         )
         let request = TransferRequest(
             url: source.string, method: .get, headers: entry.settings.headers,
-            rangeFirst: offset > 0 ? offset : nil, timeout: entry.settings.timeout,
-            insecure: entry.settings.insecure,
+            rangeFirst: firstByte > 0 || offset > 0 ? firstByte : nil, ifRange: validator,
+            timeout: entry.settings.timeout, insecure: entry.settings.insecure,
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
         let fetched = await runner.fetcher.fetch(request, sink: writer)
         ticket?.finish()
         attempt.bytes = writer.bytesWritten
-        if case .write(from: 0, _)? = writer.placement, offset > 0 {
+        if case .write(from: 0, _)? = writer.placement, firstByte > 0 {
             attempt.action = .restart(reason: "the server answered the range request with the whole file")
         }
 
@@ -203,7 +247,7 @@ struct EntrySync {
             case .rangeMismatch:
                 attempt.mustRestart = true
             case .bodyTooLarge, .sizePinConflict, .encodedBody:
-                FileSystem.remove(paths.partial)
+                discardPartial()
             default:
                 removeIfEmpty(fd)
             }
@@ -229,13 +273,15 @@ struct EntrySync {
             attempt.result = .failure(failure)
             return attempt
         }
-        let modified = (head.lastModified ?? remote?.lastModified).flatMap(HTTPDate.parse)
-        attempt.result = verifyAndCommit(fd: fd, size: size, hasher: hasher, modified: modified)
+        let validators = RemoteValidators(
+            etag: head.etag ?? remote?.etag, lastModified: head.lastModified ?? remote?.lastModified, size: size)
+        attempt.result = verifyAndCommit(fd: fd, size: size, hasher: hasher, validators: validators)
         if case .success = attempt.result { committed = true }
         return attempt
     }
 
-    /// `DEST.part` already holds the whole file: check it like a finished download.
+    /// `DEST.part` already holds the whole file of the recorded version: check it like a
+    /// finished download.
     private func finishPartial(action: Action, size: Int64, remote: RemoteFile?) -> Attempt {
         let paths = self.paths
         var attempt = Attempt(action: action, result: .failure(.cancelled))
@@ -246,23 +292,24 @@ struct EntrySync {
             attempt.result = .failure(error)
             return attempt
         }
-        let hasher = entry.sha256 == nil ? nil : SHA256Hasher()
+        let hasher = SHA256Hasher()
         do {
-            try hasher?.update(fileDescriptor: fd, length: size, path: paths.partial)
+            try hasher.update(fileDescriptor: fd, length: size, path: paths.partial)
         } catch {
             close(fd)
             attempt.result = .failure(error)
             return attempt
         }
-        attempt.result = verifyAndCommit(fd: fd, size: size, hasher: hasher, modified: remote?.lastModified.flatMap(HTTPDate.parse))
+        let validators = RemoteValidators(etag: remote?.etag, lastModified: remote?.lastModified, size: size)
+        attempt.result = verifyAndCommit(fd: fd, size: size, hasher: hasher, validators: validators)
         if case .failure = attempt.result { close(fd) }
         return attempt
     }
 
-    /// Checks the pins, then renames the partial file into place. A file that fails a pin is
-    /// deleted: it must never land under `DEST`, and keeping it would only resume bad bytes.
-    /// Closes `fd` on success.
-    private func verifyAndCommit(fd: Int32, size: Int64, hasher: SHA256Hasher?, modified: Int?) -> Swift.Result<Success, TransferFailure> {
+    /// Checks the pins, then renames the partial file into place and records the version. A
+    /// file that fails a pin is deleted: it must never land under `DEST`, and keeping it would
+    /// only resume bad bytes. Closes `fd` on success.
+    private func verifyAndCommit(fd: Int32, size: Int64, hasher: SHA256Hasher, validators: RemoteValidators) -> Swift.Result<Success, TransferFailure> {
         let paths = self.paths
         do {
             let onDisk = try FileSystem.size(of: fd, path: paths.partial)
@@ -270,33 +317,59 @@ struct EntrySync {
                 return .failure(.sizeMismatch(expected: size, actual: onDisk))
             }
             if let pinned = entry.size, pinned != size {
-                FileSystem.remove(paths.partial)
+                discardPartial()
                 return .failure(.sizeMismatch(expected: pinned, actual: size))
             }
-            var digest: String?
-            if let hasher, let pin = entry.sha256 {
-                let actual = hasher.finalize()
-                if actual != pin {
-                    FileSystem.remove(paths.partial)
-                    return .failure(.checksumMismatch(expected: pin, actual: actual))
-                }
-                digest = actual
+            let digest = hasher.finalize()
+            if let pin = entry.sha256, digest != pin {
+                discardPartial()
+                return .failure(.checksumMismatch(expected: pin, actual: digest))
             }
             try FileSystem.commit(
                 fd: fd, partial: paths.partial, destination: paths.destination,
-                directory: paths.directory, modified: modified
+                directory: paths.directory, modified: validators.lastModified.flatMap(HTTPDate.parse)
             )
+            let identity = try? LocalIdentity.of(fd: fd, path: paths.destination)
             close(fd)
+            updateRecord { record in
+                record.partial = nil
+                record.complete = identity.map { CompleteVersion(validators: validators, sha256: digest, local: $0) }
+            }
             return .success(Success(outcome: .transferred, size: size, sha256: digest))
         } catch {
             return .failure(error)
         }
     }
 
+    /// Deletes the partial file and what the store recorded about it.
+    private func discardPartial() {
+        FileSystem.remove(paths.partial)
+        updateRecord { $0.partial = nil }
+    }
+
     /// An empty partial file holds nothing worth resuming: leave no trace of a failed start.
     private func removeIfEmpty(_ fd: Int32) {
         if (try? FileSystem.size(of: fd, path: paths.partial)) == 0 {
             FileSystem.remove(paths.partial)
+        }
+    }
+
+    private func readRecord() -> StateRecord? {
+        guard let store else { return nil }
+        do {
+            return try store.record(for: entry.dest)
+        } catch {
+            runner.emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
+            return nil
+        }
+    }
+
+    private func updateRecord(_ change: (inout StateRecord) -> Void) {
+        guard let store else { return }
+        do {
+            try store.update(dest: entry.dest, url: entry.url.display, change)
+        } catch {
+            runner.emit(.stateStoreProblem("writing \(store.path): \(error)"))
         }
     }
 }

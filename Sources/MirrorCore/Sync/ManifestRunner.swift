@@ -17,23 +17,34 @@ public final class ManifestRunner: Sendable {
         probe = RemoteProbe(fetcher: fetcher)
     }
 
-    /// Decides every entry without changing anything on disk: no files, no directories.
+    /// Decides every entry without changing anything on disk: no files, no directories, not
+    /// even the state store (read if present, never written).
     public func plan() async -> [PlannedEntry] {
-        await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
-            await self.planEntry(entry)
+        let opening = StateStore.open(root: manifest.root, mode: .readOnly)
+        if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
+        let store = opening.store
+        return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
+            await self.planEntry(entry, store: store)
         }
     }
 
     /// Plans and carries out every entry; a failed entry does not stop the others.
-    /// Reports come back in manifest order.
-    public func sync() async -> [EntryReport] {
+    /// Reports come back in manifest order. Holds the run lock on the root throughout; throws
+    /// only when that lock cannot be had.
+    public func sync() async throws(RunLockError) -> [EntryReport] {
+        let lock = try await RunLock.acquire(root: manifest.root, wait: options.lockWait)
+        let opening = StateStore.open(root: manifest.root, mode: .readWrite)
+        if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
+        let store = opening.store
         options.progress?.setEntryCount(manifest.entries.count)
-        return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
-            let report = await EntrySync(entry: entry, runner: self).run()
+        let reports = await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
+            let report = await EntrySync(entry: entry, runner: self, store: store).run()
             self.options.progress?.entryFinished()
             self.emit(.finished(report))
             return report
         }
+        withExtendedLifetime(lock) {}
+        return reports
     }
 
     func paths(for entry: Entry) -> DestinationPaths {
@@ -44,7 +55,7 @@ public final class ManifestRunner: Sendable {
         options.events?(event)
     }
 
-    private func planEntry(_ entry: Entry) async -> PlannedEntry {
+    private func planEntry(_ entry: Entry, store: StateStore?) async -> PlannedEntry {
         let paths = paths(for: entry)
         let local: LocalFacts
         do {
@@ -52,24 +63,35 @@ public final class ManifestRunner: Sendable {
         } catch {
             return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .fail(error), localSize: nil, remoteSize: nil)
         }
+        let localSize = local.destination.size ?? local.partial.size
+        let pins = Pins(size: entry.size, sha256: entry.sha256)
+        var record: StateRecord?
+        if let store {
+            do {
+                record = try store.record(for: entry.dest)
+            } catch {
+                emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
+            }
+        }
+        if Planner.isPinnedAndVerified(local: local, state: record, pins: pins) {
+            // The store vouches for the pinned hash of this very file: no request needed.
+            emit(.decided(dest: entry.dest, .skip))
+            return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .skip, localSize: localSize, remoteSize: localSize)
+        }
         let remote = await probe.probe(entry.url, settings: entry.settings)
         emit(.probed(dest: entry.dest, url: entry.url.display, remote))
-        let pins = Pins(size: entry.size, sha256: entry.sha256)
         var action: Action
         do {
-            let hash = Planner.needsDestinationHash(local: local, remote: remote, pins: pins)
+            let hash = Planner.needsDestinationHash(local: local, remote: remote, pins: pins, state: record)
                 ? try Self.hashFile(paths.destination) : nil
-            action = Planner.decide(local: local, remote: remote, pins: pins, destinationSHA256: hash)
+            action = Planner.decide(local: local, remote: remote, pins: pins, state: record, destinationSHA256: hash)
         } catch {
             action = .fail(error)
         }
         emit(.decided(dest: entry.dest, action))
         var remoteSize: Int64?
         if case .available(let file) = remote { remoteSize = file.size }
-        return PlannedEntry(
-            dest: entry.dest, url: entry.url.display, action: action,
-            localSize: local.destination.size ?? local.partial.size, remoteSize: remoteSize
-        )
+        return PlannedEntry(dest: entry.dest, url: entry.url.display, action: action, localSize: localSize, remoteSize: remoteSize)
     }
 
     /// SHA-256 of a whole local file.

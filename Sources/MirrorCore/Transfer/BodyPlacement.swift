@@ -16,7 +16,9 @@ enum BodyPlacement: Equatable, Sendable {
     /// - Parameters:
     ///   - offset: the first byte requested (0 for a plain GET).
     ///   - expectedTotal: the file size the transfer was planned with, if known.
-    static func decide(offset: Int64, head: ResponseHead, expectedTotal: Int64?) -> BodyPlacement {
+    ///   - startedFrom: the validators of the version the bytes on disk came from, when known;
+    ///     a 206 of another version is refused even if the server ignored `If-Range`.
+    static func decide(offset: Int64, head: ResponseHead, expectedTotal: Int64?, startedFrom: RemoteValidators? = nil) -> BodyPlacement {
         switch head.status {
         case 200:
             if head.isEncoded {
@@ -32,6 +34,15 @@ enum BodyPlacement: Equatable, Sendable {
             }
             if let expectedTotal, let total = range.total, total != expectedTotal {
                 return .reject(.rangeMismatch("file size changed from \(expectedTotal) to \(total) bytes"))
+            }
+            if let startedFrom {
+                if let expected = startedFrom.etag, let sent = head.etag, expected != sent {
+                    return .reject(.rangeMismatch("the server sent part of another version (ETag \(sent), the partial file has \(expected))"))
+                }
+                if startedFrom.etag == nil || head.etag == nil,
+                   let expected = startedFrom.lastModified, let sent = head.lastModified, expected != sent {
+                    return .reject(.rangeMismatch("the server sent part of another version (Last-Modified \(sent), the partial file has \(expected))"))
+                }
             }
             return .write(from: offset, total: range.total ?? expectedTotal)
         case 416:

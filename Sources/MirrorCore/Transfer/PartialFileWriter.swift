@@ -15,6 +15,14 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     /// Already fed with the bytes before `requestedOffset`, when a hash is wanted.
     let hasher: SHA256Hasher?
     let progress: ProgressTicket?
+    /// Validators of the version already on disk, checked against a 206 (see `BodyPlacement`).
+    let startedFrom: RemoteValidators?
+    /// Local bytes just before the resume point, re-requested to check that the bytes on disk
+    /// are the server's: the response must start with exactly these. Not written again.
+    let overlap: [UInt8]
+    /// Told once where writing starts (0: a new version), before the first byte is written.
+    let onStart: (@Sendable (ResponseHead, Int64) -> Void)?
+    private var overlapChecked = 0
 
     private(set) var head: ResponseHead?
     private(set) var placement: BodyPlacement?
@@ -27,8 +35,13 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
 
     init(
         fd: Int32, path: String, requestedOffset: Int64, expectedTotal: Int64?, pinnedSize: Int64?,
-        maxSize: Int64?, hasher: SHA256Hasher?, progress: ProgressTicket?
+        maxSize: Int64?, hasher: SHA256Hasher?, progress: ProgressTicket?,
+        startedFrom: RemoteValidators? = nil, overlap: [UInt8] = [],
+        onStart: (@Sendable (ResponseHead, Int64) -> Void)? = nil
     ) {
+        self.startedFrom = startedFrom
+        self.overlap = overlap
+        self.onStart = onStart
         self.fd = fd
         self.path = path
         self.requestedOffset = requestedOffset
@@ -49,7 +62,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
 
     func begin(_ head: ResponseHead) -> BodyDisposition {
         self.head = head
-        let placement = BodyPlacement.decide(offset: requestedOffset, head: head, expectedTotal: expectedTotal)
+        let placement = BodyPlacement.decide(
+            offset: requestedOffset, head: head, expectedTotal: expectedTotal, startedFrom: startedFrom)
         self.placement = placement
         switch placement {
         case .alreadyComplete:
@@ -76,15 +90,32 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
                 }
                 hasher?.reset()
                 progress?.restart()
+                overlapChecked = overlap.count
             }
             position = from
             limit = [total, pinnedSize, maxSize].compactMap { $0 }.min()
             if let total { progress?.setTotal(total - from) }
+            onStart?(head, from)
             return .write
         }
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    func write(_ incoming: UnsafeRawBufferPointer) -> Bool {
+        var bytes = incoming
+        if overlapChecked < overlap.count {
+            let compared = min(bytes.count, overlap.count - overlapChecked)
+            let matches = overlap[overlapChecked..<(overlapChecked + compared)].withUnsafeBytes {
+                memcmp($0.baseAddress!, bytes.baseAddress!, compared) == 0
+            }
+            if !matches {
+                failure = .rangeMismatch("the bytes before the resume point differ from the server's; the file changed")
+                return false
+            }
+            overlapChecked += compared
+            position += Int64(compared)
+            bytes = UnsafeRawBufferPointer(rebasing: bytes[compared...])
+            if bytes.isEmpty { return true }
+        }
         let count = Int64(bytes.count)
         if let limit, position + count > limit {
             failure = .bodyTooLarge(limit: limit)

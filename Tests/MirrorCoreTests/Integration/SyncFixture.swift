@@ -53,10 +53,17 @@ final class SyncFixture: Sendable {
 
     /// Every file and directory under root, with sizes, to prove that nothing changed.
     func rootSnapshot() -> [String] {
-        directory.listing("root").map { relative in
+        directory.files("root").map { relative in
             let path = rootPath(relative)
             let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1
             return "\(relative) \(size)"
         }
+    }
+}
+
+extension TemporaryDirectory {
+    /// What `listing` shows, less mirror's own `.mirror/` folder: the files a user sees.
+    func files(_ relativePath: String) -> [String] {
+        listing(relativePath).filter { $0 != ".mirror" && !$0.hasPrefix(".mirror/") }
     }
 }

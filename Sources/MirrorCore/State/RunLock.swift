@@ -1,0 +1,87 @@
+import Glibc
+
+/// The run lock, `ROOT/.mirror/lock`: an exclusive `flock(2)` held for a whole sync, so two
+/// runs never work on the same root at once. The kernel drops the lock when its holder exits,
+/// however it exits, so a killed run never leaves a stale lock. The file holds the holder's pid
+/// for the message the next run prints.
+public final class RunLock: Sendable {
+    private let fd: Int32
+    public let path: String
+
+    private init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit {
+        close(fd)
+    }
+
+    public static func location(root: String) -> String {
+        (root.hasSuffix("/") ? root : root + "/") + ".mirror/lock"
+    }
+
+    /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
+    public static func acquire(root: String, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
+        let path = location(root: root)
+        try makeDirectories(String(path[..<path.lastIndex(of: "/")!]))
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+        if fd < 0 { throw .unusable(path: path, errno: errno) }
+        let deadline = ContinuousClock.now + (wait ?? .zero)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let error = errno
+            guard error == EWOULDBLOCK || error == EINTR else {
+                close(fd)
+                throw .unusable(path: path, errno: error)
+            }
+            if ContinuousClock.now >= deadline {
+                let holder = readHolder(fd)
+                close(fd)
+                throw .held(path: path, pid: holder)
+            }
+            do {
+                try await Task.sleep(for: .milliseconds(100))
+            } catch {
+                close(fd)
+                throw .held(path: path, pid: readHolder(fd))
+            }
+        }
+        let text = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return RunLock(fd: fd, path: path)
+    }
+
+    private static func readHolder(_ fd: Int32) -> Int32? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return nil }
+        let text = String(decoding: buffer[0..<count], as: UTF8.self).split(separator: "\n").first ?? ""
+        return Int32(text)
+    }
+
+    private static func makeDirectories(_ path: String) throws(RunLockError) {
+        do {
+            try FileSystem.makeDirectories(path)
+        } catch {
+            if case .localIO(let failed, _, let code) = error { throw .unusable(path: failed, errno: code) }
+            throw .unusable(path: path, errno: EIO)
+        }
+    }
+}
+
+public enum RunLockError: Error, Sendable, CustomStringConvertible {
+    /// Another run holds the lock.
+    case held(path: String, pid: Int32?)
+    case unusable(path: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .held(let path, let pid):
+            let who = pid.map { "process \($0)" } ?? "another process"
+            return "another mirror run (\(who)) holds \(path); try again later or use --wait-lock"
+        case .unusable(let path, let code):
+            return "cannot lock \(path): \(String(cString: strerror(code)))"
+        }
+    }
+}
