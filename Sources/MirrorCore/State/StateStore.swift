@@ -44,8 +44,13 @@ public final class StateStore: Sendable {
         switch mode {
         case .readOnly:
             if access(path, F_OK) != 0 { return Opening(store: nil, problem: nil) }
+            // A run that was killed leaves its last records in the write-ahead log; only then
+            // is the log read (through SQLite's existing shared-memory file).
+            var log = stat()
+            let logHasRecords = stat(path + "-wal", &log) == 0 && log.st_size > 0
             do {
-                return Opening(store: StateStore(path: path, connection: try Connection(path: path, readOnly: true)), problem: nil)
+                let connection = try Connection(path: path, readOnly: true, immutable: !logHasRecords)
+                return Opening(store: StateStore(path: path, connection: connection), problem: nil)
             } catch {
                 return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
             }
@@ -55,14 +60,14 @@ public final class StateStore: Sendable {
                 return Opening(store: nil, problem: "cannot create \(directory): \(String(cString: strerror(errno))); deciding by size")
             }
             do {
-                return Opening(store: StateStore(path: path, connection: try Connection(path: path, readOnly: false)), problem: nil)
+                return Opening(store: StateStore(path: path, connection: try Connection(path: path, readOnly: false, immutable: false)), problem: nil)
             } catch StoreError.newerSchema(let version) {
                 return Opening(store: nil, problem: "state store \(path) has schema \(version), newer than this mirror's \(schemaVersion); leaving it alone and deciding by size")
             } catch {
                 // A corrupt cache is thrown away and started afresh.
                 for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
                 do {
-                    let fresh = try Connection(path: path, readOnly: false)
+                    let fresh = try Connection(path: path, readOnly: false, immutable: false)
                     return Opening(store: StateStore(path: path, connection: fresh), problem: "state store \(path) was unusable (\(error)); started a new one")
                 } catch {
                     return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
@@ -81,6 +86,12 @@ public final class StateStore: Sendable {
 
     public func remove(dest: String) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in try connection.delete(dest) }
+    }
+
+    /// Folds the write-ahead log into the database and closes it, so a later read-only
+    /// opening sees every record without reading the log. Further calls fail.
+    public func close() {
+        connection.withLock { $0.close() }
     }
 
     /// Updates the record of `dest` in place; `change` receives nil when there is none.
@@ -114,13 +125,16 @@ private final class Connection {
     private let upsert: OpaquePointer
     private let deletion: OpaquePointer
 
-    init(path: String, readOnly: Bool) throws(StoreError) {
+    private var isOpen = true
+
+    /// - Parameter immutable: read without any locking or shared memory: nothing is written
+    ///   next to a store that `plan` reads.
+    init(path: String, readOnly: Bool, immutable: Bool) throws(StoreError) {
         var handle: OpaquePointer?
         let flags = readOnly
             ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX
             : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        // immutable=1: no lock files, no -shm, nothing written next to a store `plan` reads.
-        let name = readOnly ? "file:" + Self.uriEscaped(path) + "?immutable=1" : path
+        let name = readOnly ? "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?mode=ro") : path
         let opened = sqlite3_open_v2(name, &handle, flags, nil)
         guard let handle else { throw .sqlite(code: opened, message: "cannot open") }
         guard opened == SQLITE_OK else {
@@ -171,13 +185,25 @@ private final class Connection {
     }
 
     deinit {
+        close()
+    }
+
+    func close() {
+        guard isOpen else { return }
+        isOpen = false
         sqlite3_finalize(select)
         sqlite3_finalize(upsert)
         sqlite3_finalize(deletion)
+        sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil)
         sqlite3_close_v2(db)
     }
 
+    private func ensureOpen() throws(StoreError) {
+        if !isOpen { throw .sqlite(code: SQLITE_MISUSE, message: "the state store is closed") }
+    }
+
     func read(_ dest: String) throws(StoreError) -> StateRecord? {
+        try ensureOpen()
         defer { sqlite3_reset(select) }
         bind(select, 1, dest)
         let step = sqlite3_step(select)
@@ -199,6 +225,7 @@ private final class Connection {
     }
 
     func write(_ record: StateRecord) throws(StoreError) {
+        try ensureOpen()
         defer { sqlite3_reset(upsert) }
         sqlite3_clear_bindings(upsert)
         bind(upsert, 1, record.dest)
@@ -228,6 +255,7 @@ private final class Connection {
     }
 
     func delete(_ dest: String) throws(StoreError) {
+        try ensureOpen()
         defer { sqlite3_reset(deletion) }
         bind(deletion, 1, dest)
         let step = sqlite3_step(deletion)

@@ -43,6 +43,7 @@ public final class ManifestRunner: Sendable {
             self.emit(.finished(report))
             return report
         }
+        store?.close()
         withExtendedLifetime(lock) {}
         return reports
     }

@@ -1,0 +1,219 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import MirrorCore
+
+/// The state store at work: change detection, resume safety across versions, pins planned
+/// offline, and a store that is lost or damaged.
+@Suite(.serialized)
+struct StateTests {
+    let directory: TemporaryDirectory
+    let server: FaultServer
+
+    init() throws {
+        setenv("no_proxy", "*", 1)
+        directory = try TemporaryDirectory(prefix: "mirror-state")
+        server = try FaultServer.start()
+    }
+
+    static let v1 = randomData(count: 300_000, seed: 100)
+    static let v2 = randomData(count: 300_000, seed: 200)
+    static let date1 = "Sun, 06 Nov 1994 08:49:37 GMT"
+    static let date2 = "Mon, 07 Nov 1994 08:49:37 GMT"
+
+    func manifest(_ lines: String = "", path: String = "/f.bin") throws -> Manifest {
+        let text = "version: 1\nroot: root\nfiles:\n  - url: \(server.url(path))\n    dest: f.bin\n    retries: 0\n" + lines
+        return try ManifestLoader.parse(text: text, path: "state.yaml", baseDirectory: directory.path, environment: [:])
+    }
+
+    func runner(_ manifest: Manifest, events: (@Sendable (RunEvent) -> Void)? = nil) -> ManifestRunner {
+        ManifestRunner(manifest: manifest, options: RunOptions(
+            concurrency: 2, retryPolicy: RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20)), events: events))
+    }
+
+    /// Serves `data` for every method, replacing any earlier script for the path.
+    func serve(_ data: Data, etag: String? = nil, date: String = StateTests.date1) {
+        for method in ["GET", "HEAD"] {
+            server.route("/f.bin", method: method, reply: .file(data, etag: etag, lastModified: date))
+        }
+    }
+
+    var local: Data? { directory.contents(of: "root/f.bin") }
+    var partial: Data? { directory.contents(of: "root/f.bin.part") }
+
+    /// Leaves `f.bin.part` holding the first 100000 bytes of v1, with its validators recorded,
+    /// as a download cut off by the network would.
+    func leavePartialOfV1() async throws {
+        server.route("/f.bin", method: "GET", reply: .file(Self.v1, etag: "\"v1\"", lastModified: Self.date1).cut(afterBodyBytes: 100_000))
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].failed)
+        #expect(partial?.count == 100_000)
+    }
+
+    @Test func aSameSizeChangeIsDetectedAndReplaced() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        #expect(local?.fingerprint == Self.v1.fingerprint)
+
+        serve(Self.v2, etag: "\"v2\"")
+        let plan = await runner(try manifest()).plan()
+        #expect(plan[0].action == .replace(reason: "the remote file changed: ETag changed from \"v1\" to \"v2\""))
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].action.name == "replace" && reports[0].outcome == .transferred)
+        #expect(local?.fingerprint == Self.v2.fingerprint)
+        #expect(directory.files("root") == ["f.bin"])
+
+        server.clearRequests()
+        let again = try await runner(manifest()).sync()
+        #expect(again[0].outcome == .skipped)
+        #expect(server.requests.map(\.method) == ["HEAD"])
+    }
+
+    @Test func aChangeOfLastModifiedAloneIsDetected() async throws {
+        serve(Self.v1, date: Self.date1)
+        _ = try await runner(manifest()).sync()
+        serve(Self.v2, date: Self.date2)
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].action.name == "replace")
+        #expect(local?.fingerprint == Self.v2.fingerprint)
+    }
+
+    @Test func aPartialOfAnOlderVersionIsRestartedNeverSpliced() async throws {
+        try await leavePartialOfV1()
+        serve(Self.v2, etag: "\"v2\"")
+        server.clearRequests()
+
+        let plan = await runner(try manifest()).plan()
+        #expect(plan[0].action.name == "restart")
+        #expect(plan[0].action.reason?.contains("changed since the partial download started") == true)
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].outcome == .transferred)
+        #expect(local?.fingerprint == Self.v2.fingerprint)
+        let gets = server.requests.filter { $0.method == "GET" }
+        #expect(gets.count == 1 && gets[0].headers["Range"] == nil)
+    }
+
+    @Test func aPartialOfTheCurrentVersionResumesWithIfRange() async throws {
+        try await leavePartialOfV1()
+        serve(Self.v1, etag: "\"v1\"")
+        server.clearRequests()
+        let reports = try await runner(manifest()).sync()
+
+        #expect(reports[0].outcome == .transferred && reports[0].bytesTransferred == 200_000)
+        #expect(local?.fingerprint == Self.v1.fingerprint)
+        let get = try #require(server.requests.first { $0.method == "GET" })
+        #expect(get.headers["Range"] == "bytes=100000-")
+        #expect(get.headers["If-Range"] == "\"v1\"")
+    }
+
+    @Test func aServerThatIgnoresIfRangeIsCaughtByTheValidatorOnIts206() async throws {
+        try await leavePartialOfV1()
+        // The probe still sees v1, but the GET is answered from v2 with a 206 despite If-Range.
+        server.route("/f.bin", method: "HEAD", reply: .file(Self.v1, etag: "\"v1\"", lastModified: Self.date1))
+        server.route("/f.bin", method: "GET", reply: .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2, honorIfRange: false))
+        server.clearRequests()
+        let reports = try await runner(manifest("", path: "/f.bin").withRetries(1)).sync()
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(local?.fingerprint == Self.v2.fingerprint, "v1's head and v2's tail were not spliced")
+        let gets = server.requests.filter { $0.method == "GET" }
+        #expect(gets.first?.headers["If-Range"] == "\"v1\"")
+        #expect(gets.last?.headers["Range"] == nil, "the retry started from byte 0")
+    }
+
+    @Test func aDeletedStoreMeansNoRedownloadOfCompleteFiles() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        unlink(directory.path("root/.mirror/state.sqlite"))
+        server.clearRequests()
+
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].outcome == .skipped)
+        #expect(server.requests.map(\.method) == ["HEAD"])
+        #expect(FileManager.default.fileExists(atPath: directory.path("root/.mirror/state.sqlite")))
+    }
+
+    @Test func aCorruptStoreIsReplacedAndSaidSo() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        for suffix in ["-wal", "-shm"] { unlink(directory.path("root/.mirror/state.sqlite" + suffix)) }
+        try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: directory.path("root/.mirror/state.sqlite")))
+        let problems = Mutex<[String]>([])
+        let reports = try await runner(manifest(), events: { event in
+            if case .stateStoreProblem(let text) = event { problems.withLock { $0.append(text) } }
+        }).sync()
+
+        #expect(reports[0].outcome == .skipped)
+        #expect(local?.fingerprint == Self.v1.fingerprint)
+        let said = problems.withLock { $0 }
+        #expect(said.count == 1 && said[0].contains("started a new one"), "\(said)")
+        // The new store works: the next run reads what this one recorded.
+        let record = try StateStore.open(root: directory.path("root"), mode: .readOnly).store?.record(for: "f.bin")
+        #expect(record?.complete?.validators.etag == "\"v1\"")
+    }
+
+    @Test func aPinnedSyncedManifestPlansWithTheServerStopped() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        let pin = SHA256Hasher.hex(of: Self.v1)
+        let pinned = try manifest("    sha256: \(pin)\n")
+        let synced = try await runner(pinned).sync()
+        #expect(synced[0].sha256 == pin)
+        server.stop()
+
+        let plan = await runner(pinned).plan()
+        #expect(plan[0].action == .skip)
+        let again = try await runner(pinned).sync()
+        #expect(again[0].outcome == .skipped)
+    }
+
+    @Test func aTouchedFileIsNoLongerVouchedFor() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        let pin = SHA256Hasher.hex(of: Self.v1)
+        let pinned = try manifest("    sha256: \(pin)\n")
+        _ = try await runner(pinned).sync()
+        // Same size, other bytes, new mtime: the store's record no longer describes it.
+        try Self.v2.write(to: URL(fileURLWithPath: directory.path("root/f.bin")))
+        server.clearRequests()
+
+        let reports = try await runner(pinned).sync()
+        #expect(reports[0].action == .replace(reason: "local file does not match its sha256 pin"))
+        #expect(local?.fingerprint == Self.v1.fingerprint)
+    }
+
+    @Test func planWritesNothingEvenWithAStore() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        let before = directory.listing("root").map { path -> String in
+            let attributes = try? FileManager.default.attributesOfItem(atPath: directory.path("root/" + path))
+            return "\(path) \(attributes?[.size] ?? 0) \(attributes?[.modificationDate] ?? 0)"
+        }
+        serve(Self.v2, etag: "\"v2\"")
+        _ = await runner(try manifest()).plan()
+        let after = directory.listing("root").map { path -> String in
+            let attributes = try? FileManager.default.attributesOfItem(atPath: directory.path("root/" + path))
+            return "\(path) \(attributes?[.size] ?? 0) \(attributes?[.modificationDate] ?? 0)"
+        }
+        #expect(before == after)
+    }
+
+    @Test func aSecondRunOnTheSameRootIsRefused() async throws {
+        let held = try await RunLock.acquire(root: directory.path("root"))
+        serve(Self.v1, etag: "\"v1\"")
+        await #expect(throws: RunLockError.self) { try await runner(manifest()).sync() }
+        do {
+            _ = try await runner(manifest()).sync()
+        } catch {
+            #expect("\(error)".contains("process \(getpid())"))
+        }
+        withExtendedLifetime(held) {}
+    }
+}
+
+extension Manifest {
+    /// The same manifest with every entry's `retries` set.
+    func withRetries(_ retries: Int) -> Manifest {
+        var copy = self
+        for index in copy.entries.indices { copy.entries[index].settings.retries = retries }
+        return copy
+    }
+}
