@@ -151,3 +151,60 @@ struct InterruptionTests {
         #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(kept)-"])
     }
 }
+
+/// The run lock and a hard kill, through the binary.
+@Suite(.serialized)
+struct RunLockCLITests {
+    static let payload = randomData(count: 3_000_000, seed: 42)
+
+    static func slowFixture() throws -> SyncFixture {
+        // The first second's worth at once, then 1 MiB/s: a sync of this lasts about 2 s.
+        let fixture = try SyncFixture(files: ["slow.bin": payload], nginx: NginxOptions(rateLimit: 1 << 20))
+        try fixture.directory.write(Data(fixture.manifest([("/slow.bin", "slow.bin")]).utf8), to: "mirror.yaml")
+        return fixture
+    }
+
+    static func waitForPartial(_ fixture: SyncFixture) {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (fixture.local("slow.bin.part")?.count ?? 0) < 100_000 && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+    }
+
+    @Test func aSecondSyncOnTheSameRootExitsThreeAndNamesTheHolder() throws {
+        let fixture = try Self.slowFixture()
+        let first = try MirrorBinary.start(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        Self.waitForPartial(fixture)
+
+        let second = try MirrorBinary.run(["sync", "mirror.yaml"], in: fixture.directory.path)
+        #expect(second.status == 3, "\(second)")
+        #expect(second.stderr.contains("process \(first.pid)"), "\(second)")
+
+        let waiting = try MirrorBinary.run(["sync", "--quiet", "--wait-lock", "30s", "mirror.yaml"], in: fixture.directory.path)
+        #expect(waiting.status == 0, "\(waiting)")
+        #expect(try first.wait().status == 0)
+        #expect(fixture.local("slow.bin")?.fingerprint == Self.payload.fingerprint)
+    }
+
+    @Test func killNineMidDownloadThenSyncGivesTheExactFileAndAUsableStore() throws {
+        let fixture = try Self.slowFixture()
+        let victim = try MirrorBinary.start(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        Self.waitForPartial(fixture)
+        kill(victim.pid, SIGKILL)
+        #expect(try victim.wait().status != 0)
+        let kept = fixture.local("slow.bin.part")?.count ?? 0
+        #expect(kept > 0 && fixture.local("slow.bin") == nil)
+
+        fixture.nginx.clearLog()
+        let after = try MirrorBinary.run(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        #expect(after.status == 0, "\(after)")
+        #expect(fixture.local("slow.bin")?.fingerprint == Self.payload.fingerprint)
+        // The store recorded the version before the kill: the resume is guarded by If-Range.
+        let get = try #require(try fixture.nginx.requests().first { $0.method == "GET" })
+        #expect(get.range == "bytes=\(kept)-")
+        #expect(get.ifRange != nil)
+
+        let verify = try MirrorBinary.run(["plan", "--exit-code", "mirror.yaml"], in: fixture.directory.path)
+        #expect(verify.status == 0, "\(verify)")
+    }
+}
