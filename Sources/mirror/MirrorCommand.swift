@@ -10,17 +10,19 @@ struct MirrorCommand: AsyncParsableCommand {
         discussion: """
             `mirror plan` shows what each entry needs without touching anything; `mirror sync` \
             carries it out, resuming partial files and never leaving a half-written file under \
-            its final name.
+            its final name; `mirror verify` checks local files offline; `mirror lock` pins every \
+            entry's sha256 and size in the manifest.
 
             EXIT STATUS
               0    every entry is in its wanted state
               1    at least one entry failed; the others were still completed
               2    usage or manifest error; nothing was transferred
+              3    another mirror run holds the lock on this root
               5    plan --exit-code: changes are pending
               130  interrupted (SIGINT); 143 terminated (SIGTERM): partial work is kept
             """,
         version: MirrorVersion.string,
-        subcommands: [PlanCommand.self, SyncCommand.self]
+        subcommands: [PlanCommand.self, SyncCommand.self, VerifyCommand.self, LockCommand.self]
     )
 
     /// Parses and runs, mapping every outcome onto the documented exit codes: argument errors

@@ -104,6 +104,8 @@ public struct Entry: Sendable {
     public var settings: TransferSettings
     /// Where the entry's mapping starts in the manifest.
     public var location: SourceLocation
+    /// Where the same url and dest are listed again (harmless repeats, merged into this entry).
+    public var repeatLocations: [SourceLocation] = []
 
     public init(
         url: RemoteURL, mirrors: [RemoteURL] = [], dest: String, sha256: String? = nil,

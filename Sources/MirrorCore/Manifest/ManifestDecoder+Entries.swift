@@ -37,7 +37,17 @@ extension ManifestDecoder {
             let conflicting = decoded[problem.index]
             report(problem.message, at: conflicting.destNode, key: conflicting.destKey)
         }
-        return outcome.kept.map { decoded[$0].entry }
+        var kept = outcome.kept.map { decoded[$0].entry }
+        // Remember where harmless repeats stand, so `mirror lock` can pin them too.
+        let keptIndices = Set(outcome.kept)
+        let conflicting = Set(outcome.problems.map(\.index))
+        for index in decoded.indices where !keptIndices.contains(index) && !conflicting.contains(index) {
+            let repeated = decoded[index].entry
+            if let owner = kept.firstIndex(where: { $0.dest == repeated.dest && $0.url.string == repeated.url.string }) {
+                kept[owner].repeatLocations.append(repeated.location)
+            }
+        }
+        return kept
     }
 
     private mutating func decodeEntry(

@@ -143,6 +143,8 @@ private struct NodeCopier {
         let mark = node.pointee.start_mark
         let line = Int(mark.line) + 1
         let column = Int(mark.column) + 1
+        let endLine = Int(node.pointee.end_mark.line) + 1
+        let endColumn = Int(node.pointee.end_mark.column) + 1
 
         copiedNodes += 1
         if copiedNodes > YAMLDocumentParser.maximumNodeCount {
@@ -165,7 +167,8 @@ private struct NodeCopier {
             let bytes = UnsafeBufferPointer(start: scalar.value, count: scalar.length)
             let text = String(decoding: bytes, as: UTF8.self)
             let isPlain = scalar.style == YAML_PLAIN_SCALAR_STYLE
-            return YAMLNode(.scalar(text, isPlain: isPlain), line: line, column: column)
+            return YAMLNode(.scalar(text, isPlain: isPlain), line: line, column: column,
+                            endLine: endLine, endColumn: endColumn)
 
         case YAML_SEQUENCE_NODE:
             let items = node.pointee.data.sequence.items
@@ -175,7 +178,8 @@ private struct NodeCopier {
                 children.append(try copyChild(current.pointee, of: node, depth: depth))
                 item = current + 1
             }
-            return YAMLNode(.sequence(children), line: line, column: column)
+            return YAMLNode(.sequence(children), line: line, column: column, endLine: endLine, endColumn: endColumn,
+                            isFlow: node.pointee.data.sequence.style == YAML_FLOW_SEQUENCE_STYLE)
 
         case YAML_MAPPING_NODE:
             let pairs = node.pointee.data.mapping.pairs
@@ -187,7 +191,8 @@ private struct NodeCopier {
                 children.append(YAMLNode.Pair(key: key, value: value))
                 pair = current + 1
             }
-            return YAMLNode(.mapping(children), line: line, column: column)
+            return YAMLNode(.mapping(children), line: line, column: column, endLine: endLine, endColumn: endColumn,
+                            isFlow: node.pointee.data.mapping.style == YAML_FLOW_MAPPING_STYLE)
 
         default:
             return YAMLNode(.scalar("", isPlain: true), line: line, column: column)

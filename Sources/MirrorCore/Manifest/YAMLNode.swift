@@ -18,11 +18,20 @@ struct YAMLNode: Sendable {
     /// Where the node starts, counting from 1.
     var line: Int
     var column: Int
+    /// Where the node ends (the position just past it), counting from 1; columns count
+    /// Unicode scalars, as libyaml does.
+    var endLine: Int
+    var endColumn: Int
+    /// A flow collection (`{…}`, `[…]`) or a flow scalar, as opposed to block style.
+    var isFlow: Bool
 
-    init(_ content: Content, line: Int, column: Int) {
+    init(_ content: Content, line: Int, column: Int, endLine: Int? = nil, endColumn: Int? = nil, isFlow: Bool = false) {
         self.content = content
         self.line = line
         self.column = column
+        self.endLine = endLine ?? line
+        self.endColumn = endColumn ?? column
+        self.isFlow = isFlow
     }
 
     /// The text of a scalar that is not null; nil for null, sequences and mappings.

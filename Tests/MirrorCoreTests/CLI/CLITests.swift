@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import MirrorCore
 
 /// The built binary's exit codes and output contract.
 @Suite(.serialized)
@@ -206,5 +207,71 @@ struct RunLockCLITests {
 
         let verify = try MirrorBinary.run(["plan", "--exit-code", "mirror.yaml"], in: fixture.directory.path)
         #expect(verify.status == 0, "\(verify)")
+    }
+}
+
+/// `mirror lock` and `mirror verify` through the binary.
+@Suite(.serialized)
+struct LockAndVerifyCLITests {
+    static let a = randomData(count: 120_000, seed: 50)
+    static let b = randomData(count: 7_000, seed: 51)
+
+    static func setUp(extra: [(String, String)] = []) throws -> SyncFixture {
+        let fixture = try SyncFixture(files: ["a.bin": a, "b.bin": b])
+        let text = "# provisioning assets\n" + fixture.manifest([("/a.bin", "a.bin"), ("/b.bin", "b.bin")] + extra)
+        try fixture.directory.write(Data(text.utf8), to: "mirror.yaml")
+        return fixture
+    }
+
+    func manifestText(_ fixture: SyncFixture) -> String {
+        String(decoding: fixture.directory.contents(of: "mirror.yaml") ?? Data(), as: UTF8.self)
+    }
+
+    @Test func lockPinsEveryEntryAndThePinnedManifestPlansOffline() throws {
+        let fixture = try Self.setUp()
+        let locked = try MirrorBinary.run(["lock", "mirror.yaml"], in: fixture.directory.path)
+        #expect(locked.status == 0, "\(locked)")
+        let text = manifestText(fixture)
+        #expect(text.hasPrefix("# provisioning assets\n"), "comments are kept")
+        #expect(text.contains("sha256: \(SHA256Hasher.hex(of: Self.a))") && text.contains("size: 120000"))
+        #expect(text.contains("sha256: \(SHA256Hasher.hex(of: Self.b))") && text.contains("size: 7000"))
+
+        fixture.nginx.stop()
+        let plan = try MirrorBinary.run(["plan", "--exit-code", "mirror.yaml"], in: fixture.directory.path)
+        #expect(plan.status == 0, "\(plan)")
+        #expect(plan.stdout.contains("2 skip"))
+        let verify = try MirrorBinary.run(["verify", "mirror.yaml"], in: fixture.directory.path)
+        #expect(verify.status == 0, "\(verify)")
+        #expect(verify.stdout.contains("2 ok"))
+    }
+
+    @Test func lockWritesNothingWhenAnEntryFails() throws {
+        let fixture = try Self.setUp(extra: [("/missing.bin", "missing.bin")])
+        let before = manifestText(fixture)
+        let locked = try MirrorBinary.run(["lock", "mirror.yaml"], in: fixture.directory.path)
+        #expect(locked.status == 1, "\(locked)")
+        #expect(manifestText(fixture) == before)
+        #expect(fixture.directory.listing("").filter { $0.contains("mirror-lock") }.isEmpty)
+    }
+
+    @Test func verifyFindsMissingModifiedAndMismatchedFiles() throws {
+        let fixture = try Self.setUp()
+        #expect(try MirrorBinary.run(["sync", "-q", "mirror.yaml"], in: fixture.directory.path).status == 0)
+        let clean = try MirrorBinary.run(["verify", "--json", "mirror.yaml"], in: fixture.directory.path)
+        #expect(clean.status == 0, "\(clean)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(clean.stdout.utf8)) as? [String: Any])
+        let entries = try #require(object["entries"] as? [[String: Any]])
+        #expect(entries.map { $0["status"] as? String } == ["ok", "ok"])
+        #expect(entries.allSatisfy { $0["hash_from_store"] as? Bool == true })
+
+        // Same size, other bytes: the recorded hash no longer matches.
+        try randomData(count: 120_000, seed: 99).write(to: URL(fileURLWithPath: fixture.rootPath("a.bin")))
+        unlink(fixture.rootPath("b.bin"))
+        fixture.nginx.clearLog()
+        let broken = try MirrorBinary.run(["verify", "mirror.yaml"], in: fixture.directory.path)
+        #expect(broken.status == 1, "\(broken)")
+        #expect(broken.stderr.contains("modified    a.bin"))
+        #expect(broken.stderr.contains("missing     b.bin"))
+        #expect(try fixture.nginx.requests().isEmpty, "verify is offline")
     }
 }

@@ -1,0 +1,104 @@
+/// The result of checking one entry's local file offline (`mirror verify`).
+public struct VerifiedEntry: Sendable, Equatable {
+    public enum Status: String, Sendable {
+        /// Matches its pins, or what mirror recorded when it wrote it.
+        case ok
+        /// `DEST` does not exist.
+        case missing
+        /// Contradicts a pin (size or sha256), or is not a regular file.
+        case mismatch
+        /// Has other bytes than when mirror wrote it, and nothing pins it.
+        case modified
+        /// Exists, but there is neither a pin nor a record to check it against.
+        case unverified
+    }
+
+    public var dest: String
+    public var status: Status
+    public var size: Int64?
+    public var sha256: String?
+    /// Whether the hash was taken from the state store rather than computed now.
+    public var hashFromStore: Bool
+    public var detail: String?
+
+    public var isProblem: Bool { status == .missing || status == .mismatch || status == .modified }
+}
+
+extension ManifestRunner {
+    /// Checks every entry's local file against its pins and the state store, without any
+    /// network request and without writing anything. A hash recorded in the store is reused
+    /// while the file's size, mtime and inode are unchanged, unless `rehash` is set.
+    public func verify(rehash: Bool) async -> [VerifiedEntry] {
+        let opening = StateStore.open(root: manifest.root, mode: .readOnly)
+        if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
+        let store = opening.store
+        return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
+            self.verifyEntry(entry, store: store, rehash: rehash)
+        }
+    }
+
+    private func verifyEntry(_ entry: Entry, store: StateStore?, rehash: Bool) -> VerifiedEntry {
+        var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
+        let local: LocalFacts
+        do {
+            local = try LocalFacts.inspect(paths(for: entry))
+        } catch {
+            result.status = .mismatch
+            result.detail = error.description
+            return result
+        }
+        switch local.destination {
+        case .missing:
+            result.status = .missing
+            if let partial = local.partial.size { result.detail = "a partial download of \(partial) bytes exists" }
+            return result
+        case .other(let kind):
+            result.status = .mismatch
+            result.detail = "the destination is \(kind)"
+            return result
+        case .file(let size):
+            result.size = size
+        }
+        let record = try? store?.record(for: entry.dest)
+        let verified = Planner.verifiedVersion(local: local, state: record ?? nil)
+        if !rehash, let cached = verified?.sha256 {
+            result.sha256 = cached
+            result.hashFromStore = true
+        } else {
+            do {
+                result.sha256 = try Self.hashFile(paths(for: entry).destination)
+            } catch {
+                result.status = .mismatch
+                result.detail = error.description
+                return result
+            }
+        }
+        if let pinned = entry.size, pinned != result.size {
+            result.status = .mismatch
+            result.detail = "size is \(result.size ?? 0) bytes; the manifest pins \(pinned)"
+            return result
+        }
+        if let pin = entry.sha256 {
+            if pin != result.sha256 {
+                result.status = .mismatch
+                result.detail = "sha256 is \(result.sha256 ?? "?"); the manifest pins \(pin)"
+            }
+            return result
+        }
+        if let complete = (record ?? nil)?.complete {
+            if let recorded = complete.sha256, recorded != result.sha256 {
+                result.status = .modified
+                result.detail = "sha256 is \(result.sha256 ?? "?"); mirror wrote \(recorded)"
+            } else if complete.sha256 == nil, verified == nil {
+                result.status = .unverified
+                result.detail = "changed on disk since mirror recorded it, and no hash was recorded"
+            }
+            return result
+        }
+        if entry.size == nil {
+            result.status = .unverified
+            result.detail = "no sha256 or size pin and no record in the state store"
+        }
+        return result
+    }
+}

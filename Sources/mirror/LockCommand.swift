@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import MirrorCore
+
+struct LockCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "lock",
+        abstract: "Pin every entry's sha256 and size in the manifest itself.",
+        discussion: """
+            Syncs the manifest first (downloading what is missing, as `mirror sync` does), then \
+            writes each entry's sha256 and size into the manifest file: existing values are \
+            replaced where they stand, missing keys are added as lines at the end of the entry. \
+            Comments, order and layout are kept. The new text must load with exactly those \
+            pins, and replaces the file atomically; if any entry fails, the manifest is left \
+            unchanged and the exit status is 1.
+
+            From then on, sync refuses any file that does not match its pin, and a synced \
+            pinned manifest plans without a single request.
+            """
+    )
+
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let console = options.console()
+        let manifest = try options.loadManifest(console: console)
+        let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console))
+        let reports: [EntryReport]
+        do {
+            reports = try await runner.sync()
+        } catch {
+            console.error("mirror: \(error)")
+            throw ExitWith(status: .locked)
+        }
+        guard let pins = runner.pins(after: reports) else {
+            console.error("mirror: not every entry could be fetched; \(manifest.path) was left unchanged")
+            throw ExitWith(status: .entriesFailed)
+        }
+        do {
+            try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
+            throw ExitWith(status: .usage)
+        }
+        if options.json {
+            let entries = manifest.entries.map { entry -> JSONValue in
+                .object([("dest", .string(entry.dest)), ("sha256", .string(pins[entry.dest]?.sha256)),
+                         ("size", .int(pins[entry.dest]?.size))])
+            }
+            console.json(JSONValue.object([("manifest", .string(manifest.path)), ("entries", .array(entries))]).text)
+        }
+        console.line("pinned \(pins.count) \(pins.count == 1 ? "entry" : "entries") in \(manifest.path)")
+    }
+}
