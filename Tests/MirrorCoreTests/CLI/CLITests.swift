@@ -263,6 +263,10 @@ struct LockAndVerifyCLITests {
         let entries = try #require(object["entries"] as? [[String: Any]])
         #expect(entries.map { $0["status"] as? String } == ["ok", "ok"])
         #expect(entries.allSatisfy { $0["hash_from_store"] as? Bool == true })
+        let rehashed = try MirrorBinary.run(["verify", "--json", "--rehash", "mirror.yaml"], in: fixture.directory.path)
+        let rehashedEntries = try #require(
+            (try JSONSerialization.jsonObject(with: Data(rehashed.stdout.utf8)) as? [String: Any])?["entries"] as? [[String: Any]])
+        #expect(rehashedEntries.allSatisfy { $0["hash_from_store"] as? Bool == false && $0["status"] as? String == "ok" })
 
         // Same size, other bytes: the recorded hash no longer matches.
         try randomData(count: 120_000, seed: 99).write(to: URL(fileURLWithPath: fixture.rootPath("a.bin")))

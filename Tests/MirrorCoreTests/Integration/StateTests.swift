@@ -180,6 +180,19 @@ struct StateTests {
         #expect(local?.fingerprint == Self.v1.fingerprint)
     }
 
+    @Test func aDownloadThatFailsItsPinNeverReplacesTheOldFile() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        // The manifest now pins v2, but the server still has v1: the replacement fails its pin.
+        let v2Hash = SHA256Hasher.hex(of: Self.v2)
+        let reports = try await runner(try manifest("    sha256: \(v2Hash)\n").withRetries(1)).sync()
+
+        #expect(reports[0].outcome == .failed(.checksumMismatch(expected: v2Hash, actual: SHA256Hasher.hex(of: Self.v1))))
+        #expect(reports[0].attempts == 2)
+        #expect(local?.fingerprint == Self.v1.fingerprint, "DEST untouched")
+        #expect(directory.files("root") == ["f.bin"], "the bad download was discarded")
+    }
+
     @Test func planWritesNothingEvenWithAStore() async throws {
         serve(Self.v1, etag: "\"v1\"")
         _ = try await runner(manifest()).sync()
