@@ -87,6 +87,11 @@ final class Console: Sendable {
         case .retrying(let dest, let failure, let attempt, let delay):
             guard verbose else { return }
             error("retry \(dest): \(failure); attempt \(attempt + 1) in \(DurationText.format(delay))")
+        case .waitingForNetwork(let host, let wait):
+            notice("mirror: \(host) is unreachable; transfers to it wait up to \(DurationText.format(wait)) (until \(Self.clockTime(after: wait))) for the network")
+        case .pausedByServer(let host, let pause):
+            guard verbose else { return }
+            error("pause \(host): the server asked for \(DurationText.format(pause)) (Retry-After)")
         case .stateStoreProblem(let problem):
             guard verbose else { return }
             error("state: \(problem)")
@@ -102,6 +107,14 @@ final class Console: Sendable {
                 line(SyncText.finishedLine(report))
             }
         }
+    }
+
+    /// Local wall-clock time `duration` from now, as HH:MM:SS.
+    static func clockTime(after duration: Duration) -> String {
+        var when = time(nil) + Int(duration.components.seconds)
+        var parts = tm()
+        localtime_r(&when, &parts)
+        return String(format: "%02d:%02d:%02d", parts.tm_hour, parts.tm_min, parts.tm_sec)
     }
 
     private func write(_ text: String, to fd: Int32) {

@@ -18,6 +18,20 @@ enum ExitStatus: Int32 {
     case terminated = 143
 }
 
+import MirrorCore
+
+extension ExitStatus {
+    /// The status of a run in which some entries failed: 4 when the network stayed away for
+    /// one of them (the run could not have succeeded), otherwise 1.
+    static func forFailures(_ reports: [EntryReport]) -> ExitStatus {
+        let unreachable = reports.contains {
+            if case .failed(.unreachable) = $0.outcome { return true }
+            return false
+        }
+        return unreachable ? .unreachable : .entriesFailed
+    }
+}
+
 /// Ends a command with an exit status after its output is written.
 struct ExitWith: Error {
     var status: ExitStatus

@@ -18,6 +18,7 @@ struct MirrorCommand: AsyncParsableCommand {
               1    at least one entry failed; the others were still completed
               2    usage or manifest error; nothing was transferred
               3    another mirror run holds the lock on this root
+              4    the network stayed unreachable past connectivity.wait
               5    plan --exit-code: changes are pending
               130  interrupted (SIGINT); 143 terminated (SIGTERM): partial work is kept
             """,

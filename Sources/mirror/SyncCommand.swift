@@ -69,7 +69,7 @@ struct SyncCommand: AsyncParsableCommand {
         }
         if summary.failed > 0 {
             console.error(summary.text(elapsed: elapsed))
-            throw ExitWith(status: .entriesFailed)
+            throw ExitWith(status: ExitStatus.forFailures(reports))
         }
         if !options.json { console.line(summary.text(elapsed: elapsed)) }
     }

@@ -48,6 +48,10 @@ public enum RunEvent: Sendable {
     case fallingBack(dest: String, to: String, after: TransferFailure)
     /// The state store could not be used; decisions fall back to sizes.
     case stateStoreProblem(String)
+    /// A host (or the connectivity probe) stopped answering; transfers to it wait up to `wait`.
+    case waitingForNetwork(host: String, wait: Duration)
+    /// A server asked with Retry-After for a pause; every transfer to the host waits it out.
+    case pausedByServer(host: String, pause: Duration)
     case finished(EntryReport)
 }
 
@@ -60,6 +64,10 @@ public struct RunOptions: Sendable {
     public var progress: SyncProgress?
     /// How long `sync` waits for another run's lock on the root; nil: not at all.
     public var lockWait: Duration?
+    /// Longest pause a `Retry-After` may impose.
+    public var retryAfterCap: Duration = .seconds(600)
+    /// Time between connectivity checks while a host is unreachable.
+    public var connectivityCheckInterval: Duration = .seconds(1)
 
     public init(
         concurrency: Int, retryPolicy: RetryPolicy = .standard,

@@ -12,6 +12,11 @@ struct EntrySync {
     let entry: Entry
     let runner: ManifestRunner
     let store: StateStore?
+    let conditions: HostConditions
+
+    /// Outages waited out without spending a retry, at most: a server that keeps vanishing
+    /// and coming back must still run out of attempts.
+    static let maxForgivenOutages = 20
 
     /// Bytes re-requested before the resume point when no validator vouches for the partial file.
     static let overlapLength: Int64 = 64 * 1024
@@ -40,14 +45,30 @@ struct EntrySync {
         var lastAction: Action = .download
         var lastFailure: TransferFailure = .cancelled
         var restartReason: String?
+        var forgivenOutages = 0
         let sources = [entry.url] + entry.mirrors
+        var lastSource = entry.url
 
         for (index, source) in sources.enumerated() {
             if index > 0 {
                 runner.emit(.fallingBack(dest: entry.dest, to: source.display, after: lastFailure))
             }
+            let host = HostKey(url: source.string)
+            lastSource = source
             var failuresHere = 0
-            while true {
+            attempting: while true {
+                if let host {
+                    do {
+                        try await conditions.gate.beforeAttempt(talkingTo: host)
+                        try await conditions.pauses.waitOut(host)
+                    } catch let unreachable as ConnectivityGate.Unreachable {
+                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: unreachable.host.description, waited: unreachable.waited)
+                        break attempting
+                    } catch {
+                        lastFailure = .cancelled
+                        break attempting
+                    }
+                }
                 attempts += 1
                 let attempt = await attemptOnce(source, restartReason: restartReason)
                 bytes += attempt.bytes
@@ -62,22 +83,46 @@ struct EntrySync {
                     lastFailure = failure
                     if attempt.mustRestart { restartReason = failure.description }
                 }
-                if Task.isCancelled || lastFailure == .cancelled {
-                    return failedReport(.cancelled, source: source, action: lastAction, bytes: bytes, attempts: attempts)
+                if Task.isCancelled || lastFailure == .cancelled { break attempting }
+
+                if lastFailure.isNetworkLevel, let host {
+                    do {
+                        if try await conditions.gate.afterFailure(talkingTo: host) == .cameBack,
+                           forgivenOutages < Self.maxForgivenOutages {
+                            // The network was down, not the server: that attempt is not held
+                            // against the entry, and the retry goes out at once.
+                            forgivenOutages += 1
+                            continue attempting
+                        }
+                    } catch {
+                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: error.host.description, waited: error.waited)
+                        break attempting
+                    }
                 }
-                guard lastFailure.isRetryable, failuresHere < entry.settings.retries else { break }
+                var serverPause: Duration?
+                if case .httpStatus(_, let header?) = lastFailure, let host,
+                   let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
+                    serverPause = pause
+                    runner.emit(.pausedByServer(host: host.description, pause: pause))
+                    await conditions.pauses.pause(host, for: pause)
+                }
+                guard lastFailure.isRetryable, failuresHere < entry.settings.retries else { break attempting }
                 failuresHere += 1
-                let delay = runner.options.retryPolicy.delay(afterAttempt: failuresHere, unitRandom: Double.random(in: 0...1))
+                let delay = serverPause ?? runner.options.retryPolicy.delay(afterAttempt: failuresHere, unitRandom: Double.random(in: 0...1))
                 runner.emit(.retrying(dest: entry.dest, failure: lastFailure, attempt: failuresHere, delay: delay))
                 do {
                     try await Task.sleep(for: delay)
                 } catch {
-                    return failedReport(.cancelled, source: source, action: lastAction, bytes: bytes, attempts: attempts)
+                    lastFailure = .cancelled
+                    break attempting
                 }
+            }
+            if lastFailure == .cancelled || Task.isCancelled {
+                return failedReport(.cancelled, source: source, action: lastAction, bytes: bytes, attempts: attempts)
             }
             if !Self.worthAnotherSource(lastFailure) { break }
         }
-        return failedReport(lastFailure, source: sources.last!, action: lastAction, bytes: bytes, attempts: attempts)
+        return failedReport(lastFailure, source: lastSource, action: lastAction, bytes: bytes, attempts: attempts)
     }
 
     /// Local trouble follows the entry to every source; remote trouble may not.

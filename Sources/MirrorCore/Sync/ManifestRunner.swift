@@ -36,9 +36,18 @@ public final class ManifestRunner: Sendable {
         let opening = StateStore.open(root: manifest.root, mode: .readWrite)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
+        let conditions = HostConditions(
+            gate: ConnectivityGate(
+                wait: manifest.connectivity.wait,
+                probe: manifest.connectivity.probe.flatMap { HostKey(url: $0.string) },
+                interval: options.connectivityCheckInterval,
+                onOutage: { host, wait in self.emit(.waitingForNetwork(host: host.description, wait: wait)) }
+            ),
+            pauses: HostPauses()
+        )
         options.progress?.setEntryCount(manifest.entries.count)
         let reports = await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
-            let report = await EntrySync(entry: entry, runner: self, store: store).run()
+            let report = await EntrySync(entry: entry, runner: self, store: store, conditions: conditions).run()
             self.options.progress?.entryFinished()
             self.emit(.finished(report))
             return report

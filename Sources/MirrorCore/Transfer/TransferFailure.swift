@@ -29,6 +29,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     case localConflict(String)
     /// Reading or writing a local file failed.
     case localIO(path: String, operation: String, errno: Int32)
+    /// The network stayed unreachable for the whole `connectivity.wait`.
+    case unreachable(host: String, waited: Duration)
     /// The run was interrupted before this transfer finished.
     case cancelled
 
@@ -44,7 +46,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             // fault; the next attempt starts clean. Checksum and size failures are turned
             // permanent once their retries are spent.
             return true
-        case .bodyTooLarge, .encodedBody, .sizePinConflict, .redirectRefused, .localConflict, .cancelled:
+        case .bodyTooLarge, .encodedBody, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled:
             return false
         case .localIO(_, _, let errno):
             // Disk full, permission denied, read-only file system: retrying cannot help.
@@ -88,6 +90,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return detail
         case .localIO(let path, let operation, let errno):
             return "\(operation) \(path): \(String(cString: strerror(errno)))"
+        case .unreachable(let host, let waited):
+            return "the network stayed unreachable: no connection to \(host) for \(waited)"
         case .cancelled:
             return "interrupted"
         }

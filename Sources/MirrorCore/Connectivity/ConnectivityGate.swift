@@ -1,0 +1,97 @@
+/// Holds back retries while the network is down.
+///
+/// After a network-level failure an entry asks the gate before retrying. The gate checks the
+/// host (or the manifest's `connectivity.probe`) with `ReachabilityCheck`; while that fails,
+/// every entry for the host waits on the same outage, retries unspent, until a check passes or
+/// `connectivity.wait` runs out. Entries about to start also wait on an outage in progress.
+public actor ConnectivityGate {
+    public typealias Check = @Sendable (HostKey) async -> Bool
+
+    /// How an entry's wait ended.
+    public enum Passage: Sendable, Equatable {
+        /// The host answered at once: the failure was the server's, not the network's.
+        case reachable
+        /// The host was unreachable and answered again later: the wait should not count as a
+        /// spent retry.
+        case cameBack
+    }
+
+    private let wait: Duration
+    private let probe: HostKey?
+    private let interval: Duration
+    private let check: Check
+    private let onOutage: @Sendable (HostKey, Duration) -> Void
+    private var outages: [HostKey: Task<Bool, Never>] = [:]
+
+    /// - Parameters:
+    ///   - probe: checked instead of each entry's own host, when set.
+    ///   - interval: time between checks while the host is down.
+    ///   - onOutage: told once per outage, when it starts, how long it will be waited for.
+    public init(
+        wait: Duration, probe: HostKey?, interval: Duration = .seconds(1),
+        check: @escaping Check = { await ReachabilityCheck.isReachable($0) },
+        onOutage: @escaping @Sendable (HostKey, Duration) -> Void = { _, _ in }
+    ) {
+        self.wait = wait
+        self.probe = probe
+        self.interval = interval
+        self.check = check
+        self.onOutage = onOutage
+    }
+
+    /// Call after a network-level failure talking to `host`.
+    public func afterFailure(talkingTo host: HostKey) async throws(Unreachable) -> Passage {
+        let target = probe ?? host
+        if let outage = outages[target] {
+            return try await outcome(of: outage, for: target)
+        }
+        if await check(target) { return .reachable }
+        let outage = startOutage(target)
+        return try await outcome(of: outage, for: target)
+    }
+
+    /// Call before starting an attempt: waits out an outage already in progress for `host`.
+    public func beforeAttempt(talkingTo host: HostKey) async throws(Unreachable) {
+        let target = probe ?? host
+        if let outage = outages[target] {
+            _ = try await outcome(of: outage, for: target)
+        }
+    }
+
+    private func startOutage(_ target: HostKey) -> Task<Bool, Never> {
+        onOutage(target, wait)
+        let deadline = ContinuousClock.now + wait
+        let check = self.check
+        let interval = self.interval
+        let outage = Task<Bool, Never> {
+            while ContinuousClock.now < deadline {
+                do {
+                    try await Task.sleep(for: min(interval, deadline - ContinuousClock.now))
+                } catch {
+                    return false
+                }
+                if await check(target) { return true }
+            }
+            return false
+        }
+        outages[target] = outage
+        return outage
+    }
+
+    private func outcome(of outage: Task<Bool, Never>, for target: HostKey) async throws(Unreachable) -> Passage {
+        let cameBack = await withTaskCancellationHandler {
+            await outage.value
+        } onCancel: {
+            outage.cancel()
+        }
+        if outages[target] == outage { outages[target] = nil }
+        guard cameBack else { throw Unreachable(host: target, waited: wait) }
+        return .cameBack
+    }
+
+    /// The network stayed away for the whole wait.
+    public struct Unreachable: Error, Sendable, Equatable {
+        public var host: HostKey
+        public var waited: Duration
+    }
+}

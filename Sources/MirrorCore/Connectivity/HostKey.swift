@@ -1,0 +1,27 @@
+import Foundation
+
+/// The host a URL talks to, for the per-host waits (Retry-After pauses, network outages):
+/// scheme, host and port, with the scheme's default port filled in.
+public struct HostKey: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Nil for URLs with no host (file://).
+    public init?(url: String) {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
+              let scheme = components.scheme?.lowercased()
+        else { return nil }
+        let defaults = ["http": 80, "https": 443, "ftp": 21, "ftps": 990]
+        guard let port = components.port ?? defaults[scheme] else { return nil }
+        // URLComponents keeps the brackets of an IPv6 literal; getaddrinfo wants them off.
+        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}

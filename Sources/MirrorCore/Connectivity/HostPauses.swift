@@ -1,0 +1,50 @@
+/// What a sync knows about the hosts it talks to: the connectivity gate and the pauses
+/// servers asked for.
+struct HostConditions: Sendable {
+    let gate: ConnectivityGate
+    let pauses: HostPauses
+}
+
+/// Pauses that a server asked for with `Retry-After`, per host: every transfer to that host
+/// waits them out, not only the one that was told.
+public actor HostPauses {
+    private var until: [HostKey: ContinuousClock.Instant] = [:]
+
+    public init() {}
+
+    public func pause(_ host: HostKey, for duration: Duration) {
+        let end = ContinuousClock.now + duration
+        if let current = until[host], current >= end { return }
+        until[host] = end
+    }
+
+    /// Sleeps until any pause on `host` has passed. Throws when the task is cancelled.
+    public func waitOut(_ host: HostKey) async throws {
+        while let end = until[host], end > ContinuousClock.now {
+            try await Task.sleep(until: end)
+        }
+        until[host] = nil
+    }
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
+enum RetryAfter {
+    /// The delay the header asks for, relative to `now` (seconds since the epoch), capped.
+    static func delay(_ header: String, now: Int, cap: Duration) -> Duration? {
+        let text = header.trimmingBlanks
+        var seconds: Int
+        if let value = Int(text), value >= 0 {
+            seconds = value
+        } else if let date = HTTPDate.parse(String(text)) {
+            seconds = max(0, date - now)
+        } else {
+            return nil
+        }
+        seconds = min(seconds, Int(cap.components.seconds))
+        return .seconds(seconds)
+    }
+}
+
+extension String {
+    var trimmingBlanks: Substring { Substring(self).trimmingSpaces }
+}
