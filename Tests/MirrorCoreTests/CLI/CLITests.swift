@@ -46,7 +46,7 @@ struct CLITests {
         #expect(result.stderr.contains("bad.yaml:5:5"), "\(result)")
         #expect(result.stderr.contains("sha256"), "did you mean")
         #expect(fixture.rootSnapshot() == before)
-        #expect(try fixture.nginx.requests().isEmpty)
+        #expect(try fixture.settledRequests().isEmpty)
     }
 
     @Test(arguments: [["sync"], ["sync", "m.yaml", "--bogus"], ["plan", "m.yaml", "-j", "0"], ["frobnicate"]])
@@ -149,7 +149,7 @@ struct InterruptionTests {
         let resumed = try MirrorBinary.run(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
         #expect(resumed.status == 0, "\(resumed)")
         #expect(fixture.local("slow.bin")?.fingerprint == payload.fingerprint)
-        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(kept)-"])
+        #expect(try fixture.settledRequests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(kept)-"])
     }
 }
 
@@ -201,7 +201,7 @@ struct RunLockCLITests {
         #expect(after.status == 0, "\(after)")
         #expect(fixture.local("slow.bin")?.fingerprint == Self.payload.fingerprint)
         // The store recorded the version before the kill: the resume is guarded by If-Range.
-        let get = try #require(try fixture.nginx.requests().first { $0.method == "GET" })
+        let get = try #require(try fixture.settledRequests().first { $0.method == "GET" })
         #expect(get.range == "bytes=\(kept)-")
         #expect(get.ifRange != nil)
 
@@ -276,6 +276,6 @@ struct LockAndVerifyCLITests {
         #expect(broken.status == 1, "\(broken)")
         #expect(broken.stderr.contains("modified    a.bin"))
         #expect(broken.stderr.contains("missing     b.bin"))
-        #expect(try fixture.nginx.requests().isEmpty, "verify is offline")
+        #expect(try fixture.settledRequests().isEmpty, "verify is offline")
     }
 }

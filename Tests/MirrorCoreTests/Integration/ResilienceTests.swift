@@ -35,8 +35,10 @@ struct ResilienceTests {
             }).sync()
         }
         // Mid-body, the server is gone: the connection drops and new ones are refused.
-        _ = first.waitForRequests(1)
-        try await Task.sleep(for: .milliseconds(300))
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (directory.contents(of: "root/a.bin.part")?.count ?? 0) < 150_000 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         first.stop()
         try await Task.sleep(for: .seconds(8))
         let second = try FaultServer.start(port: port)

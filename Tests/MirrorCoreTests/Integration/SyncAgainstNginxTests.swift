@@ -38,7 +38,7 @@ struct SyncAgainstNginxTests {
         #expect(plan[4].action == .fail(.httpStatus(404)))
         #expect(fixture.rootSnapshot() == before)
         #expect(!FileManager.default.fileExists(atPath: fixture.rootPath("new")))
-        let methods = Set(try fixture.nginx.requests().map(\.method))
+        let methods = Set(try fixture.settledRequests().map(\.method))
         #expect(methods == ["HEAD"])
     }
 
@@ -59,7 +59,7 @@ struct SyncAgainstNginxTests {
         #expect(fixture.local("gone.bin") == nil)
         #expect(fixture.directory.files("root").filter { $0.hasSuffix(".part") }.isEmpty)
 
-        let requests = try fixture.nginx.requests()
+        let requests = try fixture.settledRequests()
         let gets = requests.filter { $0.method == "GET" }
         #expect(!gets.contains { $0.uri == "/complete.bin" }, "a complete file is not downloaded again")
         // No record of where half.bin came from: its last 64 KiB are fetched again and compared.
@@ -79,7 +79,7 @@ struct SyncAgainstNginxTests {
         #expect(again.prefix(4).allSatisfy { $0.outcome == .skipped })
         #expect(again.map(\.bytesTransferred).reduce(0, +) == 0)
         // Only the entry that is still missing (the 404) is asked for again.
-        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.map(\.uri) == ["/gone.bin"])
+        #expect(try fixture.settledRequests().filter { $0.method == "GET" }.map(\.uri) == ["/gone.bin"])
     }
 
     @Test func partialFileIsResumedAndRenamed() async throws {
@@ -95,7 +95,7 @@ struct SyncAgainstNginxTests {
         #expect(reports[0].outcome == .transferred && reports[0].bytesTransferred == 1_250_000)
         #expect(fixture.local("p.bin")?.fingerprint == data.fingerprint)
         #expect(fixture.directory.files("root") == ["p.bin"])
-        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(750_000 - 65_536)-"])
+        #expect(try fixture.settledRequests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(750_000 - 65_536)-"])
     }
 
     @Test func completePartialWithoutARecordIsCheckedByItsTailThenRenamed() async throws {
@@ -109,7 +109,7 @@ struct SyncAgainstNginxTests {
         #expect(fixture.local("c.bin")?.fingerprint == data.fingerprint)
         #expect(fixture.directory.files("root") == ["c.bin"])
         // Only the last 64 KiB were asked for, to compare with the local tail.
-        #expect(try fixture.nginx.requests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(200_000 - 65_536)-"])
+        #expect(try fixture.settledRequests().filter { $0.method == "GET" }.map(\.range) == ["bytes=\(200_000 - 65_536)-"])
     }
 
     @Test func headRefusedFallsBackToARangeProbe() async throws {
@@ -121,7 +121,7 @@ struct SyncAgainstNginxTests {
         let plan = await fixture.runner(manifest).plan()
         #expect(plan[0].action == .resume(from: 4_000, source: .destination))
         #expect(plan[0].remoteSize == 10_000)
-        let requests = try fixture.nginx.requests()
+        let requests = try fixture.settledRequests()
         #expect(requests.map(\.method) == ["HEAD", "GET"])
         #expect(requests.map(\.status) == [405, 206])
         #expect(requests[1].range == "bytes=0-0")
@@ -137,7 +137,7 @@ struct SyncAgainstNginxTests {
 
         #expect(reports[0].outcome == .transferred)
         #expect(fixture.local("r.bin")?.fingerprint == data.fingerprint)
-        let get = try #require(try fixture.nginx.requests().first { $0.method == "GET" })
+        let get = try #require(try fixture.settledRequests().first { $0.method == "GET" })
         #expect(get.range == "bytes=\(100_000 - 65_536)-" && get.status == 200)
     }
 

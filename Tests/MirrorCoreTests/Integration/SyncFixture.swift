@@ -51,6 +51,20 @@ final class SyncFixture: Sendable {
         ))
     }
 
+    /// nginx's log once it has stopped growing: it writes a line just after each response, so
+    /// the last line can trail the client's return by a moment.
+    func settledRequests() throws -> [LoggedRequest] {
+        var last = try nginx.requests()
+        let deadline = ContinuousClock.now + .seconds(2)
+        while ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.05)
+            let now = try nginx.requests()
+            if now.count == last.count { return now }
+            last = now
+        }
+        return last
+    }
+
     /// Every file and directory under root, with sizes, to prove that nothing changed.
     func rootSnapshot() -> [String] {
         directory.files("root").map { relative in
