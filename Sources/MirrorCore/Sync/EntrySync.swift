@@ -293,6 +293,9 @@ struct EntrySync {
                 attempt.mustRestart = true
             case .bodyTooLarge, .sizePinConflict, .encodedBody:
                 discardPartial()
+            case .localIO(_, _, let code) where code == ENOSPC || code == EDQUOT:
+                // Give the space back, so the entries after this one can still be written.
+                discardPartial()
             default:
                 removeIfEmpty(fd)
             }

@@ -73,15 +73,21 @@ enum MirrorBinary {
     }
 
     /// Starts `mirror arguments` in `directory`, stdin closed, output captured through files.
+    /// - Parameter umask: when set, mirror runs under it (through /bin/sh, which sets it).
     static func start(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                      timeout: Duration = .seconds(60)) throws -> Running {
+                      umask: mode_t? = nil, timeout: Duration = .seconds(60)) throws -> Running {
         let scratch = try TemporaryDirectory(prefix: "mirror-cli")
         let out = scratch.path("stdout"), err = scratch.path("stderr")
         _ = FileManager.default.createFile(atPath: out, contents: nil)
         _ = FileManager.default.createFile(atPath: err, contents: nil)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try path())
-        process.arguments = arguments
+        if let umask {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "umask \(String(umask, radix: 8)) && exec \"$0\" \"$@\"", try path()] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: try path())
+            process.arguments = arguments
+        }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var environment = ProcessInfo.processInfo.environment
         // A proxy from the environment would take loopback requests elsewhere.
@@ -99,7 +105,7 @@ enum MirrorBinary {
 
     /// Runs `mirror arguments` to completion.
     static func run(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                    timeout: Duration = .seconds(60)) throws -> Result {
-        try start(arguments, in: directory, environment: extra, timeout: timeout).wait()
+                    umask: mode_t? = nil, timeout: Duration = .seconds(60)) throws -> Result {
+        try start(arguments, in: directory, environment: extra, umask: umask, timeout: timeout).wait()
     }
 }

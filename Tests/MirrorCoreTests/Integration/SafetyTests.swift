@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// One named regression test per safety rule: what must never happen to the machine mirror
+/// runs on.
+@Suite(.serialized)
+struct SafetyTests {
+    static let small = randomData(count: 10_000, seed: 70)
+    static let large = randomData(count: 3_000_000, seed: 71)
+
+    @Test func diskFullFailsThatEntryOnlyAndIsNotRetried() throws {
+        let fixture = try SyncFixture(files: ["large.bin": Self.large, "small.bin": Self.small])
+        let root = fixture.directory.path("tiny")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        guard mount("tmpfs", root, "tmpfs", 0, "size=1m") == 0 else {
+            Issue.record("mounting a 1 MiB tmpfs needs root (CAP_SYS_ADMIN): \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { umount2(root, Int32(MNT_DETACH)) }
+        let text = fixture.manifest([("/large.bin", "large.bin"), ("/small.bin", "small.bin")], extra: "concurrency: 1\n")
+            .replacingOccurrences(of: "root: root", with: "root: tiny")
+        try fixture.directory.write(Data(text.utf8), to: "full.yaml")
+
+        let result = try MirrorBinary.run(["sync", "full.yaml"], in: fixture.directory.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("FAILED large.bin: write"), "\(result)")
+        #expect(result.stderr.contains("No space left on device"))
+        #expect(result.stderr.contains("1 attempt)"), "a full disk is not retried like a network error")
+        #expect(fixture.directory.contents(of: "tiny/small.bin")?.fingerprint == Self.small.fingerprint)
+        #expect(fixture.directory.files("tiny") == ["small.bin"], "the failed partial gave its space back")
+    }
+
+    @Test func aSymlinkedDirectoryLeadingOutOfTheRootIsRefused() throws {
+        let fixture = try SyncFixture(files: ["a.bin": Self.small])
+        let outside = fixture.directory.path("outside")
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: fixture.rootPath("escape"), withDestinationPath: outside)
+        try fixture.directory.write(Data(fixture.manifest([("/a.bin", "escape/a.bin")]).utf8), to: "m.yaml")
+
+        let result = try MirrorBinary.run(["sync", "m.yaml"], in: fixture.directory.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("outside the root"), "\(result)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+    }
+
+    @Test func aSymlinkAtDestOrItsPartialIsNeverFollowed() throws {
+        let fixture = try SyncFixture(files: ["a.bin": Self.small, "b.bin": Self.small])
+        let victim = fixture.directory.path("victim.txt")
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
+        try FileManager.default.createSymbolicLink(atPath: fixture.rootPath("a.bin"), withDestinationPath: victim)
+        try FileManager.default.createSymbolicLink(atPath: fixture.rootPath("b.bin.part"), withDestinationPath: victim)
+        try fixture.directory.write(Data(fixture.manifest([("/a.bin", "a.bin"), ("/b.bin", "b.bin")]).utf8), to: "m.yaml")
+
+        let result = try MirrorBinary.run(["sync", "m.yaml"], in: fixture.directory.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("FAILED a.bin: the destination is a symbolic link"))
+        #expect(result.stderr.contains("FAILED b.bin: the partial file's path is a symbolic link"))
+        #expect(String(decoding: try Data(contentsOf: URL(fileURLWithPath: victim)), as: UTF8.self) == "precious")
+    }
+
+    @Test func newFilesGetNoMoreThanTheUmaskAllows() throws {
+        let fixture = try SyncFixture(files: ["a.bin": Self.small])
+        try fixture.directory.write(Data(fixture.manifest([("/a.bin", "sub/a.bin")]).utf8), to: "m.yaml")
+        let result = try MirrorBinary.run(["sync", "m.yaml"], in: fixture.directory.path, umask: 0o027)
+        #expect(result.status == 0, "\(result)")
+        let file = try FileManager.default.attributesOfItem(atPath: fixture.rootPath("sub/a.bin"))
+        let directory = try FileManager.default.attributesOfItem(atPath: fixture.rootPath("sub"))
+        #expect((file[.posixPermissions] as? Int) == 0o640)
+        #expect((directory[.posixPermissions] as? Int) == 0o750)
+    }
+
+    @Test func aNameTooLongForThePartSuffixStillSyncs() async throws {
+        let name = String(repeating: "n", count: 252) + ".gz"
+        let fixture = try SyncFixture(files: [name: Self.small])
+        let manifest = try fixture.load(fixture.manifest([("/" + name, name)]))
+        let reports = try await fixture.runner(manifest).sync()
+        #expect(reports[0].outcome == .transferred)
+        #expect(fixture.local(name)?.fingerprint == Self.small.fingerprint)
+        #expect(fixture.directory.files("root") == [name])
+    }
+
+    @Test func secretsNeverReachOutputJSONOrTheStateStore() throws {
+        let fixture = try SyncFixture(files: ["a.bin": Self.small])
+        let base = fixture.nginx.baseURL.replacingOccurrences(of: "http://", with: "http://deploy:pw-9f3k2@")
+        let text = """
+            version: 1
+            root: root
+            defaults:
+              headers:
+                Authorization: "Bearer ${ASSET_TOKEN}"
+            files:
+              - url: \(base)/a.bin
+              - url: \(fixture.nginx.baseURL)/missing.bin?key=${ASSET_TOKEN}
+                dest: missing.bin
+            """
+        try fixture.directory.write(Data(text.utf8), to: "m.yaml")
+        let environment = ["ASSET_TOKEN": "tok-7c1e0b5a"]
+        var everything = ""
+        for arguments in [["plan", "-v", "m.yaml"], ["plan", "--json", "m.yaml"], ["sync", "-v", "m.yaml"],
+                          ["sync", "--json", "m.yaml"], ["verify", "--json", "m.yaml"]] {
+            let result = try MirrorBinary.run(arguments, in: fixture.directory.path, environment: environment)
+            everything += result.stdout + result.stderr
+        }
+        #expect(fixture.local("a.bin")?.fingerprint == Self.small.fingerprint, "the secrets were used")
+        #expect(try fixture.settledRequests().contains { $0.authorization == "Bearer tok-7c1e0b5a" })
+        #expect(everything.contains("${ASSET_TOKEN}") && everything.contains("***@"))
+        #expect(!everything.contains("tok-7c1e0b5a"))
+        #expect(!everything.contains("pw-9f3k2"))
+        var store = Data()
+        for suffix in ["", "-wal"] {
+            store += (try? Data(contentsOf: URL(fileURLWithPath: fixture.rootPath(".mirror/state.sqlite" + suffix)))) ?? Data()
+        }
+        #expect(!store.isEmpty)
+        #expect(store.range(of: Data("tok-7c1e0b5a".utf8)) == nil && store.range(of: Data("pw-9f3k2".utf8)) == nil)
+    }
+}
