@@ -58,9 +58,14 @@ public struct TransferSettings: Sendable, Equatable {
     public var insecure: Bool
     /// A body that grows past this many bytes is stopped.
     public var maxSize: Int64?
+    /// The stall guard: a transfer averaging fewer bytes per second than this over any
+    /// `minSpeedTime` window is abandoned (and retried). Nil: off.
+    public var minSpeed: Int64?
+    public var minSpeedTime: Duration = TransferSettings.defaultMinSpeedTime
 
     public static let defaultRetries = 5
     public static let defaultTimeout: Duration = .seconds(30)
+    public static let defaultMinSpeedTime: Duration = .seconds(30)
 
     public init(
         retries: Int = TransferSettings.defaultRetries,

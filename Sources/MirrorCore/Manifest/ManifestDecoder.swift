@@ -126,6 +126,12 @@ struct ManifestDecoder {
         if let node = mapping["max_size"] {
             overrides.maxSize = byteCount(node, key: mapping.path(of: "max_size"), allowUnits: true)
         }
+        if let node = mapping["min_speed"] {
+            overrides.minSpeed = byteCount(node, key: mapping.path(of: "min_speed"), allowUnits: true)
+        }
+        if let node = mapping["min_speed_time"] {
+            overrides.minSpeedTime = duration(node, key: mapping.path(of: "min_speed_time"))
+        }
         return overrides
     }
 

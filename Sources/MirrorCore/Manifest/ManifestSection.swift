@@ -5,7 +5,7 @@ enum ManifestSection: CaseIterable {
     case connectivity
     case entry
 
-    static let transferKeys = ["retries", "timeout", "headers", "insecure", "max_size"]
+    static let transferKeys = ["retries", "timeout", "headers", "insecure", "max_size", "min_speed", "min_speed_time"]
 
     var allowedKeys: [String] {
         switch self {

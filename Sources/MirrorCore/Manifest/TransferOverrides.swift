@@ -6,6 +6,8 @@ struct TransferOverrides: Equatable {
     var headers: [HTTPHeader]?
     var insecure: Bool?
     var maxSize: Int64?
+    var minSpeed: Int64?
+    var minSpeedTime: Duration?
 
     /// `base` with these overrides applied. Headers merge by case-insensitive name: a header
     /// named here replaces the one in `base` in its place (taking this spelling of the name),
@@ -16,6 +18,8 @@ struct TransferOverrides: Equatable {
         if let timeout { settings.timeout = timeout }
         if let insecure { settings.insecure = insecure }
         if let maxSize { settings.maxSize = maxSize }
+        if let minSpeed { settings.minSpeed = minSpeed == 0 ? nil : minSpeed }
+        if let minSpeedTime { settings.minSpeedTime = minSpeedTime }
         for header in headers ?? [] {
             if let index = settings.headers.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
                 settings.headers[index] = header

@@ -277,7 +277,8 @@ struct EntrySync {
         let request = TransferRequest(
             url: source.string, method: .get, headers: entry.settings.headers,
             rangeFirst: firstByte > 0 || offset > 0 ? firstByte : nil, ifRange: validator,
-            timeout: entry.settings.timeout, insecure: entry.settings.insecure,
+            timeout: entry.settings.timeout, minSpeed: entry.settings.minSpeed,
+            minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure,
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
         let fetched = await runner.fetcher.fetch(request, sink: writer)

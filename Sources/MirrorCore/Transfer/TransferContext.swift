@@ -24,6 +24,9 @@ final class TransferContext {
     private var lastSent: Int64 = -1
     private var lastMovement: Int64 = 0
     private var stalled = false
+    private var windowStart: Int64 = 0
+    private var windowBytes: Int64 = 0
+    private var tooSlow = false
 
     static let receiveBufferSize = 512 * 1024
     static let userAgent = "mirror/\(MirrorVersion.string)"
@@ -110,9 +113,23 @@ final class TransferContext {
     }
 
     /// Called by libcurl at least once a second. Returns false to abort a transfer that has
-    /// moved no byte for the whole timeout.
+    /// moved no byte for the whole timeout, or moved too few for the stall guard.
     private func watchForStall(received: Int64, sent: Int64) -> Bool {
         let now = MonotonicClock.milliseconds()
+        if let minSpeed = request.minSpeed {
+            if windowStart == 0 {
+                windowStart = now
+                windowBytes = received
+            } else if now - windowStart >= request.minSpeedTime.milliseconds {
+                let rate = (received - windowBytes) * 1000 / max(1, now - windowStart)
+                if rate < minSpeed {
+                    tooSlow = true
+                    return false
+                }
+                windowStart = now
+                windowBytes = received
+            }
+        }
         if received != lastReceived || sent != lastSent || lastMovement == 0 {
             lastReceived = received
             lastSent = sent
@@ -204,7 +221,10 @@ final class TransferContext {
         var message = errorBuffer.pointee != 0
             ? String(cString: errorBuffer)
             : String(cString: curl_easy_strerror(code))
-        if stalled {
+        if tooSlow {
+            code = CURLE_OPERATION_TIMEDOUT
+            message = "slower than \(request.minSpeed ?? 0) bytes/s for \(request.minSpeedTime)"
+        } else if stalled {
             code = CURLE_OPERATION_TIMEDOUT
             message = "no data received for \(request.timeout)"
         }

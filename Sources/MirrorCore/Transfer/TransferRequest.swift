@@ -12,6 +12,10 @@ struct TransferRequest: Sendable {
     /// Validator sent as `If-Range` with a range request.
     var ifRange: String?
     var timeout: Duration
+    /// Stall guard: abandon the transfer when it averages under `minSpeed` bytes/s over a
+    /// `minSpeedTime` window.
+    var minSpeed: Int64?
+    var minSpeedTime: Duration = .seconds(30)
     var insecure: Bool
     /// Comma-separated libcurl protocol names this request may use.
     var protocols: String
@@ -19,8 +23,11 @@ struct TransferRequest: Sendable {
     init(
         url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,
         rangeLast: Int64? = nil, ifRange: String? = nil, timeout: Duration = .seconds(30),
+        minSpeed: Int64? = nil, minSpeedTime: Duration = .seconds(30),
         insecure: Bool = false, protocols: String = "http,https"
     ) {
+        self.minSpeed = minSpeed
+        self.minSpeedTime = minSpeedTime
         self.url = url
         self.method = method
         self.headers = headers

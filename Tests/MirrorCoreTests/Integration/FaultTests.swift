@@ -180,4 +180,34 @@ struct FaultTests {
         #expect(ranges == [nil, "bytes=\(100_000 - 65_536)-"])
         #expect(local("slow.bin")?.fingerprint == data.fingerprint)
     }
+
+    @Test func theStallGuardAbandonsADripFedTransfer() async throws {
+        let data = randomData(count: 100_000, seed: 12)
+        server.route("/drip.bin", method: "GET", replies: [.file(data).dripped(bytes: 200, every: .milliseconds(100)), .file(data)])
+        server.route("/drip.bin", method: "HEAD", reply: .file(data))
+        let started = ContinuousClock.now
+        let reports = try await sync(entry("/drip.bin", lines: "    min_speed: 10KiB\n    min_speed_time: 1s\n"))
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(reports[0].attempts == 2, "the 2 KB/s attempt was abandoned")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(local("drip.bin")?.fingerprint == data.fingerprint)
+    }
+
+    @Test func theStallGuardIsReadFromDefaultsAndEntries() throws {
+        let text = """
+            version: 1
+            defaults:
+              min_speed: 1KiB
+            files:
+              - url: http://127.0.0.1/a
+              - url: http://127.0.0.1/b
+                min_speed: 0
+              - url: http://127.0.0.1/c
+                min_speed_time: 2m
+            """
+        let manifest = try ManifestLoader.parse(text: text, path: "m.yaml", baseDirectory: "/", environment: [:])
+        #expect(manifest.entries.map(\.settings.minSpeed) == [1024, nil, 1024])
+        #expect(manifest.entries.map(\.settings.minSpeedTime) == [.seconds(30), .seconds(30), .seconds(120)])
+    }
 }
