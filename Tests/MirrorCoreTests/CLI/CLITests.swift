@@ -279,3 +279,17 @@ struct LockAndVerifyCLITests {
         #expect(try fixture.settledRequests().isEmpty, "verify is offline")
     }
 }
+
+/// Exit status 4: the network stayed away past `connectivity.wait`.
+struct UnreachableCLITests {
+    @Test func aHostThatNeverAnswersExitsFour() throws {
+        let directory = try TemporaryDirectory()
+        let port = try LoopbackSocket.pickFreePort(on: LoopbackAddress("127.0.0.1"))
+        let text = "version: 1\nroot: root\nconnectivity:\n  wait: 2s\nfiles:\n  - url: http://127.0.0.1:\(port)/a.bin\n"
+        try directory.write(Data(text.utf8), to: "m.yaml")
+        let result = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path)
+        #expect(result.status == 4, "\(result)")
+        #expect(result.stderr.contains("127.0.0.1:\(port) is unreachable; transfers to it wait up to 2.0s"))
+        #expect(result.stderr.contains("the network stayed unreachable"))
+    }
+}

@@ -126,8 +126,9 @@ struct FaultTests {
         server.route("/same", reply: .redirect(to: server.url("/moved")))
         server.route("/moved", reply: .redirect(to: other.url("/final")))
         other.route("/final", reply: .file(data))
+        let withCredentials = server.url("/same").replacingOccurrences(of: "http://", with: "http://robot:hunter2@")
         let reports = try await sync(
-            entry("/same", dest: "r.bin", lines: "    headers:\n      X-Token: s3cret\n"))
+            "  - url: \(withCredentials)\n    dest: r.bin\n    headers:\n      X-Token: s3cret\n")
 
         #expect(reports[0].outcome == .transferred)
         #expect(local("r.bin")?.fingerprint == data.fingerprint)
@@ -135,6 +136,8 @@ struct FaultTests {
         #expect(server.requests(for: "/moved").allSatisfy { $0.headers["X-Token"] == "s3cret" }, "same origin keeps it")
         #expect(!other.requests.isEmpty)
         #expect(other.requests.allSatisfy { $0.headers["X-Token"] == nil }, "another host never sees it")
+        #expect(server.requests(for: "/same").allSatisfy { $0.headers["Authorization"] != nil }, "the URL's credentials went to their host")
+        #expect(other.requests.allSatisfy { $0.headers["Authorization"] == nil }, "and nowhere else")
     }
 
     @Test func redirectsAreLimitedToTen() async throws {
