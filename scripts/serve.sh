@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Serves DIR over HTTP on a random loopback port with nginx, in the background.
 #   scripts/serve.sh DIR RUNDIR [RATE]
+# AUTOINDEX=on lists directories (for clients that crawl them).
 # RUNDIR receives nginx.conf, logs, nginx.pid and `port`. RATE (e.g. 40m) limits each
 # response's speed so progress is visible. Stop it with: kill "$(cat RUNDIR/nginx.pid)"
 set -euo pipefail
@@ -36,6 +37,7 @@ http {
         listen 127.0.0.1:$port;
         root $dir;
         limit_rate $rate;
+        autoindex ${AUTOINDEX:-off};
     }
 }
 CONF

@@ -27,6 +27,9 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("When another sync holds the root's lock, wait up to this long (500ms, 30s, 5m, 1h) instead of exiting 3.", valueName: "duration"))
     var waitLock: String?
 
+    @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
+    var noFsync = false
+
     func validate() throws {
         if let waitLock, DurationSyntax.duration(waitLock) == nil {
             throw ValidationError("--wait-lock takes a duration such as 30s or 5m, not '\(waitLock)'")
@@ -39,6 +42,7 @@ struct SyncCommand: AsyncParsableCommand {
         let progress = SyncProgress()
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
         runOptions.lockWait = waitLock.flatMap(DurationSyntax.duration)
+        runOptions.durable = !noFsync
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let display = console.stderrIsTerminal && !options.quiet ? ProgressDisplay(progress: progress, console: console) : nil
 

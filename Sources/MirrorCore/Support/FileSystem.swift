@@ -35,17 +35,18 @@ enum FileSystem {
 
     /// Makes the file complete on disk under its final name: mtime, fsync, rename, and an
     /// fsync of the directory so the rename itself survives a crash.
-    static func commit(fd: Int32, partial: String, destination: String, directory: String, modified: Int?) throws(TransferFailure) {
+    static func commit(fd: Int32, partial: String, destination: String, directory: String, modified: Int?, durable: Bool = true) throws(TransferFailure) {
         if let modified {
             var times = [timespec(tv_sec: 0, tv_nsec: utimeNow), timespec(tv_sec: modified, tv_nsec: 0)]
             if futimens(fd, &times) != 0 {
                 throw .localIO(path: partial, operation: "set modification time of", errno: errno)
             }
         }
-        if fsync(fd) != 0 { throw .localIO(path: partial, operation: "fsync", errno: errno) }
+        if durable && fsync(fd) != 0 { throw .localIO(path: partial, operation: "fsync", errno: errno) }
         if rename(partial, destination) != 0 {
             throw .localIO(path: destination, operation: "rename into", errno: errno)
         }
+        guard durable else { return }
         let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
             _ = fsync(directoryFD)

@@ -64,6 +64,9 @@ public struct RunOptions: Sendable {
     public var progress: SyncProgress?
     /// How long `sync` waits for another run's lock on the root; nil: not at all.
     public var lockWait: Duration?
+    /// fsync each file (and its directory) before and after the rename into place. Off trades
+    /// crash safety for speed: after a power loss a renamed file may be empty or short.
+    public var durable = true
     /// Longest pause a `Retry-After` may impose.
     public var retryAfterCap: Duration = .seconds(600)
     /// Time between connectivity checks while a host is unreachable.

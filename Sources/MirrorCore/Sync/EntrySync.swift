@@ -376,7 +376,8 @@ struct EntrySync {
             }
             try FileSystem.commit(
                 fd: fd, partial: paths.partial, destination: paths.destination,
-                directory: paths.directory, modified: validators.lastModified.flatMap(HTTPDate.parse)
+                directory: paths.directory, modified: validators.lastModified.flatMap(HTTPDate.parse),
+                durable: runner.options.durable
             )
             let identity = try? LocalIdentity.of(fd: fd, path: paths.destination)
             close(fd)

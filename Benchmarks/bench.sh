@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# mirror beside curl, wget2, aria2 and rclone on the same loopback nginx, same data, same run.
+#   Benchmarks/bench.sh PATH-TO-MIRROR           (make bench builds it and calls this)
+# Workloads: (a) one 1 GiB file, (b) 2000 x 16 KiB at 8 at a time, (c) a no-op re-sync of (b),
+# (d) resuming (a) from its half, (e) `mirror plan` of a 100,000-entry manifest.
+# Each command runs RUNS times (default 5), tools interleaved; prints per workload each tool's
+# median wall time, its peak RSS and mirror's ratio to the best peer, as Markdown.
+set -euo pipefail
+mirror=$(realpath "${1:?usage: bench.sh PATH-TO-MIRROR}")
+runs=${RUNS:-5}
+big_mib=${BIG_MIB:-1024}
+small_count=${SMALL_COUNT:-2000}
+plan_count=${PLAN_COUNT:-100000}
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+missing=()
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v wget2 >/dev/null 2>&1 || missing+=(wget2)
+command -v aria2c >/dev/null 2>&1 || missing+=(aria2)
+command -v rclone >/dev/null 2>&1 || missing+=(rclone)
+[ -x /usr/bin/time ] || missing+=(time)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing from Debian's packages: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+work=${BENCH_DIR:-$(mktemp -d /var/tmp/mirror-bench.XXXXXX)}
+cleanup() {
+    [ -s "$work/run/nginx.pid" ] && kill "$(cat "$work/run/nginx.pid")" 2>/dev/null || true
+    [ -n "${BENCH_DIR:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/site/small" "$work/site/many" "$work/out" "$work/cfg"
+
+echo "making the data in $work" >&2
+[ -s "$work/site/big.bin" ] || head -c $((big_mib * 1024 * 1024)) /dev/urandom > "$work/site/big.bin"
+if [ "$(ls "$work/site/small" | wc -l)" -ne "$small_count" ]; then
+    head -c $((small_count * 16384)) /dev/urandom | split -b 16384 -d -a 5 - "$work/site/small/f"
+fi
+if [ "$(ls "$work/site/many" | wc -l)" -ne "$plan_count" ]; then
+    (cd "$work/site/many" && seq -f "m%06g" 1 "$plan_count" | xargs touch)
+fi
+
+AUTOINDEX=on "$here/scripts/serve.sh" "$work/site" "$work/run"
+base="http://127.0.0.1:$(cat "$work/run/port")"
+log="$work/run/access.log"
+
+# Inputs for each tool.
+ls "$work/site/small" > "$work/cfg/names"
+sed "s|^|$base/small/|" "$work/cfg/names" > "$work/cfg/urls"
+awk -v b="$base/small/" -v o="$work/out/small/" '{print "url = \"" b $0 "\"\noutput = \"" o $0 "\""}' "$work/cfg/names" > "$work/cfg/curl"
+awk -v b="$base/small/" -v o="$work/out/small/" '{print "url = \"" b $0 "\"\noutput = \"" o $0 "\"\ncontinue-at = -"}' "$work/cfg/names" > "$work/cfg/curl-continue"
+awk -v b="$base/small/" '{print b $0 "\n  out=" $0}' "$work/cfg/names" > "$work/cfg/aria2"
+manifest() { # name root concurrency url-list-file [dest-prefix]
+    { echo "version: 1"; echo "root: $2"; echo "concurrency: $3"; echo "files:"
+      sed "s|^|  - url: |" "$4"; } > "$work/cfg/$1.yaml"
+}
+echo "$base/big.bin" > "$work/cfg/big-url"
+manifest big "$work/out/big" 1 "$work/cfg/big-url"
+manifest small "$work/out/small" 8 "$work/cfg/urls"
+seq -f "$base/many/m%06g" 1 "$plan_count" > "$work/cfg/many-urls"
+manifest many "$work/out/many" 16 "$work/cfg/many-urls"
+
+# measure LABEL CMD...: appends "label seconds rss_kib" to $results.
+results="$work/results"
+: > "$results"
+measure() {
+    local label=$1; shift
+    /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/stderr.txt" || true
+    echo "$label $(cat "$work/time.txt" | tail -n 1)" >> "$results"
+}
+fresh() { rm -rf "$work/out/$1"; mkdir -p "$work/out/$1"; }
+requests_since() { echo $(( $(wc -l < "$log") - $1 )); }
+
+echo "(a) one ${big_mib} MiB file" >&2
+for run in $(seq 1 "$runs"); do
+    measure "a network-floor" curl -s -o /dev/null "$base/big.bin"
+    fresh big; measure "a curl" curl -s -o "$work/out/big/big.bin" "$base/big.bin"
+    fresh big; measure "a wget2" wget2 -q -O "$work/out/big/big.bin" "$base/big.bin"
+    fresh big; measure "a aria2" aria2c -q --allow-overwrite=true --file-allocation=none -d "$work/out/big" -o big.bin "$base/big.bin"
+    fresh big; measure "a rclone" rclone copyurl -q "$base/big.bin" "$work/out/big/big.bin"
+    fresh big; measure "a mirror" "$mirror" sync -q "$work/cfg/big.yaml"
+    fresh big; measure "a mirror(no-fsync)" "$mirror" sync -q --no-fsync "$work/cfg/big.yaml"
+done
+
+echo "(d) resuming it from its half" >&2
+half=$((big_mib * 1024 * 1024 / 2))
+for run in $(seq 1 "$runs"); do
+    for tool in curl wget2 aria2 mirror; do
+        fresh big
+        head -c "$half" "$work/site/big.bin" > "$work/out/big/big.bin"
+        case $tool in
+            curl) measure "d curl" curl -s -C - -o "$work/out/big/big.bin" "$base/big.bin" ;;
+            wget2) (cd "$work/out/big" && measure "d wget2" wget2 -q -c -O big.bin "$base/big.bin") ;;
+            aria2) measure "d aria2" aria2c -q -c --file-allocation=none -d "$work/out/big" -o big.bin "$base/big.bin" ;;
+            mirror)
+                # mirror's own interrupted download: the half is its partial file.
+                mv "$work/out/big/big.bin" "$work/out/big/big.bin.part"
+                before=$(wc -l < "$log")
+                measure "d mirror" "$mirror" sync -q "$work/cfg/big.yaml"
+                sent=$(tail -n "$(requests_since "$before")" "$log" | awk '/^GET/ {for (i = 1; i <= NF; i++) if ($i ~ /^bytes_sent=/) {split($i, kv, "="); s += kv[2]}} END {print s + 0}')
+                echo "d-bytes mirror $sent" >> "$results"
+                ;;
+        esac
+        cmp -s "$work/out/big/big.bin" "$work/site/big.bin" || echo "d $tool: result differs from the server's file" >&2
+    done
+done
+
+echo "(b) ${small_count} x 16 KiB, 8 at a time, and (c) re-checking them" >&2
+for run in $(seq 1 "$runs"); do
+    fresh small; measure "b curl" curl -s --parallel --parallel-max 8 -K "$work/cfg/curl"
+    measure "c curl" curl -s --parallel --parallel-max 8 -K "$work/cfg/curl-continue"
+    fresh small; measure "b wget2" wget2 -q --max-threads=8 -nd -P "$work/out/small" -i "$work/cfg/urls"
+    measure "c wget2" wget2 -q -N --max-threads=8 -nd -P "$work/out/small" -i "$work/cfg/urls"
+    fresh small; measure "b aria2" aria2c -q -j 8 --file-allocation=none -d "$work/out/small" -i "$work/cfg/aria2"
+    measure "c aria2" aria2c -q -j 8 --conditional-get=true --allow-overwrite=true --file-allocation=none -d "$work/out/small" -i "$work/cfg/aria2"
+    fresh small; measure "b rclone" rclone copy -q --transfers 8 --http-url "$base/small/" :http: "$work/out/small"
+    measure "c rclone" rclone copy -q --transfers 8 --http-url "$base/small/" :http: "$work/out/small"
+    fresh small; measure "b mirror" "$mirror" sync -q "$work/cfg/small.yaml"
+    measure "c mirror" "$mirror" sync -q "$work/cfg/small.yaml"
+    fresh small; measure "b mirror(no-fsync)" "$mirror" sync -q --no-fsync "$work/cfg/small.yaml"
+done
+# A fully pinned, unchanged manifest re-checks with no request at all.
+cp "$work/cfg/small.yaml" "$work/cfg/pinned.yaml"
+"$mirror" lock -q "$work/cfg/pinned.yaml"
+for run in $(seq 1 "$runs"); do
+    before=$(wc -l < "$log")
+    measure "c mirror(pinned)" "$mirror" sync -q "$work/cfg/pinned.yaml"
+    echo "c-requests mirror(pinned) $(requests_since "$before")" >> "$results"
+done
+
+echo "(e) mirror plan of ${plan_count} entries" >&2
+for run in $(seq 1 "$runs"); do
+    measure "e mirror" "$mirror" plan -q "$work/cfg/many.yaml"
+done
+
+python3 - "$results" <<'PY'
+import statistics, sys
+rows = {}
+extra = {}
+for line in open(sys.argv[1]):
+    parts = line.split()
+    if parts[0].endswith("-bytes") or parts[0].endswith("-requests"):
+        extra.setdefault((parts[0], parts[1]), []).append(int(parts[2]))
+        continue
+    if len(parts) < 4:
+        continue
+    work, tool, seconds, rss = parts[0], parts[1], float(parts[2]), int(parts[3])
+    rows.setdefault(work, {}).setdefault(tool, []).append((seconds, rss))
+titles = {"a": "(a) one large file", "b": "(b) many small files, 8 at a time", "c": "(c) no-op re-sync of (b)",
+          "d": "(d) resume (a) from its half", "e": "(e) mirror plan of a large manifest"}
+for work in "abcde":
+    if work not in rows:
+        continue
+    tools = rows[work]
+    medians = {t: statistics.median(s for s, _ in v) for t, v in tools.items()}
+    peaks = {t: max(r for _, r in v) for t, v in tools.items()}
+    peers = [t for t in medians if not t.startswith("mirror") and t != "network-floor"]
+    best = min(peers, key=medians.get) if peers else None
+    print(f"\n### {titles[work]}\n")
+    print("| tool | median wall (s) | peak RSS (MiB) | ÷ best peer |")
+    print("|---|---:|---:|---:|")
+    for t in sorted(medians, key=medians.get):
+        ratio = f"{medians[t] / medians[best]:.2f}" if best and medians[best] > 0 else "–"
+        print(f"| {t} | {medians[t]:.3f} | {peaks[t] / 1024:.1f} | {ratio} |")
+    if best:
+        print(f"\nbest peer: {best}; runs per tool: {len(tools[best])}")
+for (key, tool), values in sorted(extra.items()):
+    print(f"\n{key} {tool}: {values}")
+PY
