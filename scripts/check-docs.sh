@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checks the user documentation against the built binary:
 #   - both man pages format without groff warnings;
-#   - every option `mirror plan --help` and `mirror sync --help` list appears in mirror(1),
-#     and every exit status `mirror --help` lists appears in mirror(1) and the README.
+#   - every subcommand `mirror --help` lists has an entry under COMMANDS in mirror(1) and is
+#     named in the README;
+#   - every option each subcommand's --help lists appears in mirror(1);
+#   - every exit status `mirror --help` lists appears in mirror(1) and the README.
 #   scripts/check-docs.sh [PATH-TO-MIRROR]      (default: .build/debug/mirror)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +18,27 @@ for page in man/mirror.1 man/mirror-manifest.5; do
     [ -z "$warnings" ] || fail "$page: groff warnings:"$'\n'"$warnings"
 done
 
-# Options as the man page spells them: "-" is written "\-" in roff.
+commands=$("$mirror" --help | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -oE '^  [a-z]+' | tr -d ' ')
+[ -n "$commands" ] || fail "mirror --help lists no subcommands"
+for command in $commands; do
+    grep -qE "^\.BI \"$command \" manifest\$" man/mirror.1 || fail "mirror.1 has no COMMANDS entry for $command"
+    grep -qF "\`mirror $command" README.md || fail "README.md does not mention mirror $command"
+done
+
+# Options as the man page spells them: "-" is written "\-" in roff. Each option must be
+# described, and be in that command's SYNOPSIS line (from ".B mirror CMD" to ".br"), in its
+# long form or, when it has one, its short form.
 man_text=$(sed 's/\\-/-/g' man/mirror.1)
-for command in plan sync; do
-    for option in $("$mirror" "$command" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u); do
+for command in $commands; do
+    synopsis=$(sed -n "/^\.B mirror $command\$/,/^\.br\$/p" <<<"$man_text")
+    [ -n "$synopsis" ] || fail "mirror.1 has no SYNOPSIS line for $command"
+    help=$("$mirror" "$command" --help | sed -n '/^OPTIONS:/,$p')
+    for option in $(grep -oE -- '--[a-z][a-z-]*' <<<"$help" | sort -u); do
         grep -qF -- "$option" <<<"$man_text" || fail "mirror.1 does not mention $command's $option"
+        case $option in --help|--version) continue ;; esac
+        short=$(grep -oE -- "^ +-[a-z], $option\b" <<<"$help" | grep -oE -- '-[a-z],' | tr -d ,) || true
+        grep -qE -- "(^|[^a-z-])($option|${short:-$option})([^a-z-]|\$)" <<<"$synopsis" ||
+            fail "mirror.1 SYNOPSIS of $command lacks $option"
     done
 done
 
