@@ -31,7 +31,7 @@ public enum Planner {
         // DEST is current.
         if let verified {
             if verified.validators.difference(from: current) == nil {
-                if let pin = pins.sha256, let recorded = verified.sha256, recorded != pin {
+                if let pin = pins.sha256, let hash = verified.sha256 ?? destinationSHA256, hash != pin {
                     return .replace(reason: "local file does not match its sha256 pin")
                 }
                 return .skip
@@ -39,6 +39,9 @@ public enum Planner {
         } else if let size = local.destination.size, let total, size == total {
             if let pin = pins.sha256, let actual = destinationSHA256, actual != pin {
                 return .replace(reason: "local file does not match its sha256 pin")
+            }
+            if let recorded = state?.complete?.sha256, let actual = destinationSHA256, actual != recorded {
+                return .replace(reason: "local file was changed since mirror wrote it")
             }
             return .skip
         }
@@ -95,13 +98,15 @@ public enum Planner {
         return true
     }
 
-    /// True when the decision depends on the hash of `DEST`: a sha256 pin, a `DEST` whose size
-    /// already matches, and no verified record to vouch for it. Only then is hashing worth it.
+    /// True when the decision depends on the hash of `DEST`, which then must be computed:
+    /// a `DEST` of the right size that no record vouches for, when there is a sha256 pin or a
+    /// recorded hash to compare with; or a pinned `DEST` whose record holds no hash.
     public static func needsDestinationHash(local: LocalFacts, remote: RemoteFacts, pins: Pins, state: StateRecord? = nil) -> Bool {
-        guard pins.sha256 != nil, verifiedVersion(local: local, state: state) == nil,
-              let size = local.destination.size, case .available(let file) = remote,
-              let total = file.size ?? pins.size
-        else { return false }
-        return size == total
+        guard let size = local.destination.size, case .available(let file) = remote else { return false }
+        if let verified = verifiedVersion(local: local, state: state) {
+            return pins.sha256 != nil && verified.sha256 == nil
+        }
+        guard let total = file.size ?? pins.size, size == total else { return false }
+        return pins.sha256 != nil || state?.complete?.sha256 != nil
     }
 }

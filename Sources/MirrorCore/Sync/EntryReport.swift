@@ -31,7 +31,7 @@ public struct EntryReport: Sendable {
     public var size: Int64?
     /// Attempts made, over all sources.
     public var attempts: Int
-    /// SHA-256 of `DEST`, when it was computed (entries with a sha256 pin).
+    /// SHA-256 of `DEST`: computed while downloading, or known from the state store.
     public var sha256: String?
 
     public var failed: Bool {

@@ -185,16 +185,25 @@ struct EntrySync {
             if local.partial.size != nil {
                 FileSystem.remove(paths.partial)
             }
-            if let file, let identity = local.destinationIdentity, Planner.verifiedVersion(local: local, state: record) == nil {
-                // First sight of this DEST: remember what it was found to be.
-                let version = CompleteVersion(validators: RemoteValidators(file), sha256: destinationHash, local: identity)
-                updateRecord { $0.complete = version; $0.partial = nil }
-            } else if local.partial.size != nil {
+            let verified = Planner.verifiedVersion(local: local, state: record)
+            if let file, let identity = local.destinationIdentity, verified == nil || verified?.sha256 == nil {
+                // First sight of this DEST (or of its hash): remember what it was found to be,
+                // hash included, so later runs and `verify` can tell if it changes.
+                var hash = destinationHash ?? ""
+                do throws(TransferFailure) {
+                    if destinationHash == nil { hash = try ManifestRunner.hashFile(paths.destination) }
+                } catch {
+                    return Attempt(action: .fail(error), result: .failure(error))
+                }
+                let validators = verified?.validators ?? RemoteValidators(file)
+                updateRecord { $0.complete = CompleteVersion(validators: validators, sha256: hash, local: identity); $0.partial = nil }
+                return Attempt(action: action, result: .success(Success(outcome: .skipped, size: local.destination.size, sha256: hash)))
+            }
+            if local.partial.size != nil {
                 updateRecord { $0.partial = nil }
             }
             return Attempt(action: action, result: .success(Success(
-                outcome: .skipped, size: local.destination.size,
-                sha256: destinationHash ?? Planner.verifiedVersion(local: local, state: record)?.sha256)))
+                outcome: .skipped, size: local.destination.size, sha256: verified?.sha256)))
         case .fail(let failure):
             return Attempt(action: action, result: .failure(failure))
         case .download, .restart, .replace:
@@ -291,7 +300,10 @@ struct EntrySync {
         if let failure = fetched.redirectFailure ?? writer.failure ?? fetched.outcome.transportFailure {
             switch failure {
             case .rangeMismatch:
+                // The bytes on disk are not (or not provably) the server's: never resume them,
+                // in this run or the next.
                 attempt.mustRestart = true
+                discardPartial()
             case .bodyTooLarge, .sizePinConflict, .encodedBody:
                 discardPartial()
             case .localIO(_, _, let code) where code == ENOSPC || code == EDQUOT:

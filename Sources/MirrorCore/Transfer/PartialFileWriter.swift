@@ -20,9 +20,11 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     /// Local bytes just before the resume point, re-requested to check that the bytes on disk
     /// are the server's: the response must start with exactly these. Not written again.
     let overlap: [UInt8]
-    /// Told once where writing starts (0: a new version), before the first byte is written.
+    /// Told once where writing starts (0: a new version), before the first byte is written,
+    /// and only once the overlap (if any) has matched: a response is vouched for only then.
     let onStart: (@Sendable (ResponseHead, Int64) -> Void)?
     private var overlapChecked = 0
+    private var startFrom: Int64?
 
     private(set) var head: ResponseHead?
     private(set) var placement: BodyPlacement?
@@ -95,9 +97,16 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             position = from
             limit = [total, pinnedSize, maxSize].compactMap { $0 }.min()
             if let total { progress?.setTotal(total - from) }
-            onStart?(head, from)
+            startFrom = from
+            if overlapChecked >= overlap.count { announceStart() }
             return .write
         }
+    }
+
+    private func announceStart() {
+        guard let from = startFrom, let head else { return }
+        startFrom = nil
+        onStart?(head, from)
     }
 
     func write(_ incoming: UnsafeRawBufferPointer) -> Bool {
@@ -113,6 +122,7 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             }
             overlapChecked += compared
             position += Int64(compared)
+            if overlapChecked == overlap.count { announceStart() }
             bytes = UnsafeRawBufferPointer(rebasing: bytes[compared...])
             if bytes.isEmpty { return true }
         }

@@ -193,6 +193,51 @@ struct StateTests {
         #expect(directory.files("root") == ["f.bin"], "the bad download was discarded")
     }
 
+    @Test func aFailedOverlapCheckIsNeverTrustedByTheNextRun() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        // A partial file of unknown origin whose bytes are not the server's.
+        try directory.write(randomData(count: 150_000, seed: 300), to: "root/f.bin.part")
+        let first = try await runner(manifest()).sync()
+        #expect(first[0].outcome.isRangeMismatch, "\(first[0].outcome)")
+        #expect(partial == nil, "the unproven bytes were discarded")
+
+        let second = try await runner(manifest()).sync()
+        #expect(second[0].outcome == .transferred)
+        #expect(local?.fingerprint == Self.v1.fingerprint)
+        #expect(try await runner(manifest()).verify(rehash: true).map(\.status) == [.ok])
+    }
+
+    @Test func aPinAddedLaterIsEnforcedEvenIfTheRecordHasNoHash() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        // DEST has the right size but other bytes; the store vouches for its identity but
+        // recorded no hash (as a store written by size alone would).
+        try directory.write(Self.v2, to: "root/f.bin")
+        var info = stat()
+        stat(directory.path("root/f.bin"), &info)
+        let store = try #require(StateStore.open(root: directory.path("root"), mode: .readWrite).store)
+        try store.save(StateRecord(dest: "f.bin", url: server.url("/f.bin"), complete: CompleteVersion(
+            validators: RemoteValidators(etag: "\"v1\"", lastModified: Self.date1, size: 300_000), sha256: nil,
+            local: LocalIdentity(info))))
+        store.close()
+
+        let reports = try await runner(try manifest("    sha256: \(SHA256Hasher.hex(of: Self.v1))\n")).sync()
+        #expect(reports[0].action == .replace(reason: "local file does not match its sha256 pin"))
+        #expect(local?.fingerprint == Self.v1.fingerprint)
+    }
+
+    @Test func aFileEditedInPlaceIsRestoredNotAdopted() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        try await Task.sleep(for: .milliseconds(10))
+        try Self.v2.write(to: URL(fileURLWithPath: directory.path("root/f.bin")))
+
+        let before = try await runner(manifest()).verify(rehash: false)
+        #expect(before.map(\.status) == [.modified])
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].action == .replace(reason: "local file was changed since mirror wrote it"))
+        #expect(local?.fingerprint == Self.v1.fingerprint)
+    }
+
     @Test func planWritesNothingEvenWithAStore() async throws {
         serve(Self.v1, etag: "\"v1\"")
         _ = try await runner(manifest()).sync()
@@ -228,5 +273,12 @@ extension Manifest {
         var copy = self
         for index in copy.entries.indices { copy.entries[index].settings.retries = retries }
         return copy
+    }
+}
+
+extension EntryReport.Outcome {
+    var isRangeMismatch: Bool {
+        if case .failed(.rangeMismatch) = self { return true }
+        return false
     }
 }
