@@ -21,16 +21,27 @@ struct LockCommand: AsyncParsableCommand {
 
     @OptionGroup var options: CommonOptions
 
+    @OptionGroup var lockWait: LockWaitOption
+
     func run() async throws {
         let console = options.console()
         let manifest = try options.loadManifest(console: console)
-        let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console))
+        do {
+            // Refuse what cannot be pinned before anything is downloaded.
+            try ManifestPinWriter.checkPinnable(manifest)
+        } catch {
+            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
+            throw ExitWith(status: .usage)
+        }
+        var runOptions = options.runOptions(for: manifest, console: console)
+        runOptions.lockWait = lockWait.duration
+        let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let reports: [EntryReport]
         do {
             reports = try await runner.sync()
         } catch {
             console.error("mirror: \(error)")
-            throw ExitWith(status: .locked)
+            throw ExitWith(status: LockWaitOption.status(for: error, interruption: nil))
         }
         guard let pins = runner.pins(after: reports) else {
             console.error("mirror: not every entry could be fetched; \(manifest.path) was left unchanged")

@@ -24,24 +24,18 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var options: CommonOptions
 
-    @Option(name: .long, help: ArgumentHelp("When another sync holds the root's lock, wait up to this long (500ms, 30s, 5m, 1h) instead of exiting 3.", valueName: "duration"))
-    var waitLock: String?
+    @OptionGroup var lockWait: LockWaitOption
 
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
 
-    func validate() throws {
-        if let waitLock, DurationSyntax.duration(waitLock) == nil {
-            throw ValidationError("--wait-lock takes a duration such as 30s or 5m, not '\(waitLock)'")
-        }
-    }
 
     func run() async throws {
         let console = options.console()
         let manifest = try options.loadManifest(console: console)
         let progress = SyncProgress()
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
-        runOptions.lockWait = waitLock.flatMap(DurationSyntax.duration)
+        runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let display = console.stderrIsTerminal && !options.quiet ? ProgressDisplay(progress: progress, console: console) : nil
@@ -53,11 +47,11 @@ struct SyncCommand: AsyncParsableCommand {
         let reports: [EntryReport]
         do {
             reports = try await work.value
-        } catch {
+        } catch let error as RunLockError {
             interruption.stopListening()
             await display?.stop()
             console.error("mirror: \(error)")
-            throw ExitWith(status: .locked)
+            throw ExitWith(status: LockWaitOption.status(for: error, interruption: interruption))
         }
         interruption.stopListening()
         await display?.stop()

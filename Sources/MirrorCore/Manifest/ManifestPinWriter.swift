@@ -125,14 +125,27 @@ public enum ManifestPinWriter {
 import Glibc
 
 extension ManifestPinWriter {
+    /// Fails, as `rewrite` would, when the manifest's text cannot take pins (flow-style
+    /// entries), so that `mirror lock` can refuse before downloading anything.
+    public static func checkPinnable(_ manifest: Manifest) throws(ManifestError) {
+        guard let text = readFile(manifest.path) else {
+            throw ManifestError(diagnostics: [ManifestDiagnostic(location: nil, key: nil, message: "\(manifest.path): cannot read: \(String(cString: strerror(errno)))")])
+        }
+        let placeholder = Pin(sha256: String(repeating: "0", count: 64), size: 0)
+        _ = try pin(text: text, manifest: manifest, pins: Dictionary(uniqueKeysWithValues: manifest.entries.map { ($0.dest, placeholder) }))
+    }
+
     /// Rewrites the manifest file with the pins: the new text must load as a manifest with
     /// exactly these pins, then it replaces the file atomically (same directory, fsync, rename,
-    /// same permissions). On any failure the manifest is left as it was.
+    /// same permissions and owner; through a symlink, the file it points to). On any failure
+    /// the manifest is left as it was.
     public static func rewrite(_ manifest: Manifest, pins: [String: Pin], environment: [String: String]) throws(ManifestError) {
-        let path = manifest.path
         func failure(_ message: String) -> ManifestError {
-            ManifestError(diagnostics: [ManifestDiagnostic(location: nil, key: nil, message: "\(path): \(message)")])
+            ManifestError(diagnostics: [ManifestDiagnostic(location: nil, key: nil, message: "\(manifest.path): \(message)")])
         }
+        guard let resolved = realpath(manifest.path, nil) else { throw failure("cannot resolve: \(String(cString: strerror(errno)))") }
+        let path = String(cString: resolved)
+        free(resolved)
         guard let original = readFile(path) else { throw failure("cannot read: \(String(cString: strerror(errno)))") }
         let updated = try pin(text: original, manifest: manifest, pins: pins)
         let slash = path.lastIndex(of: "/")
@@ -161,10 +174,16 @@ extension ManifestPinWriter {
             written += count
         }
         _ = fchmod(fd, mode)
+        _ = fchown(fd, info.st_uid, info.st_gid)
         if fsync(fd) != 0 || close(fd) != 0 || rename(temporary, path) != 0 {
             let reason = String(cString: strerror(errno))
             unlink(temporary)
             throw failure("cannot replace the manifest: \(reason)")
+        }
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            _ = fsync(directoryFD)
+            close(directoryFD)
         }
     }
 

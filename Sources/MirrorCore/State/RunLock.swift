@@ -43,7 +43,7 @@ public final class RunLock: Sendable {
                 try await Task.sleep(for: .milliseconds(100))
             } catch {
                 close(fd)
-                throw .held(path: path, pid: readHolder(fd))
+                throw .cancelled
             }
         }
         let text = Array("\(getpid())\n".utf8)
@@ -74,6 +74,8 @@ public enum RunLockError: Error, Sendable, CustomStringConvertible {
     /// Another run holds the lock.
     case held(path: String, pid: Int32?)
     case unusable(path: String, errno: Int32)
+    /// The wait for the lock was interrupted.
+    case cancelled
 
     public var description: String {
         switch self {
@@ -82,6 +84,8 @@ public enum RunLockError: Error, Sendable, CustomStringConvertible {
             return "another mirror run (\(who)) holds \(path); try again later or use --wait-lock"
         case .unusable(let path, let code):
             return "cannot lock \(path): \(String(cString: strerror(code)))"
+        case .cancelled:
+            return "interrupted while waiting for the lock"
         }
     }
 }

@@ -187,6 +187,18 @@ struct RunLockCLITests {
         #expect(fixture.local("slow.bin")?.fingerprint == Self.payload.fingerprint)
     }
 
+    @Test func aSignalWhileWaitingForTheLockExitsAsInterrupted() throws {
+        let fixture = try Self.slowFixture()
+        let first = try MirrorBinary.start(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
+        Self.waitForPartial(fixture)
+        let waiting = try MirrorBinary.start(["sync", "--wait-lock", "1m", "mirror.yaml"], in: fixture.directory.path)
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(waiting.pid, SIGINT)
+        let result = try waiting.wait()
+        #expect(result.status == 130, "\(result)")
+        #expect(try first.wait().status == 0)
+    }
+
     @Test func killNineMidDownloadThenSyncGivesTheExactFileAndAUsableStore() throws {
         let fixture = try Self.slowFixture()
         let victim = try MirrorBinary.start(["sync", "--quiet", "mirror.yaml"], in: fixture.directory.path)
@@ -243,6 +255,28 @@ struct LockAndVerifyCLITests {
         let verify = try MirrorBinary.run(["verify", "mirror.yaml"], in: fixture.directory.path)
         #expect(verify.status == 0, "\(verify)")
         #expect(verify.stdout.contains("2 ok"))
+    }
+
+    @Test func lockRefusesAFlowStyleEntryBeforeDownloadingAnything() throws {
+        let fixture = try SyncFixture(files: ["a.bin": Self.a])
+        let text = "version: 1\nroot: root\nfiles:\n  - {url: \"\(fixture.nginx.url("/a.bin"))\"}\n"
+        try fixture.directory.write(Data(text.utf8), to: "mirror.yaml")
+        let result = try MirrorBinary.run(["lock", "mirror.yaml"], in: fixture.directory.path)
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stderr.contains("flow style"))
+        #expect(fixture.local("a.bin") == nil)
+        #expect(try fixture.settledRequests().isEmpty)
+    }
+
+    @Test func lockThroughASymlinkPinsTheFileItPointsTo() throws {
+        let fixture = try Self.setUp()
+        try FileManager.default.createSymbolicLink(
+            atPath: fixture.directory.path("link.yaml"), withDestinationPath: fixture.directory.path("mirror.yaml"))
+        let result = try MirrorBinary.run(["lock", "link.yaml"], in: fixture.directory.path)
+        #expect(result.status == 0, "\(result)")
+        let link = try FileManager.default.destinationOfSymbolicLink(atPath: fixture.directory.path("link.yaml"))
+        #expect(link == fixture.directory.path("mirror.yaml"), "the link is still a link")
+        #expect(manifestText(fixture).contains("sha256: \(SHA256Hasher.hex(of: Self.a))"))
     }
 
     @Test func lockWritesNothingWhenAnEntryFails() throws {
