@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import MirrorCore
 
 /// Options every command that reads a manifest shares.

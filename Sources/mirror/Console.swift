@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import MirrorCore
 import Synchronization
 
@@ -114,7 +115,7 @@ final class Console: Sendable {
         var when = time(nil) + Int(duration.components.seconds)
         var parts = tm()
         localtime_r(&when, &parts)
-        return String(format: "%02d:%02d:%02d", parts.tm_hour, parts.tm_min, parts.tm_sec)
+        return [parts.tm_hour, parts.tm_min, parts.tm_sec].map { TextFormat.twoDigits(Int($0)) }.joined(separator: ":")
     }
 
     private func write(_ text: String, to fd: Int32) {
@@ -125,6 +126,11 @@ final class Console: Sendable {
             }
             Self.writeAll(text, to: fd)
         }
+    }
+
+    /// For messages written before any Console exists (argument errors).
+    static func writeToStandardError(_ text: String) {
+        writeAll(text, to: STDERR_FILENO)
     }
 
     private static func clearing(_ lines: Int) -> String {

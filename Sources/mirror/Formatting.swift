@@ -12,7 +12,7 @@ enum ByteCount {
         }
         if unit == 0 { return "\(bytes) B" }
         let digits = value < 10 ? 2 : value < 100 ? 1 : 0
-        return String(format: "%.\(digits)f %@", value, units[unit])
+        return TextFormat.fixed(value, digits: digits) + " " + units[unit]
     }
 }
 
@@ -23,11 +23,34 @@ enum DurationText {
     }
 
     static func format(seconds: Double) -> String {
-        if seconds < 1 { return String(format: "%.0fms", seconds * 1000) }
-        if seconds < 60 { return String(format: "%.1fs", seconds) }
+        if seconds < 1 { return TextFormat.fixed(seconds * 1000, digits: 0) + "ms" }
+        if seconds < 60 { return TextFormat.fixed(seconds, digits: 1) + "s" }
         let whole = Int(seconds.rounded())
-        if whole < 3600 { return String(format: "%d:%02d", whole / 60, whole % 60) }
-        return String(format: "%d:%02d:%02d", whole / 3600, (whole / 60) % 60, whole % 60)
+        if whole < 3600 { return "\(whole / 60):" + TextFormat.twoDigits(whole % 60) }
+        return "\(whole / 3600):" + TextFormat.twoDigits((whole / 60) % 60) + ":" + TextFormat.twoDigits(whole % 60)
+    }
+}
+
+/// The few number and column formats the output needs, without Foundation's formatter.
+enum TextFormat {
+    /// `value` rounded to `digits` decimals (0 to 3).
+    static func fixed(_ value: Double, digits: Int) -> String {
+        let scale = [1.0, 10.0, 100.0, 1000.0][min(max(digits, 0), 3)]
+        let scaled = Int64((value * scale).rounded())
+        guard digits > 0 else { return String(scaled) }
+        let sign = scaled < 0 ? "-" : ""
+        let magnitude = scaled.magnitude
+        let fraction = String(magnitude % UInt64(scale))
+        return sign + String(magnitude / UInt64(scale)) + "." + String(repeating: "0", count: digits - fraction.count) + fraction
+    }
+
+    static func twoDigits(_ value: Int) -> String {
+        value < 10 && value >= 0 ? "0\(value)" : String(value)
+    }
+
+    /// `text` padded with spaces to `width` characters (never cut).
+    static func padded(_ text: String, to width: Int) -> String {
+        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
     }
 }
 

@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Turns the first SIGINT or SIGTERM into a call to `stop` (the caller cancels its work, which

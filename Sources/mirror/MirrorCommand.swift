@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import MirrorCore
 
 @main
@@ -31,7 +32,7 @@ struct MirrorCommand: AsyncParsableCommand {
     static func main() async {
         if CommandLine.arguments.count == 1 {
             // No command at all is a usage error for scripts, not a request for help.
-            FileHandle.standardError.write(Data((helpMessage() + "\n").utf8))
+            Console.writeToStandardError(helpMessage() + "\n")
             Glibc.exit(ExitStatus.usage.rawValue)
         }
         do {
@@ -51,7 +52,7 @@ struct MirrorCommand: AsyncParsableCommand {
                 print(fullMessage(for: error))
                 Glibc.exit(0)
             }
-            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Console.writeToStandardError(fullMessage(for: error) + "\n")
             Glibc.exit(ExitStatus.usage.rawValue)
         }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import MirrorCore
 
 struct PlanCommand: AsyncParsableCommand {
@@ -64,10 +65,10 @@ enum PlanTable {
         }
         let widths = (0..<3).map { column in rows.map { $0[column].count }.max() ?? 0 }
         var lines = rows.map { row in
-            (0..<3).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
+            (0..<3).map { TextFormat.padded(row[$0], to: widths[$0]) }.joined(separator: "  ")
                 + (row[3].isEmpty ? "" : "  " + row[3])
         }
-        lines = lines.map { $0.replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression) }
+        lines = lines.map { String($0.reversed().drop(while: { $0 == " " }).reversed()) }
         let summary = PlanSummary(plan)
         let counts = PlanSummary.actionNames.map { "\(summary.counts[$0, default: 0]) \($0)" }.joined(separator: ", ")
         var transfer = ByteCount.format(summary.bytesToTransfer) + " to transfer"

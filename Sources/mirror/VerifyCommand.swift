@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import MirrorCore
 
 struct VerifyCommand: AsyncParsableCommand {
@@ -34,7 +35,7 @@ struct VerifyCommand: AsyncParsableCommand {
         }
         for result in results {
             let detail = result.detail.map { ": \($0)" } ?? ""
-            let line = "\(result.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(result.dest)\(detail)"
+            let line = "\(TextFormat.padded(result.status.rawValue, to: 11)) \(result.dest)\(detail)"
             if result.isProblem { console.error(line) } else { console.line(line) }
         }
         let problems = results.filter(\.isProblem).count

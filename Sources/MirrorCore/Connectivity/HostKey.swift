@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The host a URL talks to, for the per-host waits (Retry-After pauses, network outages):
 /// scheme, host and port, with the scheme's default port filled in.

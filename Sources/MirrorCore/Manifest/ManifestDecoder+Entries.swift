@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// `files:` and its entries.
 extension ManifestDecoder {

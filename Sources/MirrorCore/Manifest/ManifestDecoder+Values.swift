@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Readers for single values. Each returns nil after recording a diagnostic when the value is
 /// unusable.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Turns the YAML tree of a manifest into a `Manifest`, checking every value on the way.
 ///

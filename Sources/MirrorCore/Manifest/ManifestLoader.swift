@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Reads manifests (format version 1) into `Manifest`s.
 ///

@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 extension RemoteURL {
     /// `text` with any userinfo (`user:password@` or `user@`) replaced by `***@`, so it can be
     /// printed: `https://u:p@h/x` becomes `https://***@h/x`. Only the authority is touched (the
@@ -5,7 +7,7 @@ extension RemoteURL {
     /// are. Text without `scheme://` is returned unchanged. Works on unexpanded manifest text too:
     /// `https://${TOKEN}@h/x` becomes `https://***@h/x`.
     public static func redactingUserinfo(in text: String) -> String {
-        guard let separator = text.range(of: "://") else { return text }
+        guard let separator = text.firstRange(of: "://") else { return text }
         let scheme = text[..<separator.lowerBound]
         // A "://" after a path or query character is not the one that starts the authority.
         guard !scheme.isEmpty, !scheme.contains(where: { "/?#@".contains($0) }) else { return text }

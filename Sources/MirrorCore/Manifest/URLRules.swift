@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Which URLs a manifest may name, and what they are for.
 enum URLRules {
@@ -67,13 +67,39 @@ enum URLRules {
                 ? "cannot derive a file name from url (it has no path); set dest"
                 : "cannot derive a file name from url (its path ends with `/`); set dest")
         }
-        guard let decoded = segment.removingPercentEncoding else {
+        guard let decoded = percentDecoded(segment) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment has invalid percent-encoding); set dest")
         }
         guard !decoded.contains("/") else {
             throw ValueProblem("cannot derive a file name from url (its last path segment decodes to a name containing `/`); set dest")
         }
         return decoded
+    }
+
+    /// `%XX` sequences decoded as UTF-8; nil for a malformed escape or invalid UTF-8.
+    static func percentDecoded(_ text: String) -> String? {
+        var bytes: [UInt8] = []
+        var input = Array(text.utf8)[...]
+        while let byte = input.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard input.count >= 2, let high = hexValue(input.removeFirst()), let low = hexValue(input.removeFirst()) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
     }
 
     private static func invalidURLMessage(_ expanded: String, display: String, variables: [String]) -> String {

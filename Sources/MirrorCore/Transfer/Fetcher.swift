@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Sends a request through the engine and follows redirects itself, hop by hop, so that it
 /// decides what travels to each new location: at most `maxRedirects` hops, only to http/https

@@ -1,5 +1,5 @@
 import CCurl
-import Foundation
+import Glibc
 import Synchronization
 
 /// Runs HTTP(S)/FTP requests concurrently on one thread that owns a libcurl multi handle and
@@ -14,10 +14,7 @@ final class TransferEngine: Sendable {
     init() {
         _ = curlGlobalInitialization
         loop = MultiLoop()
-        let loop = self.loop
-        let thread = Thread { loop.run() }
-        thread.name = "mirror.transfer"
-        thread.start()
+        MultiLoop.startThread(running: loop)
     }
 
     deinit {
@@ -67,6 +64,19 @@ private final class MultiLoop: @unchecked Sendable {
     init() {
         guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         multi = handle
+    }
+
+    /// Starts the loop on a thread of its own (detached: it ends when `run` returns).
+    static func startThread(running loop: MultiLoop) {
+        let box = Unmanaged.passRetained(loop).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(&thread, nil, { argument in
+            let loop = Unmanaged<MultiLoop>.fromOpaque(argument!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, box)
+        guard created == 0 else { fatalError("pthread_create failed: \(created)") }
+        pthread_detach(thread)
     }
 
     func makeID() -> UInt64 {
