@@ -238,11 +238,16 @@ struct EntrySync {
             attempt.result = .failure(error)
             return attempt
         }
+        let hasher = TrailingHasher(fd: fd, path: paths.partial)
         var committed = false
-        defer { if !committed { close(fd) } }
+        defer {
+            if !committed {
+                hasher.abandon()
+                close(fd)
+            }
+        }
 
         let validator = offset > 0 ? startedFrom?.ifRangeValue : nil
-        let hasher = SHA256Hasher()
         var overlap: [UInt8] = []
         do throws(TransferFailure) {
             let size = try FileSystem.size(of: fd, path: paths.partial)
@@ -254,7 +259,7 @@ struct EntrySync {
             if size > offset, ftruncate(fd, off_t(offset)) != 0 {
                 throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
             }
-            if offset > 0 { try hasher.update(fileDescriptor: fd, length: offset, path: paths.partial) }
+            if offset > 0 { hasher.advance(to: offset) }
             if offset > 0 && validator == nil {
                 overlap = try FileSystem.read(fd: fd, path: paths.partial, at: offset - min(Self.overlapLength, offset), count: Int(min(Self.overlapLength, offset)))
             }
@@ -336,7 +341,14 @@ struct EntrySync {
         }
         let validators = RemoteValidators(
             etag: head.etag ?? remote?.etag, lastModified: head.lastModified ?? remote?.lastModified, size: size)
-        attempt.result = verifyAndCommit(fd: fd, size: size, hasher: hasher, validators: validators)
+        let digest: String
+        do {
+            digest = try hasher.finish(size: size)
+        } catch {
+            attempt.result = .failure(error)
+            return attempt
+        }
+        attempt.result = verifyAndCommit(fd: fd, size: size, digest: digest, validators: validators)
         if case .success = attempt.result { committed = true }
         return attempt
     }
@@ -362,7 +374,7 @@ struct EntrySync {
             return attempt
         }
         let validators = RemoteValidators(etag: remote?.etag, lastModified: remote?.lastModified, size: size)
-        attempt.result = verifyAndCommit(fd: fd, size: size, hasher: hasher, validators: validators)
+        attempt.result = verifyAndCommit(fd: fd, size: size, digest: hasher.finalize(), validators: validators)
         if case .failure = attempt.result { close(fd) }
         return attempt
     }
@@ -370,7 +382,7 @@ struct EntrySync {
     /// Checks the pins, then renames the partial file into place and records the version. A
     /// file that fails a pin is deleted: it must never land under `DEST`, and keeping it would
     /// only resume bad bytes. Closes `fd` on success.
-    private func verifyAndCommit(fd: Int32, size: Int64, hasher: SHA256Hasher, validators: RemoteValidators) -> Swift.Result<Success, TransferFailure> {
+    private func verifyAndCommit(fd: Int32, size: Int64, digest: String, validators: RemoteValidators) -> Swift.Result<Success, TransferFailure> {
         let paths = self.paths
         do {
             let onDisk = try FileSystem.size(of: fd, path: paths.partial)
@@ -381,7 +393,6 @@ struct EntrySync {
                 discardPartial()
                 return .failure(.sizeMismatch(expected: pinned, actual: size))
             }
-            let digest = hasher.finalize()
             if let pin = entry.sha256, digest != pin {
                 discardPartial()
                 return .failure(.checksumMismatch(expected: pin, actual: digest))

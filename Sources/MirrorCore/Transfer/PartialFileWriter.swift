@@ -12,8 +12,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     let expectedTotal: Int64?
     let pinnedSize: Int64?
     let maxSize: Int64?
-    /// Already fed with the bytes before `requestedOffset`, when a hash is wanted.
-    let hasher: SHA256Hasher?
+    /// Told how far the file is written, and when it starts over.
+    let hasher: TrailingHasher?
     let progress: ProgressTicket?
     /// Validators of the version already on disk, checked against a 206 (see `BodyPlacement`).
     let startedFrom: RemoteValidators?
@@ -37,7 +37,7 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
 
     init(
         fd: Int32, path: String, requestedOffset: Int64, expectedTotal: Int64?, pinnedSize: Int64?,
-        maxSize: Int64?, hasher: SHA256Hasher?, progress: ProgressTicket?,
+        maxSize: Int64?, hasher: TrailingHasher?, progress: ProgressTicket?,
         startedFrom: RemoteValidators? = nil, overlap: [UInt8] = [],
         onStart: (@Sendable (ResponseHead, Int64) -> Void)? = nil
     ) {
@@ -90,7 +90,7 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
                     failure = .localIO(path: path, operation: "truncate", errno: errno)
                     return .abort
                 }
-                hasher?.reset()
+                hasher?.restart()
                 progress?.restart()
                 overlapChecked = overlap.count
             }
@@ -141,8 +141,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             }
             done += written
         }
-        hasher?.update(bytes)
         position += count
+        hasher?.advance(to: position)
         bytesWritten += count
         progress?.add(count)
         return true

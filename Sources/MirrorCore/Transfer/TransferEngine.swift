@@ -14,7 +14,8 @@ final class TransferEngine: Sendable {
     init() {
         _ = curlGlobalInitialization
         loop = MultiLoop()
-        MultiLoop.startThread(running: loop)
+        let loop = self.loop
+        DetachedThread.start { loop.run() }
     }
 
     deinit {
@@ -64,19 +65,6 @@ private final class MultiLoop: @unchecked Sendable {
     init() {
         guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         multi = handle
-    }
-
-    /// Starts the loop on a thread of its own (detached: it ends when `run` returns).
-    static func startThread(running loop: MultiLoop) {
-        let box = Unmanaged.passRetained(loop).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { argument in
-            let loop = Unmanaged<MultiLoop>.fromOpaque(argument!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, box)
-        guard created == 0 else { fatalError("pthread_create failed: \(created)") }
-        pthread_detach(thread)
     }
 
     func makeID() -> UInt64 {

@@ -206,4 +206,32 @@ struct SyncAgainstNginxTests {
         #expect(most == 2)
         for index in 0..<4 { #expect(fixture.local("f\(index).bin")?.fingerprint == files["f\(index).bin"]?.fingerprint) }
     }
+
+    /// Files past the hasher's thread threshold: the prefix of a resume and a restart after an
+    /// ignored range are hashed beside the transfer, and the pin still checks the whole file.
+    @Test func largeFilesAreHashedBesideTheTransfer() async throws {
+        let data = randomData(count: 20 << 20, seed: 90)
+        let fixture = try SyncFixture(files: ["big.bin": data])
+        let pin = SHA256Hasher.hex(of: data)
+        try fixture.putLocal(data.prefix(12 << 20), at: "resumed.bin.part")
+        try fixture.putLocal(randomData(count: 9 << 20, seed: 91), at: "restarted.bin.part")
+        let text = """
+            version: 1
+            root: root
+            files:
+              - url: \(fixture.nginx.url("/big.bin"))
+                dest: resumed.bin
+                sha256: \(pin)
+              - url: \(fixture.nginx.url("/norange/big.bin"))
+                dest: restarted.bin
+                sha256: \(pin)
+            """
+        let reports = try await fixture.runner(try fixture.load(text)).sync()
+
+        #expect(reports.map(\.outcome) == [.transferred, .transferred])
+        #expect(reports[0].bytesTransferred == Int64(8 << 20))
+        #expect(reports.map(\.sha256) == [pin, pin])
+        #expect(fixture.local("resumed.bin")?.fingerprint == data.fingerprint)
+        #expect(fixture.local("restarted.bin")?.fingerprint == data.fingerprint)
+    }
 }
