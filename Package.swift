@@ -35,9 +35,11 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Linux calls glibc declares only under _GNU_SOURCE (sync_file_range).
+        .systemLibrary(name: "CLinux"),
         .target(
             name: "MirrorCore",
-            dependencies: ["CCurl", "CYAML", "CCrypto", "CSQLite"]
+            dependencies: ["CCurl", "CYAML", "CCrypto", "CSQLite", "CLinux"]
         ),
         .executableTarget(
             name: "mirror",

@@ -1,3 +1,4 @@
+import CLinux
 import Dispatch
 import Glibc
 import Synchronization
@@ -22,6 +23,8 @@ final class TrailingHasher: Sendable {
 
     private let fd: Int32
     private let path: String
+    /// Start writeback of each hashed chunk, so the fsync before the rename finds little to do.
+    private let startWriteback: Bool
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -30,9 +33,10 @@ final class TrailingHasher: Sendable {
     static let chunk = 1 << 20
 
     /// - Parameter fd: the open file; it must stay open until `finish` or `abandon` returns.
-    init(fd: Int32, path: String) {
+    init(fd: Int32, path: String, startWriteback: Bool = false) {
         self.fd = fd
         self.path = path
+        self.startWriteback = startWriteback
     }
 
     /// The file is written up to `position`.
@@ -109,6 +113,7 @@ final class TrailingHasher: Sendable {
                 }
                 if count == 0 { return complete(.failure(.sizeMismatch(expected: now.target, actual: hashed))) }
                 hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                if startWriteback { _ = mirror_start_writeback(fd, hashed, Int64(count)) }
                 hashed += Int64(count)
                 continue
             }

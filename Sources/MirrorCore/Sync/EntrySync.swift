@@ -238,7 +238,7 @@ struct EntrySync {
             attempt.result = .failure(error)
             return attempt
         }
-        let hasher = TrailingHasher(fd: fd, path: paths.partial)
+        let hasher = TrailingHasher(fd: fd, path: paths.partial, startWriteback: runner.options.durable)
         var committed = false
         defer {
             if !committed {
