@@ -5,10 +5,25 @@ import FoundationEssentials
 public struct HostKey: Sendable, Hashable, CustomStringConvertible {
     public var host: String
     public var port: Int
+    /// How messages name the host: `<host>` when the manifest wrote it as a `${VAR}`.
+    public var label: String
 
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
+        label = host
+    }
+
+    /// The host of a manifest URL, labelled so that a host written as `${VAR}` is not printed.
+    public init?(_ url: RemoteURL) {
+        self.init(url: url.string)
+        if !url.display.contains(host) { label = "<host>" }
+    }
+
+    public static func == (lhs: HostKey, rhs: HostKey) -> Bool { lhs.host == rhs.host && lhs.port == rhs.port }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(host)
+        hasher.combine(port)
     }
 
     /// Nil for URLs with no host (file://).
@@ -21,7 +36,8 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
         // URLComponents keeps the brackets of an IPv6 literal; getaddrinfo wants them off.
         self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.port = port
+        label = self.host
     }
 
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var description: String { label.contains(":") ? "[\(label)]:\(port)" : "\(label):\(port)" }
 }

@@ -13,7 +13,7 @@ struct RemoteProbe: Sendable {
         )
         let headResult = await fetcher.fetch(head)
         if let failure = headResult.redirectFailure { return .unavailable(failure) }
-        if let failure = headResult.outcome.transportFailure { return .unavailable(failure) }
+        if let failure = headResult.outcome.transportFailure { return .unavailable(failure.redactingHost(of: url)) }
         guard let response = headResult.outcome.head else {
             return .unavailable(.curl(code: 0, message: "no response", osErrno: 0))
         }
@@ -31,7 +31,7 @@ struct RemoteProbe: Sendable {
         let recorder = ProbeRecorder()
         let getResult = await fetcher.fetch(rangeProbe, sink: recorder)
         if let failure = getResult.redirectFailure { return .unavailable(failure) }
-        if let failure = getResult.outcome.transportFailure { return .unavailable(failure) }
+        if let failure = getResult.outcome.transportFailure { return .unavailable(failure.redactingHost(of: url)) }
         guard let answer = recorder.head ?? getResult.outcome.head else {
             return .unavailable(.curl(code: 0, message: "no response", osErrno: 0))
         }

@@ -53,7 +53,7 @@ struct EntrySync {
             if index > 0 {
                 runner.emit(.fallingBack(dest: entry.dest, to: source.display, after: lastFailure))
             }
-            let host = HostKey(url: source.string)
+            let host = HostKey(source)
             lastSource = source
             var failuresHere = 0
             attempting: while true {
@@ -302,7 +302,7 @@ struct EntrySync {
             attempt.action = .restart(reason: "the server answered the range request with the whole file")
         }
 
-        if let failure = fetched.redirectFailure ?? writer.failure ?? fetched.outcome.transportFailure {
+        if let failure = fetched.redirectFailure ?? writer.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source) {
             switch failure {
             case .rangeMismatch:
                 // The bytes on disk are not (or not provably) the server's: never resume them,

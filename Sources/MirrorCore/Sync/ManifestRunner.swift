@@ -39,7 +39,7 @@ public final class ManifestRunner: Sendable {
         let conditions = HostConditions(
             gate: ConnectivityGate(
                 wait: manifest.connectivity.wait,
-                probe: manifest.connectivity.probe.flatMap { HostKey(url: $0.string) },
+                probe: manifest.connectivity.probe.flatMap { HostKey($0) },
                 interval: options.connectivityCheckInterval,
                 onOutage: { host, wait in self.emit(.waitingForNetwork(host: host.description, wait: wait)) }
             ),

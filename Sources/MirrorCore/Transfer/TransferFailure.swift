@@ -34,6 +34,15 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     /// The run was interrupted before this transfer finished.
     case cancelled
 
+    /// libcurl's messages name the host they tried. When the manifest wrote that host as a
+    /// `${VAR}`, its value stays out of the message, as it stays out of every printed URL.
+    func redactingHost(of url: RemoteURL) -> TransferFailure {
+        guard case .curl(let code, let message, let osErrno) = self, let host = HostKey(url: url.string)?.host,
+              !url.display.contains(host), message.contains(host)
+        else { return self }
+        return .curl(code: code, message: message.replacing(host, with: "<host>"), osErrno: osErrno)
+    }
+
     /// Worth another attempt: the same request may well succeed later.
     public var isRetryable: Bool {
         switch self {
