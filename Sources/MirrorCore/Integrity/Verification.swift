@@ -41,7 +41,7 @@ extension ManifestRunner {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths(for: entry))
+            local = try LocalFacts.inspect(paths(for: entry), resolved: directories)
         } catch {
             result.status = .mismatch
             result.detail = error.description

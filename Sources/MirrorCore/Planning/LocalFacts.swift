@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// What is on disk for one entry, as the planner needs it. Gathered with `lstat`: a symlink
 /// is reported as what it is, never followed.
@@ -30,8 +31,8 @@ public struct LocalFacts: Sendable, Equatable {
 
     /// Looks at `DEST` and `DEST.part`; reads nothing and writes nothing. Fails when a
     /// directory on the way to them leads out of the root through a symbolic link.
-    public static func inspect(_ paths: DestinationPaths) throws(TransferFailure) -> LocalFacts {
-        try checkInsideRoot(paths)
+    public static func inspect(_ paths: DestinationPaths, resolved: ResolvedDirectories? = nil) throws(TransferFailure) -> LocalFacts {
+        try checkInsideRoot(paths, resolved: resolved)
         let (destination, identity) = try inspectFile(paths.destination)
         let (partial, _) = try inspectFile(paths.partial)
         return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity)
@@ -39,11 +40,12 @@ public struct LocalFacts: Sendable, Equatable {
 
     /// The deepest existing directory on the way from the root to `DEST`, resolved, must lie
     /// inside the resolved root: a symlink inside the root may not lead writes out of it.
-    static func checkInsideRoot(_ paths: DestinationPaths) throws(TransferFailure) {
-        guard let realRoot = resolved(paths.root) else { return }
+    static func checkInsideRoot(_ paths: DestinationPaths, resolved cache: ResolvedDirectories? = nil) throws(TransferFailure) {
+        let resolve = { (path: String) in cache?.resolve(path) ?? resolved(path) }
+        guard let realRoot = resolve(paths.root) else { return }
         var candidate = paths.directory
         while candidate.count > paths.root.count {
-            if let real = resolved(candidate) {
+            if let real = resolve(candidate) {
                 if real != realRoot && !real.hasPrefix(realRoot.hasSuffix("/") ? realRoot : realRoot + "/") {
                     throw .localConflict("\(candidate) resolves to \(real), outside the root \(realRoot); mirror does not follow symbolic links out of the root")
                 }
@@ -54,7 +56,7 @@ public struct LocalFacts: Sendable, Equatable {
         }
     }
 
-    private static func resolved(_ path: String) -> String? {
+    static func resolved(_ path: String) -> String? {
         guard let real = realpath(path, nil) else { return nil }
         defer { free(real) }
         return String(cString: real)
@@ -90,5 +92,20 @@ extension LocalIdentity {
         var info = stat()
         if fstat(fd, &info) != 0 { throw .localIO(path: path, operation: "inspect", errno: errno) }
         return LocalIdentity(info)
+    }
+}
+
+/// Directories already resolved in this run, so that thousands of entries in one directory
+/// cost one `realpath` instead of thousands. Only directories that exist are remembered.
+public final class ResolvedDirectories: Sendable {
+    private let known = Mutex<[String: String]>([:])
+
+    public init() {}
+
+    func resolve(_ path: String) -> String? {
+        if let hit = known.withLock({ $0[path] }) { return hit }
+        guard let real = LocalFacts.resolved(path) else { return nil }
+        known.withLock { $0[path] = real }
+        return real
     }
 }

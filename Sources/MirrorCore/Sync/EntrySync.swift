@@ -144,7 +144,7 @@ struct EntrySync {
         let paths = self.paths
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths)
+            local = try LocalFacts.inspect(paths, resolved: runner.directories)
         } catch {
             return Attempt(action: .fail(error), result: .failure(error))
         }
@@ -207,6 +207,10 @@ struct EntrySync {
         case .fail(let failure):
             return Attempt(action: action, result: .failure(failure))
         case .download, .restart, .replace:
+            if record?.partial != nil {
+                // A new download: what the store said about an earlier partial file is void.
+                updateRecord { $0.partial = nil }
+            }
             return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil)
         case .resume(let from, .partial):
             return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial)
@@ -269,10 +273,6 @@ struct EntrySync {
         }
         let firstByte = offset - Int64(overlap.count)
 
-        if offset == 0 {
-            // A new download: whatever the store said about an earlier partial file is void.
-            updateRecord { $0.partial = nil }
-        }
         let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: remote?.size.map { $0 - offset })
         let store = self.store
         let dest = entry.dest, url = source.display
@@ -282,8 +282,10 @@ struct EntrySync {
             startedFrom: validator == nil ? nil : startedFrom, overlap: overlap,
             onStart: { head, from in
                 // Record which version the partial file holds before its first byte is written,
-                // so a later run (even after kill -9) resumes only that version.
+                // so a later run (even after kill -9) resumes only that version. A file no
+                // longer than the overlap needs no record: a resume re-reads all of it.
                 guard from == 0 || startedFrom == nil else { return }
+                if let total = head.totalSize, total <= Self.overlapLength { return }
                 let validators = RemoteValidators(etag: head.etag, lastModified: head.lastModified, size: head.totalSize)
                 try? store?.update(dest: dest, url: url) { $0.partial = validators }
             }

@@ -9,6 +9,7 @@ public final class ManifestRunner: Sendable {
     let options: RunOptions
     let fetcher: Fetcher
     let probe: RemoteProbe
+    let directories = ResolvedDirectories()
 
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
@@ -69,7 +70,7 @@ public final class ManifestRunner: Sendable {
         let paths = paths(for: entry)
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths)
+            local = try LocalFacts.inspect(paths, resolved: directories)
         } catch {
             return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .fail(error), localSize: nil, remoteSize: nil)
         }
