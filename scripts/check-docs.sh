@@ -4,7 +4,9 @@
 #   - every subcommand `mirror --help` lists has an entry under COMMANDS in mirror(1) and is
 #     named in the README;
 #   - every option each subcommand's --help lists appears in mirror(1);
-#   - every exit status `mirror --help` lists appears in mirror(1) and the README.
+#   - every exit status `mirror --help` lists appears in mirror(1) and the README;
+#   - every manifest key the loader accepts (Sources/MirrorCore/Manifest/ManifestSection.swift)
+#     is described in mirror-manifest(5) and used in examples/manifest.yaml.
 #   scripts/check-docs.sh [PATH-TO-MIRROR]      (default: .build/debug/mirror)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +47,13 @@ done
 for code in $("$mirror" --help | sed -n '/^EXIT STATUS/,/^USAGE/p' | grep -oE '^ +[0-9]+' | tr -d ' '); do
     grep -qE "^\.B $code\$|\\b$code\\b" man/mirror.1 || fail "mirror.1 does not list exit status $code"
     grep -qE "^\| $code " README.md || grep -qE "^\| [0-9 /]*\b$code\b" README.md || fail "README.md does not list exit status $code"
+done
+
+keys=$(grep -oE '"[a-z_0-9]+"' Sources/MirrorCore/Manifest/ManifestSection.swift | tr -d '"' | sort -u)
+[ -n "$keys" ] || fail "no manifest keys found in ManifestSection.swift"
+for key in $keys; do
+    grep -qE "^\.(B|BR|TP) .*\b$key\b" man/mirror-manifest.5 || fail "mirror-manifest.5 does not describe the key $key"
+    grep -qE "^ *(- )?$key:" examples/manifest.yaml || fail "examples/manifest.yaml does not use the key $key"
 done
 
 [ "$failed" -eq 0 ] && echo "check-docs: ok"
