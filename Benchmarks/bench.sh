@@ -88,7 +88,7 @@ done
 echo "(d) resuming it from its half" >&2
 half=$((big_mib * 1024 * 1024 / 2))
 for run in $(seq 1 "$runs"); do
-    for tool in curl wget2 aria2 mirror; do
+    for tool in curl wget2 aria2 mirror mirror-nofsync; do
         fresh big
         head -c "$half" "$work/site/big.bin" > "$work/out/big/big.bin"
         case $tool in
@@ -102,6 +102,10 @@ for run in $(seq 1 "$runs"); do
                 measure "d mirror" "$mirror" sync -q "$work/cfg/big.yaml"
                 sent=$(tail -n "$(requests_since "$before")" "$log" | awk '/^GET/ {for (i = 1; i <= NF; i++) if ($i ~ /^bytes_sent=/) {split($i, kv, "="); s += kv[2]}} END {print s + 0}')
                 echo "d-bytes mirror $sent" >> "$results"
+                ;;
+            mirror-nofsync)
+                mv "$work/out/big/big.bin" "$work/out/big/big.bin.part"
+                measure "d mirror(no-fsync)" "$mirror" sync -q --no-fsync "$work/cfg/big.yaml"
                 ;;
         esac
         cmp -s "$work/out/big/big.bin" "$work/site/big.bin" || echo "d $tool: result differs from the server's file" >&2

@@ -89,7 +89,7 @@ final class Console: Sendable {
             guard verbose else { return }
             error("retry \(dest): \(failure); attempt \(attempt + 1) in \(DurationText.format(delay))")
         case .waitingForNetwork(let host, let wait):
-            notice("mirror: \(host) is unreachable; transfers to it wait up to \(DurationText.format(wait)) (until \(Self.clockTime(after: wait))) for the network")
+            notice("mirror: \(host) is unreachable; transfers to it wait up to \(DurationSyntax.text(wait)) (until \(Self.clockTime(after: wait))) for the network")
         case .pausedByServer(let host, let pause):
             guard verbose else { return }
             error("pause \(host): the server asked for \(DurationText.format(pause)) (Retry-After)")

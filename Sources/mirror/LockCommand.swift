@@ -37,16 +37,24 @@ struct LockCommand: AsyncParsableCommand {
         var runOptions = options.runOptions(for: manifest, console: console)
         runOptions.lockWait = lockWait.duration
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
+        let work = Task { try await runner.sync() }
+        let interruption = Interruption { work.cancel() }
         let reports: [EntryReport]
         do {
-            reports = try await runner.sync()
-        } catch {
+            reports = try await work.value
+        } catch let error as RunLockError {
+            interruption.stopListening()
             console.error("mirror: \(error)")
-            throw ExitWith(status: LockWaitOption.status(for: error, interruption: nil))
+            throw ExitWith(status: LockWaitOption.status(for: error, interruption: interruption))
+        }
+        interruption.stopListening()
+        if let signal = interruption.received {
+            console.error("mirror: interrupted; \(manifest.path) was left unchanged and partial files are kept")
+            throw ExitWith(status: signal == SIGINT ? .interrupted : .terminated)
         }
         guard let pins = runner.pins(after: reports) else {
             console.error("mirror: not every entry could be fetched; \(manifest.path) was left unchanged")
-            throw ExitWith(status: .entriesFailed)
+            throw ExitWith(status: ExitStatus.forFailures(reports))
         }
         do {
             try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)

@@ -22,6 +22,9 @@ public actor ConnectivityGate {
     private let check: Check
     private let onOutage: @Sendable (HostKey, Duration) -> Void
     private var outages: [HostKey: Task<Bool, Never>] = [:]
+    /// Hosts whose outage outlasted the wait: the rest of their queue fails at once rather
+    /// than waiting all over again.
+    private var givenUp: Set<HostKey> = []
 
     /// - Parameters:
     ///   - probe: checked instead of each entry's own host, when set.
@@ -42,6 +45,7 @@ public actor ConnectivityGate {
     /// Call after a network-level failure talking to `host`.
     public func afterFailure(talkingTo host: HostKey) async throws(Unreachable) -> Passage {
         let target = probe ?? host
+        if givenUp.contains(target) { throw Unreachable(host: target, waited: wait) }
         if let outage = outages[target] {
             return try await outcome(of: outage, for: target)
         }
@@ -53,6 +57,7 @@ public actor ConnectivityGate {
     /// Call before starting an attempt: waits out an outage already in progress for `host`.
     public func beforeAttempt(talkingTo host: HostKey) async throws(Unreachable) {
         let target = probe ?? host
+        if givenUp.contains(target) { throw Unreachable(host: target, waited: wait) }
         if let outage = outages[target] {
             _ = try await outcome(of: outage, for: target)
         }
@@ -85,7 +90,10 @@ public actor ConnectivityGate {
             outage.cancel()
         }
         if outages[target] == outage { outages[target] = nil }
-        guard cameBack else { throw Unreachable(host: target, waited: wait) }
+        guard cameBack else {
+            if !Task.isCancelled { givenUp.insert(target) }
+            throw Unreachable(host: target, waited: wait)
+        }
         return .cameBack
     }
 

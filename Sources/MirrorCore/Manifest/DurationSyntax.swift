@@ -8,6 +8,18 @@ public enum DurationSyntax {
     private static let example = "like 500ms, 30s, 5m, 1h or 1m30s"
 
     /// The duration `text` spells; it must be greater than zero.
+    /// `duration` as the manifest would write it: `5m`, `1m30s`, `500ms`, `0ms`.
+    public static func text(_ duration: Duration) -> String {
+        var remaining = duration.milliseconds
+        guard remaining > 0 else { return "0ms" }
+        var text = ""
+        for unit in units where remaining >= unit.milliseconds {
+            text += "\(remaining / unit.milliseconds)\(unit.symbol)"
+            remaining %= unit.milliseconds
+        }
+        return text
+    }
+
     /// The duration `text` spells, or nil; for command-line options.
     public static func duration(_ text: String) -> Duration? {
         try? parse(text)

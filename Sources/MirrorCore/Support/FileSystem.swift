@@ -61,7 +61,12 @@ enum FileSystem {
         if input < 0 { throw .localIO(path: source, operation: "open", errno: errno) }
         defer { close(input) }
         let output = try openPartial(target, truncate: true)
-        defer { close(output) }
+        var copiedAll = false
+        defer {
+            close(output)
+            // A half-made copy is nothing to resume from, and may hold the space a full disk lacks.
+            if !copiedAll { unlink(target) }
+        }
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
@@ -84,6 +89,7 @@ enum FileSystem {
             }
             copied += Int64(read)
         }
+        copiedAll = true
     }
 
     /// Reads `count` bytes at `offset` of an open file.

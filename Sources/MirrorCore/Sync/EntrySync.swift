@@ -100,7 +100,7 @@ struct EntrySync {
                     }
                 }
                 var serverPause: Duration?
-                if case .httpStatus(_, let header?) = lastFailure, let host,
+                if case .httpStatus(_, let header?) = lastFailure, lastFailure.isRetryable, let host,
                    let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
                     serverPause = pause
                     runner.emit(.pausedByServer(host: host.description, pause: pause))
@@ -412,6 +412,7 @@ struct EntrySync {
             }
             return .success(Success(outcome: .transferred, size: size, sha256: digest))
         } catch {
+            if case .localIO(_, _, let code) = error, code == ENOSPC || code == EDQUOT { discardPartial() }
             return .failure(error)
         }
     }

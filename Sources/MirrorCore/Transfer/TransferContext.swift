@@ -223,10 +223,10 @@ final class TransferContext {
             : String(cString: curl_easy_strerror(code))
         if tooSlow {
             code = CURLE_OPERATION_TIMEDOUT
-            message = "slower than \(request.minSpeed ?? 0) bytes/s for \(request.minSpeedTime)"
+            message = "slower than \(request.minSpeed ?? 0) bytes/s for \(DurationSyntax.text(request.minSpeedTime))"
         } else if stalled {
             code = CURLE_OPERATION_TIMEDOUT
-            message = "no data received for \(request.timeout)"
+            message = "no data received for \(DurationSyntax.text(request.timeout))"
         }
         let outcome = TransferOutcome(
             head: head,

@@ -100,7 +100,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
         case .localIO(let path, let operation, let errno):
             return "\(operation) \(path): \(String(cString: strerror(errno)))"
         case .unreachable(let host, let waited):
-            return "the network stayed unreachable: no connection to \(host) for \(waited)"
+            return "the network stayed unreachable: no connection to \(host) for \(DurationSyntax.text(waited))"
         case .cancelled:
             return "interrupted"
         }

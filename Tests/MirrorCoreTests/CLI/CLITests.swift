@@ -319,11 +319,15 @@ struct UnreachableCLITests {
     @Test func aHostThatNeverAnswersExitsFour() throws {
         let directory = try TemporaryDirectory()
         let port = try LoopbackSocket.pickFreePort(on: LoopbackAddress("127.0.0.1"))
-        let text = "version: 1\nroot: root\nconnectivity:\n  wait: 2s\nfiles:\n  - url: http://127.0.0.1:\(port)/a.bin\n"
+        let text = "version: 1\nroot: root\nconcurrency: 1\nconnectivity:\n  wait: 2s\nfiles:\n"
+            + ["a", "b", "c"].map { "  - url: http://127.0.0.1:\(port)/\($0).bin\n" }.joined()
         try directory.write(Data(text.utf8), to: "m.yaml")
         let result = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path)
         #expect(result.status == 4, "\(result)")
-        #expect(result.stderr.contains("127.0.0.1:\(port) is unreachable; transfers to it wait up to 2.0s"))
+        #expect(result.stderr.contains("127.0.0.1:\(port) is unreachable; transfers to it wait up to 2s"))
         #expect(result.stderr.contains("the network stayed unreachable"))
+        // The queue behind the first entry does not wait all over again.
+        #expect(result.stderr.components(separatedBy: "is unreachable;").count == 2, "\(result)")
+        #expect(result.stderr.components(separatedBy: "FAILED").count == 4)
     }
 }

@@ -31,6 +31,27 @@ struct SafetyTests {
         #expect(fixture.directory.files("tiny") == ["small.bin"], "the failed partial gave its space back")
     }
 
+    @Test func aFullDiskWhileCopyingAShortDestLeavesNoPartialCopy() throws {
+        let fixture = try SyncFixture(files: ["seed.bin": Self.large])
+        let root = fixture.directory.path("tiny")
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        guard mount("tmpfs", root, "tmpfs", 0, "size=1m") == 0 else {
+            Issue.record("mounting a 1 MiB tmpfs needs root (CAP_SYS_ADMIN): \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { umount2(root, Int32(MNT_DETACH)) }
+        // 700 KB on a 1 MiB disk: its copy into seed.bin.part cannot fit.
+        try Self.large.prefix(700_000).write(to: URL(fileURLWithPath: root + "/seed.bin"))
+        let text = fixture.manifest([("/seed.bin", "seed.bin")]).replacingOccurrences(of: "root: root", with: "root: tiny")
+        try fixture.directory.write(Data(text.utf8), to: "seed.yaml")
+
+        let result = try MirrorBinary.run(["sync", "seed.yaml"], in: fixture.directory.path)
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("No space left on device"), "\(result)")
+        #expect(fixture.directory.files("tiny") == ["seed.bin"], "no partial copy left behind")
+        #expect(fixture.directory.contents(of: "tiny/seed.bin")?.fingerprint == Self.large.prefix(700_000).fingerprint, "DEST untouched")
+    }
+
     @Test func aSymlinkedDirectoryLeadingOutOfTheRootIsRefused() throws {
         let fixture = try SyncFixture(files: ["a.bin": Self.small])
         let outside = fixture.directory.path("outside")
