@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
+import MirrorCore
 import Synchronization
 
 /// Turns the first SIGINT or SIGTERM into a call to `stop` (the caller cancels its work, which
@@ -46,5 +47,31 @@ final class Interruption {
         for source in sources { source.cancel() }
         Glibc.signal(SIGINT, SIG_DFL)
         Glibc.signal(SIGTERM, SIG_DFL)
+    }
+}
+
+extension ManifestRunner {
+    /// Runs `sync()` so that the first SIGINT or SIGTERM stops it cleanly. `cleanUp` runs once
+    /// the work has ended, however it ended. A run lock that cannot be had ends the command
+    /// with the matching exit status.
+    func syncInterruptibly(console: Console, cleanUp: () async -> Void = {}) async throws -> (reports: [EntryReport], signal: Int32?) {
+        let work = Task { try await sync() }
+        let interruption = Interruption { work.cancel() }
+        defer { interruption.stopListening() }
+        do {
+            let reports = try await work.value
+            await cleanUp()
+            return (reports, interruption.received)
+        } catch let error as RunLockError {
+            await cleanUp()
+            console.error("mirror: \(error)")
+            throw ExitWith(status: LockWaitOption.status(for: error, interruption: interruption))
+        }
+    }
+}
+
+extension ExitStatus {
+    static func forSignal(_ signal: Int32) -> ExitStatus {
+        signal == SIGINT ? .interrupted : .terminated
     }
 }

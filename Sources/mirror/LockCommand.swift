@@ -37,20 +37,10 @@ struct LockCommand: AsyncParsableCommand {
         var runOptions = options.runOptions(for: manifest, console: console)
         runOptions.lockWait = lockWait.duration
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
-        let work = Task { try await runner.sync() }
-        let interruption = Interruption { work.cancel() }
-        let reports: [EntryReport]
-        do {
-            reports = try await work.value
-        } catch let error as RunLockError {
-            interruption.stopListening()
-            console.error("mirror: \(error)")
-            throw ExitWith(status: LockWaitOption.status(for: error, interruption: interruption))
-        }
-        interruption.stopListening()
-        if let signal = interruption.received {
+        let (reports, signal) = try await runner.syncInterruptibly(console: console)
+        if let signal {
             console.error("mirror: interrupted; \(manifest.path) was left unchanged and partial files are kept")
-            throw ExitWith(status: signal == SIGINT ? .interrupted : .terminated)
+            throw ExitWith(status: .forSignal(signal))
         }
         guard let pins = runner.pins(after: reports) else {
             console.error("mirror: not every entry could be fetched; \(manifest.path) was left unchanged")

@@ -17,7 +17,7 @@ struct LockWaitOption: ParsableArguments {
 
     /// The exit status for a lock that could not be had.
     static func status(for error: RunLockError, interruption: Interruption?) -> ExitStatus {
-        if let signal = interruption?.received { return signal == SIGINT ? .interrupted : .terminated }
+        if let signal = interruption?.received { return .forSignal(signal) }
         switch error {
         case .held: return .locked
         case .cancelled: return .interrupted

@@ -43,28 +43,16 @@ struct SyncCommand: AsyncParsableCommand {
 
         let started = ContinuousClock.now
         display?.start()
-        let work = Task { try await runner.sync() }
-        let interruption = Interruption { work.cancel() }
-        let reports: [EntryReport]
-        do {
-            reports = try await work.value
-        } catch let error as RunLockError {
-            interruption.stopListening()
-            await display?.stop()
-            console.error("mirror: \(error)")
-            throw ExitWith(status: LockWaitOption.status(for: error, interruption: interruption))
-        }
-        interruption.stopListening()
-        await display?.stop()
+        let (reports, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
         let elapsed = ContinuousClock.now - started
 
         let summary = SyncSummary(reports)
         if options.json {
             console.json(SyncJSON.encode(reports))
         }
-        if let signal = interruption.received {
+        if let signal {
             console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM"); partial files are kept and the next sync resumes them")
-            throw ExitWith(status: signal == SIGINT ? .interrupted : .terminated)
+            throw ExitWith(status: .forSignal(signal))
         }
         if summary.failed > 0 {
             console.error(summary.text(elapsed: elapsed))

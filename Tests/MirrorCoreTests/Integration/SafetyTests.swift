@@ -9,14 +9,21 @@ struct SafetyTests {
     static let small = randomData(count: 10_000, seed: 70)
     static let large = randomData(count: 3_000_000, seed: 71)
 
+    /// A 1 MiB tmpfs at `path`, for full-disk tests; records an issue (the test fails) where
+    /// mounting is not allowed.
+    static func mountTinyDisk(at path: String) throws -> Bool {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        guard mount("tmpfs", path, "tmpfs", 0, "size=1m") == 0 else {
+            Issue.record("mounting a 1 MiB tmpfs needs root (CAP_SYS_ADMIN): \(String(cString: strerror(errno)))")
+            return false
+        }
+        return true
+    }
+
     @Test func diskFullFailsThatEntryOnlyAndIsNotRetried() throws {
         let fixture = try SyncFixture(files: ["large.bin": Self.large, "small.bin": Self.small])
         let root = fixture.directory.path("tiny")
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        guard mount("tmpfs", root, "tmpfs", 0, "size=1m") == 0 else {
-            Issue.record("mounting a 1 MiB tmpfs needs root (CAP_SYS_ADMIN): \(String(cString: strerror(errno)))")
-            return
-        }
+        guard try Self.mountTinyDisk(at: root) else { return }
         defer { umount2(root, Int32(MNT_DETACH)) }
         let text = fixture.manifest([("/large.bin", "large.bin"), ("/small.bin", "small.bin")], extra: "concurrency: 1\n")
             .replacingOccurrences(of: "root: root", with: "root: tiny")
@@ -34,11 +41,7 @@ struct SafetyTests {
     @Test func aFullDiskWhileCopyingAShortDestLeavesNoPartialCopy() throws {
         let fixture = try SyncFixture(files: ["seed.bin": Self.large])
         let root = fixture.directory.path("tiny")
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        guard mount("tmpfs", root, "tmpfs", 0, "size=1m") == 0 else {
-            Issue.record("mounting a 1 MiB tmpfs needs root (CAP_SYS_ADMIN): \(String(cString: strerror(errno)))")
-            return
-        }
+        guard try Self.mountTinyDisk(at: root) else { return }
         defer { umount2(root, Int32(MNT_DETACH)) }
         // 700 KB on a 1 MiB disk: its copy into seed.bin.part cannot fit.
         try Self.large.prefix(700_000).write(to: URL(fileURLWithPath: root + "/seed.bin"))
