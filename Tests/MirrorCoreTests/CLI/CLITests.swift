@@ -318,7 +318,9 @@ struct LockAndVerifyCLITests {
 struct UnreachableCLITests {
     @Test func aHostThatNeverAnswersExitsFour() throws {
         let directory = try TemporaryDirectory()
-        let port = try LoopbackSocket.pickFreePort(on: LoopbackAddress("127.0.0.1"))
+        let closed = try ClosedPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         let text = "version: 1\nroot: root\nconcurrency: 1\nconnectivity:\n  wait: 2s\nfiles:\n"
             + ["a", "b", "c"].map { "  - url: http://127.0.0.1:\(port)/\($0).bin\n" }.joined()
         try directory.write(Data(text.utf8), to: "m.yaml")

@@ -40,7 +40,8 @@ struct ResilienceTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         first.stop()
-        try await Task.sleep(for: .seconds(8))
+        // While it is gone, the port stays refused: no other test's server may answer on it.
+        try await Self.holdClosed(port, for: .seconds(8))
         let second = try FaultServer.start(port: port)
         defer { second.stop() }
         second.route("/a.bin", reply: .file(data, etag: "\"e\""))
@@ -53,8 +54,17 @@ struct ResilienceTests {
         #expect(get.headers["If-Range"] == "\"e\"", "resumed, not restarted")
     }
 
+    /// Keeps `port` refusing connections for `duration`, then frees it.
+    static func holdClosed(_ port: UInt16, for duration: Duration) async throws {
+        let closed = try ClosedPort(port: port)
+        try await Task.sleep(for: duration)
+        withExtendedLifetime(closed) {}
+    }
+
     @Test func aNetworkThatStaysAwayEndsTheRunAsUnreachable() async throws {
-        let port = try LoopbackSocket.pickFreePort(on: LoopbackAddress("127.0.0.1"))
+        let closed = try ClosedPort()
+        defer { withExtendedLifetime(closed) {} }
+        let port = closed.port
         let text = "version: 1\nroot: root\nconnectivity:\n  wait: 2s\nfiles:\n  - url: http://127.0.0.1:\(port)/a.bin\n    retries: 3\n  - url: http://127.0.0.1:\(port)/b.bin\n"
         let started = ContinuousClock.now
         let reports = try await runner(text).sync()

@@ -107,7 +107,9 @@ struct SafetyTests {
     @Test func secretsNeverReachOutputJSONOrTheStateStore() throws {
         let fixture = try SyncFixture(files: ["a.bin": Self.small])
         let base = fixture.nginx.baseURL.replacingOccurrences(of: "http://", with: "http://deploy:pw-9f3k2@")
-        let closedPort = try LoopbackSocket.pickFreePort(on: LoopbackAddress("127.0.0.1"))
+        let closed = try ClosedPort()
+        defer { withExtendedLifetime(closed) {} }
+        let closedPort = closed.port
         let text = """
             version: 1
             root: root
