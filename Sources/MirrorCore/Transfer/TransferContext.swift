@@ -17,6 +17,7 @@ final class TransferContext {
     private var status = 0
     private var fields: [(name: String, value: String)] = []
     private var sawHTTPStatusLine = false
+    private var keptLastHeader = false
     private var disposition: BodyDisposition?
     private var bodyBytes: Int64 = 0
     private var abortedBySink = false
@@ -143,28 +144,41 @@ final class TransferContext {
         return true
     }
 
+    /// The response headers mirror reads; the others are skipped before any string is made.
+    static let wantedHeaders: [[UInt8]] = [
+        "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after",
+    ].map { Array($0.utf8) }
+
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
         // Strip CR LF as bytes: in Swift "\r\n" is one Character, which hasSuffix("\n") misses.
         var end = bytes.count
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-        let line = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<end]), as: UTF8.self)
-        if line.hasPrefix("HTTP/") {
+        guard end > 0 else { return }
+        let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
+        if line.starts(with: "HTTP/".utf8) {
             // A new response begins (after a 1xx, or on a redirect hop): forget the last one's.
-            let parts = line.split(separator: " ", maxSplits: 2)
+            let parts = String(decoding: line, as: UTF8.self).split(separator: " ", maxSplits: 2)
             status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
             fields.removeAll(keepingCapacity: true)
             sawHTTPStatusLine = true
+            keptLastHeader = false
             return
         }
-        if line.isEmpty { return }
-        if let first = line.first, first == " " || first == "\t", !fields.isEmpty {
-            fields[fields.count - 1].value += " " + String(Substring(line).trimmingSpaces)
+        if line[0] == 0x20 || line[0] == 0x09 {
+            // An obsolete folded continuation of the previous header.
+            if keptLastHeader, !fields.isEmpty {
+                fields[fields.count - 1].value += " " + String(Substring(String(decoding: line, as: UTF8.self)).trimmingSpaces)
+            }
             return
         }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = String(line[..<colon]).lowercased()
-        let value = String(line[line.index(after: colon)...].trimmingSpaces)
-        fields.append((name: name, value: value))
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = line[..<colon]
+        keptLastHeader = Self.wantedHeaders.contains { wanted in
+            wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == ($1 | 0x20) }
+        }
+        guard keptLastHeader else { return }
+        let value = String(decoding: line[(colon + 1)...], as: UTF8.self)
+        fields.append((name: String(decoding: name, as: UTF8.self).lowercased(), value: String(Substring(value).trimmingSpaces)))
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
