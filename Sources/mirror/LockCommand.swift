@@ -13,7 +13,8 @@ struct LockCommand: AsyncParsableCommand {
             replaced where they stand, missing keys are added as lines at the end of the entry. \
             Comments, order and layout are kept. The new text must load with exactly those \
             pins, and replaces the file atomically; if any entry fails, the manifest is left \
-            unchanged and the exit status is 1.
+            unchanged and the exit status is 1 (4 when a host stayed unreachable, \
+            130/143 when interrupted).
 
             From then on, sync refuses any file that does not match its pin, and a synced \
             pinned manifest plans without a single request.

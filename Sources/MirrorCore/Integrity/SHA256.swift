@@ -59,6 +59,7 @@ final class SHA256Hasher {
         defer { buffer.deallocate() }
         var position: Int64 = 0
         while position < length {
+            if Task.isCancelled { throw .cancelled }
             let wanted = Int(min(Int64(chunk), length - position))
             let count = pread(fd, buffer.baseAddress, wanted, off_t(position))
             if count < 0 {

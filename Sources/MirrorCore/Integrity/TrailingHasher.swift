@@ -111,7 +111,11 @@ final class TrailingHasher: Sendable {
                     if errno == EINTR { continue }
                     return complete(.failure(.localIO(path: path, operation: "read", errno: errno)))
                 }
-                if count == 0 { return complete(.failure(.sizeMismatch(expected: now.target, actual: hashed))) }
+                if count == 0 {
+                    // The file may have been truncated after `now` was read: look again.
+                    if state.withLock({ $0.generation }) != generation { continue }
+                    return complete(.failure(.sizeMismatch(expected: now.target, actual: hashed)))
+                }
                 hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 if startWriteback { _ = mirror_start_writeback(fd, hashed, Int64(count)) }
                 hashed += Int64(count)

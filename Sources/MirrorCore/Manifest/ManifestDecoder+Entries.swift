@@ -101,7 +101,7 @@ extension ManifestDecoder {
         } else if let url, let urlNode {
             destNode = urlNode
             destKey = mapping.path(of: "url")
-            dest = defaultDest(from: url.components, at: urlNode, key: destKey)
+            dest = defaultDest(from: url.components, display: url.remote.display, at: urlNode, key: destKey)
         }
 
         var pin: String?
@@ -126,7 +126,14 @@ extension ManifestDecoder {
     }
 
     /// The last segment of the URL's path, when it makes a usable dest.
-    private mutating func defaultDest(from components: URLComponents, at node: YAMLNode, key: String) -> String? {
+    private mutating func defaultDest(from components: URLComponents, display: String, at node: YAMLNode, key: String) -> String? {
+        // A name that came out of a ${VAR} would print the variable's value everywhere the
+        // dest appears (output, JSON, the state store): ask for an explicit dest instead.
+        let path = display.split(separator: "?", maxSplits: 1).first.map(String.init) ?? display
+        if let lastSegment = path.split(separator: "/", omittingEmptySubsequences: false).last, lastSegment.contains("${") {
+            report("the file name at the end of url comes from a ${VAR}, whose value must not be printed; set dest", at: node, key: key)
+            return nil
+        }
         let name: String
         do {
             name = try URLRules.fileName(fromPercentEncodedPath: components.percentEncodedPath)

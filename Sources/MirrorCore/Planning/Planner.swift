@@ -26,7 +26,13 @@ public enum Planner {
         }
         let total = file.size ?? pins.size
         let current = RemoteValidators(etag: file.etag, lastModified: file.lastModified, size: total)
-        let verified = verifiedVersion(local: local, state: state)
+        var verified = verifiedVersion(local: local, state: state)
+        if verified == nil, let complete = state?.complete, let recorded = complete.sha256,
+           let actual = destinationSHA256, actual == recorded, local.destination.size == complete.local.size {
+            // Touched (copied, restored, moved) but the same bytes mirror wrote: the record's
+            // validators still say which version it is.
+            verified = complete
+        }
 
         // DEST is current.
         if let verified {

@@ -72,6 +72,7 @@ enum FileSystem {
         defer { buffer.deallocate() }
         var copied: Int64 = 0
         while copied < length {
+            if Task.isCancelled { throw .cancelled }
             let read = pread(input, buffer.baseAddress, Int(min(Int64(chunk), length - copied)), off_t(copied))
             if read < 0 {
                 if errno == EINTR { continue }

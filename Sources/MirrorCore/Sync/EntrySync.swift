@@ -31,6 +31,14 @@ struct EntrySync {
         var result: Swift.Result<Success, TransferFailure>
         /// After this failure the bytes on disk must not be continued: the next attempt restarts.
         var mustRestart = false
+
+        /// The attempt fetched the file from byte 0.
+        var startedFromZero: Bool {
+            switch action {
+            case .download, .restart, .replace: return true
+            default: return false
+            }
+        }
     }
 
     private struct Success {
@@ -40,6 +48,10 @@ struct EntrySync {
     }
 
     func run() async -> EntryReport {
+        if Task.isCancelled {
+            // Interrupted before this entry began: touch nothing.
+            return failedReport(.cancelled, source: entry.url, action: .download, bytes: 0, attempts: 0)
+        }
         var attempts = 0
         var bytes: Int64 = 0
         var lastAction: Action = .download
@@ -81,7 +93,12 @@ struct EntrySync {
                     )
                 case .failure(let failure):
                     lastFailure = failure
-                    if attempt.mustRestart { restartReason = failure.description }
+                    if attempt.mustRestart {
+                        restartReason = failure.description
+                    } else if attempt.startedFromZero {
+                        // The partial file now holds a fresh download: continue it as usual.
+                        restartReason = nil
+                    }
                 }
                 if Task.isCancelled || lastFailure == .cancelled { break attempting }
 

@@ -35,18 +35,16 @@ enum BodyPlacement: Equatable, Sendable {
             if let expectedTotal, let total = range.total, total != expectedTotal {
                 return .reject(.rangeMismatch("file size changed from \(expectedTotal) to \(total) bytes"))
             }
-            if let startedFrom {
-                if let expected = startedFrom.etag, let sent = head.etag, expected != sent {
-                    return .reject(.rangeMismatch("the server sent part of another version (ETag \(sent), the partial file has \(expected))"))
-                }
-                if startedFrom.etag == nil || head.etag == nil,
-                   let expected = startedFrom.lastModified, let sent = head.lastModified, expected != sent {
-                    return .reject(.rangeMismatch("the server sent part of another version (Last-Modified \(sent), the partial file has \(expected))"))
-                }
+            if let startedFrom, let difference = differs(head, from: startedFrom) {
+                return .reject(.rangeMismatch("the server sent part of another version (\(difference))"))
             }
             return .write(from: offset, total: range.total ?? expectedTotal)
         case 416:
-            if let total = head.contentRange?.total, total == offset, offset > 0 {
+            // Complete only if the server's size is the local size *and* the size the
+            // transfer was planned with, and the response is not of another version.
+            if let total = head.contentRange?.total, total == offset, offset > 0,
+               expectedTotal == nil || expectedTotal == total,
+               startedFrom.map({ differs(head, from: $0) == nil }) ?? true {
                 return .alreadyComplete(total: total)
             }
             let told = head.contentRange?.total.map { "the file has \($0) bytes" } ?? "no size given"
@@ -54,5 +52,17 @@ enum BodyPlacement: Equatable, Sendable {
         default:
             return .reject(.httpStatus(head.status, retryAfter: head["retry-after"]))
         }
+    }
+
+    /// How `head`'s validators contradict those of the version on disk, if they do.
+    private static func differs(_ head: ResponseHead, from startedFrom: RemoteValidators) -> String? {
+        if let expected = startedFrom.etag, let sent = head.etag, expected != sent {
+            return "ETag \(sent), the partial file has \(expected)"
+        }
+        if startedFrom.etag == nil || head.etag == nil,
+           let expected = startedFrom.lastModified, let sent = head.lastModified, expected != sent {
+            return "Last-Modified \(sent), the partial file has \(expected)"
+        }
+        return nil
     }
 }

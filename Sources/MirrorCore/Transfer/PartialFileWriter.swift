@@ -86,11 +86,12 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             }
             if from != requestedOffset {
                 // The server ignored the range or the file changed: the bytes on disk are stale.
+                // The hasher starts over first, so it never reads the file mid-truncation.
+                hasher?.restart()
                 if ftruncate(fd, 0) != 0 {
                     failure = .localIO(path: path, operation: "truncate", errno: errno)
                     return .abort
                 }
-                hasher?.restart()
                 progress?.restart()
                 overlapChecked = overlap.count
             }

@@ -98,12 +98,20 @@ private final class MultiLoop: @unchecked Sendable {
                 defer { inbox.submissions.removeAll() }
                 return (inbox.submissions, inbox.cancelled, inbox.stopping)
             }
-            for submission in submissions { start(submission, alreadyCancelled: cancelled.contains(submission.id)) }
+            var matched = Set<UInt64>()
+            for submission in submissions {
+                let isCancelled = cancelled.contains(submission.id)
+                if isCancelled { matched.insert(submission.id) }
+                start(submission, alreadyCancelled: isCancelled)
+            }
             if !cancelled.isEmpty {
                 for (handle, context) in active where cancelled.contains(context.id) {
+                    matched.insert(context.id)
                     complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
                 }
-                inbox.withLock { inbox in inbox.cancelled.subtract(cancelled) }
+                // A cancellation can arrive before its submission (a task cancelled before it
+                // asked): keep it until the submission comes, and forget it only once matched.
+                inbox.withLock { inbox in inbox.cancelled.subtract(matched) }
             }
             if stopping {
                 for handle in Array(active.keys) { complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
@@ -155,6 +163,8 @@ private final class MultiLoop: @unchecked Sendable {
     /// then free the handle and the header list it points to.
     private func complete(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
         guard let context = active.removeValue(forKey: handle) else { return }
+        // A cancellation that raced with the end of the transfer has nothing left to match.
+        if !cancelled { inbox.withLock { _ = $0.cancelled.remove(context.id) } }
         curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
         context.releaseHandle()

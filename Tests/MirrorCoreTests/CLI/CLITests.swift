@@ -333,3 +333,28 @@ struct UnreachableCLITests {
         #expect(result.stderr.components(separatedBy: "FAILED").count == 4)
     }
 }
+
+/// A signal stops the whole queue: entries that had not begun never start.
+struct InterruptedQueueCLITests {
+    @Test func entriesQueuedBehindAnInterruptionNeverStart() throws {
+        var files: [String: Data] = [:]
+        for index in 0..<40 { files["q\(index).bin"] = randomData(count: 1_500_000, seed: UInt64(500 + index)) }
+        // 512 KiB/s per response after the first second's worth: each file takes ~2 s.
+        let fixture = try SyncFixture(files: files, nginx: NginxOptions(rateLimit: 512 << 10))
+        let text = fixture.manifest((0..<40).map { ("/q\($0).bin", "q\($0).bin") }, extra: "concurrency: 4\n")
+        try fixture.directory.write(Data(text.utf8), to: "m.yaml")
+        let running = try MirrorBinary.start(["sync", "m.yaml"], in: fixture.directory.path)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while fixture.directory.files("root").count < 4 && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        let signalled = ContinuousClock.now
+        kill(running.pid, SIGINT)
+        let result = try running.wait()
+
+        #expect(result.status == 130, "\(result)")
+        #expect(ContinuousClock.now - signalled < .seconds(5), "stopped promptly")
+        #expect(!result.stdout.contains("downloaded"), "no entry ran to completion after the signal")
+        #expect(fixture.directory.files("root").count <= 4, "the queue behind never started: \(fixture.directory.files("root"))")
+    }
+}

@@ -104,6 +104,16 @@ struct SafetyTests {
         #expect(fixture.directory.files("root") == [name])
     }
 
+    @Test func aFileNameTakenFromAVariableMustBeGivenAsDest() throws {
+        #expect {
+            _ = try ManifestLoader.parse(text: "version: 1\nfiles:\n  - url: http://h/dl/${TOKEN}\n", path: "m.yaml",
+                                         baseDirectory: "/", environment: ["TOKEN": "s3cr3t"])
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("m.yaml:3:10") && text.contains("set dest") && !text.contains("s3cr3t")
+        }
+    }
+
     @Test func secretsNeverReachOutputJSONOrTheStateStore() throws {
         let fixture = try SyncFixture(files: ["a.bin": Self.small])
         let base = fixture.nginx.baseURL.replacingOccurrences(of: "http://", with: "http://deploy:pw-9f3k2@")

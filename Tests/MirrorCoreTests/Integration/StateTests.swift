@@ -238,6 +238,54 @@ struct StateTests {
         #expect(local?.fingerprint == Self.v1.fingerprint)
     }
 
+    @Test func a416AtThePartialsSizeNeverPassesForTheWholeFile() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        // A new, longer version; its download stops after 100000 bytes.
+        let v2 = randomData(count: 400_000, seed: 400)
+        server.route("/f.bin", method: "HEAD", reply: .file(v2, etag: "\"v2\"", lastModified: Self.date2))
+        server.route("/f.bin", method: "GET", reply: .file(v2, etag: "\"v2\"", lastModified: Self.date2).cut(afterBodyBytes: 100_000))
+        _ = try await runner(manifest()).sync()
+        #expect(partial?.count == 100_000)
+        // Then a misbehaving server says the file ends where the partial does.
+        server.route("/f.bin", method: "GET", reply: .status(416, headers: ["Content-Range": "bytes */100000"]))
+        let reports = try await runner(manifest()).sync()
+
+        #expect(reports[0].failed)
+        #expect(local?.fingerprint == Self.v1.fingerprint, "the good old file stays")
+    }
+
+    @Test func aTouchedFileWithTheRecordedBytesIsStillComparedWithTheServer() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        // Copied over itself (new inode, new mtime), and the server moves to v2 of the same size.
+        let path = directory.path("root/f.bin")
+        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.moveItem(atPath: path + ".copy", toPath: path)
+        serve(Self.v2, etag: "\"v2\"")
+
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].action == .replace(reason: "the remote file changed: ETag changed from \"v1\" to \"v2\""))
+        #expect(local?.fingerprint == Self.v2.fingerprint)
+    }
+
+    @Test func afterAFailedOverlapCheckLaterCutsAreResumedNotRestarted() async throws {
+        try directory.write(randomData(count: 100_000, seed: 301), to: "root/f.bin.part")
+        // Every body is cut after 300000 bytes; the file has 700000.
+        let data = randomData(count: 700_000, seed: 302)
+        server.route("/f.bin", method: "HEAD", reply: .file(data, etag: "\"d\""))
+        server.route("/f.bin", method: "GET", reply: .file(data, etag: "\"d\"").cut(afterBodyBytes: 300_000))
+        let reports = try await runner(try manifest().withRetries(4)).sync()
+
+        #expect(reports[0].outcome == .transferred, "\(reports[0].outcome)")
+        #expect(local?.fingerprint == data.fingerprint)
+        let ranges = server.requests.filter { $0.method == "GET" }.map { $0.headers["Range"] }
+        #expect(ranges.first == "bytes=34464-", "the foreign partial was checked")
+        #expect(ranges.dropFirst().first == .some(nil), "then a restart from 0")
+        #expect(ranges.dropFirst(2).allSatisfy { $0 != nil }, "and resumes after that: \(ranges)")
+    }
+
     @Test func planWritesNothingEvenWithAStore() async throws {
         serve(Self.v1, etag: "\"v1\"")
         _ = try await runner(manifest()).sync()
