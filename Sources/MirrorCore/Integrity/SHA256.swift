@@ -54,21 +54,6 @@ final class SHA256Hasher {
 
     /// Feeds the first `length` bytes of the open file `fd` into the hasher.
     func update(fileDescriptor fd: Int32, length: Int64, path: String) throws(TransferFailure) {
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var position: Int64 = 0
-        while position < length {
-            if Task.isCancelled { throw .cancelled }
-            let wanted = Int(min(Int64(chunk), length - position))
-            let count = pread(fd, buffer.baseAddress, wanted, off_t(position))
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .localIO(path: path, operation: "read", errno: errno)
-            }
-            if count == 0 { throw .sizeMismatch(expected: length, actual: position) }
-            update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-            position += Int64(count)
-        }
+        try FileSystem.forEachChunk(of: fd, path: path, length: length) { update($0) }
     }
 }

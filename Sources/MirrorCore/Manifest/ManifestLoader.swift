@@ -94,7 +94,7 @@ public enum ManifestLoader {
 
     /// The bytes of the file at `path`, read with plain POSIX calls so that a failure can name
     /// the system's reason.
-    private static func readFile(at path: String) throws(ManifestError) -> [UInt8] {
+    static func readFile(at path: String) throws(ManifestError) -> [UInt8] {
         func failure(_ reason: String) -> ManifestError {
             ManifestError(ManifestDiagnostic(location: nil, key: nil, message: "cannot read manifest `\(path)`: \(reason)"))
         }

@@ -128,9 +128,7 @@ extension ManifestPinWriter {
     /// Fails, as `rewrite` would, when the manifest's text cannot take pins (flow-style
     /// entries), so that `mirror lock` can refuse before downloading anything.
     public static func checkPinnable(_ manifest: Manifest) throws(ManifestError) {
-        guard let text = readFile(manifest.path) else {
-            throw ManifestError(diagnostics: [ManifestDiagnostic(location: nil, key: nil, message: "\(manifest.path): cannot read: \(String(cString: strerror(errno)))")])
-        }
+        let text = String(decoding: try ManifestLoader.readFile(at: manifest.path), as: UTF8.self)
         let placeholder = Pin(sha256: String(repeating: "0", count: 64), size: 0)
         _ = try pin(text: text, manifest: manifest, pins: Dictionary(uniqueKeysWithValues: manifest.entries.map { ($0.dest, placeholder) }))
     }
@@ -146,7 +144,7 @@ extension ManifestPinWriter {
         guard let resolved = realpath(manifest.path, nil) else { throw failure("cannot resolve: \(String(cString: strerror(errno)))") }
         let path = String(cString: resolved)
         free(resolved)
-        guard let original = readFile(path) else { throw failure("cannot read: \(String(cString: strerror(errno)))") }
+        let original = String(decoding: try ManifestLoader.readFile(at: path), as: UTF8.self)
         let updated = try pin(text: original, manifest: manifest, pins: pins)
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
@@ -185,21 +183,6 @@ extension ManifestPinWriter {
             _ = fsync(directoryFD)
             close(directoryFD)
         }
-    }
-
-    private static func readFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 { if errno == EINTR { continue }; return nil }
-            if count == 0 { break }
-            bytes.append(contentsOf: buffer[0..<count])
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

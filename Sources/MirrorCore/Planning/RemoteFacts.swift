@@ -18,6 +18,11 @@ public struct RemoteFile: Sendable, Equatable {
     }
 }
 
+extension Entry {
+    /// The entry's pins, as the planner takes them.
+    public var pins: Pins { Pins(size: size, sha256: sha256) }
+}
+
 /// The manifest's pins for an entry.
 public struct Pins: Sendable, Equatable {
     public var size: Int64?

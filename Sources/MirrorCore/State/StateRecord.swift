@@ -57,9 +57,6 @@ public struct RemoteValidators: Sendable, Equatable {
         }
         return nil
     }
-
-    /// True when at least one validator besides the size can vouch for the version.
-    public var canIdentifyVersion: Bool { etag != nil || lastModified != nil }
 }
 
 /// The version complete on disk and the local file it was verified as.

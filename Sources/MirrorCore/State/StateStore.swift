@@ -84,10 +84,6 @@ public final class StateStore: Sendable {
         try connection.withLock { connection throws(StoreError) in try connection.write(record) }
     }
 
-    public func remove(dest: String) throws(StoreError) {
-        try connection.withLock { connection throws(StoreError) in try connection.delete(dest) }
-    }
-
     /// Folds the write-ahead log into the database and closes it, so a later read-only
     /// opening sees every record without reading the log. Further calls fail.
     public func close() {
@@ -123,7 +119,6 @@ private final class Connection {
     private let db: OpaquePointer
     private let select: OpaquePointer
     private let upsert: OpaquePointer
-    private let deletion: OpaquePointer
 
     private var isOpen = true
 
@@ -177,7 +172,6 @@ private final class Connection {
                     partial = excluded.partial, partial_etag = excluded.partial_etag,
                     partial_last_modified = excluded.partial_last_modified, partial_size = excluded.partial_size
                 """)
-            deletion = try Self.prepare(db, readOnly ? "SELECT 1" : "DELETE FROM entries WHERE dest = ?1")
         } catch {
             sqlite3_close_v2(db)
             throw error
@@ -193,7 +187,6 @@ private final class Connection {
         isOpen = false
         sqlite3_finalize(select)
         sqlite3_finalize(upsert)
-        sqlite3_finalize(deletion)
         sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil)
         sqlite3_close_v2(db)
     }
@@ -251,14 +244,6 @@ private final class Connection {
             sqlite3_bind_int(upsert, 11, 0)
         }
         let step = sqlite3_step(upsert)
-        guard step == SQLITE_DONE else { throw failure(step) }
-    }
-
-    func delete(_ dest: String) throws(StoreError) {
-        try ensureOpen()
-        defer { sqlite3_reset(deletion) }
-        bind(deletion, 1, dest)
-        let step = sqlite3_step(deletion)
         guard step == SQLITE_DONE else { throw failure(step) }
     }
 

@@ -54,6 +54,43 @@ enum FileSystem {
         }
     }
 
+    /// Reads bytes `[offset, offset + length)` of an open file in chunks of up to 1 MiB and
+    /// hands each to `body`. Stops with `.cancelled` when the calling task is cancelled, and
+    /// with `.sizeMismatch` if the file ends early.
+    static func forEachChunk(
+        of fd: Int32, path: String, from offset: Int64 = 0, length: Int64,
+        _ body: (UnsafeRawBufferPointer) throws(TransferFailure) -> Void
+    ) throws(TransferFailure) {
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var done: Int64 = 0
+        while done < length {
+            if Task.isCancelled { throw .cancelled }
+            let count = pread(fd, buffer.baseAddress, Int(min(Int64(chunk), length - done)), off_t(offset + done))
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .localIO(path: path, operation: "read", errno: errno)
+            }
+            if count == 0 { throw .sizeMismatch(expected: offset + length, actual: offset + done) }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            done += Int64(count)
+        }
+    }
+
+    /// Writes all of `bytes` at `offset` of an open file.
+    static func write(_ bytes: UnsafeRawBufferPointer, to fd: Int32, at offset: Int64, path: String) throws(TransferFailure) {
+        var done = 0
+        while done < bytes.count {
+            let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw .localIO(path: path, operation: "write", errno: errno)
+            }
+            done += written
+        }
+    }
+
     /// Writes the first `length` bytes of `source` into a new partial file at `target`,
     /// replacing any.
     static func copyPrefix(of source: String, to target: String, length: Int64) throws(TransferFailure) {
@@ -67,28 +104,10 @@ enum FileSystem {
             // A half-made copy is nothing to resume from, and may hold the space a full disk lacks.
             if !copiedAll { unlink(target) }
         }
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
         var copied: Int64 = 0
-        while copied < length {
-            if Task.isCancelled { throw .cancelled }
-            let read = pread(input, buffer.baseAddress, Int(min(Int64(chunk), length - copied)), off_t(copied))
-            if read < 0 {
-                if errno == EINTR { continue }
-                throw .localIO(path: source, operation: "read", errno: errno)
-            }
-            if read == 0 { throw .sizeMismatch(expected: length, actual: copied) }
-            var written = 0
-            while written < read {
-                let count = pwrite(output, buffer.baseAddress! + written, read - written, off_t(copied) + off_t(written))
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    throw .localIO(path: target, operation: "write", errno: errno)
-                }
-                written += count
-            }
-            copied += Int64(read)
+        try forEachChunk(of: input, path: source, length: length) { bytes throws(TransferFailure) in
+            try write(bytes, to: output, at: copied, path: target)
+            copied += Int64(bytes.count)
         }
         copiedAll = true
     }

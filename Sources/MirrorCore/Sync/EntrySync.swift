@@ -22,7 +22,6 @@ struct EntrySync {
     static let overlapLength: Int64 = 64 * 1024
 
     private var paths: DestinationPaths { runner.paths(for: entry) }
-    private var pins: Pins { Pins(size: entry.size, sha256: entry.sha256) }
 
     /// The result of one attempt.
     private struct Attempt {
@@ -165,8 +164,8 @@ struct EntrySync {
         } catch {
             return Attempt(action: .fail(error), result: .failure(error))
         }
-        let record = readRecord()
-        if Planner.isPinnedAndVerified(local: local, state: record, pins: pins) {
+        let record = runner.record(of: entry, in: store)
+        if Planner.isPinnedAndVerified(local: local, state: record, pins: entry.pins) {
             runner.emit(.decided(dest: entry.dest, .skip))
             return Attempt(action: .skip, result: .success(Success(
                 outcome: .skipped, size: local.destination.size, sha256: entry.sha256)))
@@ -176,17 +175,10 @@ struct EntrySync {
             runner.emit(.decided(dest: entry.dest, .download))
             return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil)
         }
-        let remote = await runner.probe.probe(source, settings: entry.settings)
-        runner.emit(.probed(dest: entry.dest, url: source.display, remote))
-        var destinationHash: String?
-        if Planner.needsDestinationHash(local: local, remote: remote, pins: pins, state: record) {
-            do {
-                destinationHash = try ManifestRunner.hashFile(paths.destination)
-            } catch {
-                return Attempt(action: .fail(error), result: .failure(error))
-            }
-        }
-        var action = Planner.decide(local: local, remote: remote, pins: pins, state: record, destinationSHA256: destinationHash)
+        let decision = await runner.probeAndDecide(entry, source: source, local: local, record: record)
+        let file = decision.remote
+        let destinationHash = decision.destinationSHA256
+        var action = decision.action
         if let restartReason {
             switch action {
             case .resume, .finish: action = .restart(reason: restartReason)
@@ -194,8 +186,6 @@ struct EntrySync {
             }
         }
         runner.emit(.decided(dest: entry.dest, action))
-        var file: RemoteFile?
-        if case .available(let available) = remote { file = available }
 
         switch action {
         case .skip:
@@ -444,16 +434,6 @@ struct EntrySync {
     private func removeIfEmpty(_ fd: Int32) {
         if (try? FileSystem.size(of: fd, path: paths.partial)) == 0 {
             FileSystem.remove(paths.partial)
-        }
-    }
-
-    private func readRecord() -> StateRecord? {
-        guard let store else { return nil }
-        do {
-            return try store.record(for: entry.dest)
-        } catch {
-            runner.emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
-            return nil
         }
     }
 

@@ -75,34 +75,50 @@ public final class ManifestRunner: Sendable {
             return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .fail(error), localSize: nil, remoteSize: nil)
         }
         let localSize = local.destination.size ?? local.partial.size
-        let pins = Pins(size: entry.size, sha256: entry.sha256)
-        var record: StateRecord?
-        if let store {
-            do {
-                record = try store.record(for: entry.dest)
-            } catch {
-                emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
-            }
-        }
-        if Planner.isPinnedAndVerified(local: local, state: record, pins: pins) {
+        let record = record(of: entry, in: store)
+        if Planner.isPinnedAndVerified(local: local, state: record, pins: entry.pins) {
             // The store vouches for the pinned hash of this very file: no request needed.
             emit(.decided(dest: entry.dest, .skip))
             return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .skip, localSize: localSize, remoteSize: localSize)
         }
-        let remote = await probe.probe(entry.url, settings: entry.settings)
-        emit(.probed(dest: entry.dest, url: entry.url.display, remote))
-        var action: Action
+        let decision = await probeAndDecide(entry, source: entry.url, local: local, record: record)
+        emit(.decided(dest: entry.dest, decision.action))
+        return PlannedEntry(dest: entry.dest, url: entry.url.display, action: decision.action, localSize: localSize,
+                            remoteSize: decision.remote?.size)
+    }
+
+    /// The store's record for an entry; a store that cannot be read is reported and treated
+    /// as having none.
+    func record(of entry: Entry, in store: StateStore?) -> StateRecord? {
+        guard let store else { return nil }
         do {
-            let hash = Planner.needsDestinationHash(local: local, remote: remote, pins: pins, state: record)
-                ? try Self.hashFile(paths.destination) : nil
-            action = Planner.decide(local: local, remote: remote, pins: pins, state: record, destinationSHA256: hash)
+            return try store.record(for: entry.dest)
         } catch {
-            action = .fail(error)
+            emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
+            return nil
         }
-        emit(.decided(dest: entry.dest, action))
-        var remoteSize: Int64?
-        if case .available(let file) = remote { remoteSize = file.size }
-        return PlannedEntry(dest: entry.dest, url: entry.url.display, action: action, localSize: localSize, remoteSize: remoteSize)
+    }
+
+    /// What `plan` and `sync` both do to decide an entry once its local facts are known:
+    /// probe the source, hash `DEST` when the decision depends on it, and ask the planner.
+    /// A failure to hash becomes a `fail` action.
+    func probeAndDecide(_ entry: Entry, source: RemoteURL, local: LocalFacts, record: StateRecord?) async
+        -> (remote: RemoteFile?, destinationSHA256: String?, action: Action)
+    {
+        let facts = await probe.probe(source, settings: entry.settings)
+        emit(.probed(dest: entry.dest, url: source.display, facts))
+        var remote: RemoteFile?
+        if case .available(let file) = facts { remote = file }
+        var hash: String?
+        if Planner.needsDestinationHash(local: local, remote: facts, pins: entry.pins, state: record) {
+            do {
+                hash = try Self.hashFile(paths(for: entry).destination)
+            } catch {
+                return (remote, nil, .fail(error))
+            }
+        }
+        let action = Planner.decide(local: local, remote: facts, pins: entry.pins, state: record, destinationSHA256: hash)
+        return (remote, hash, action)
     }
 
     /// SHA-256 of a whole local file.

@@ -10,8 +10,6 @@ struct Fetcher: Sendable {
 
     struct Result: Sendable {
         var outcome: TransferOutcome
-        /// The URL that produced the final response.
-        var finalURL: String
         /// Set when a redirect was refused; `outcome` is then the redirect's response.
         var redirectFailure: TransferFailure?
     }
@@ -23,16 +21,15 @@ struct Fetcher: Sendable {
         while true {
             let outcome = await engine.perform(request, sink: sink)
             guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
-                return Result(outcome: outcome, finalURL: request.url, redirectFailure: nil)
+                return Result(outcome: outcome, redirectFailure: nil)
             }
             hops += 1
             if hops > Self.maxRedirects {
-                return Result(outcome: outcome, finalURL: request.url,
-                              redirectFailure: .redirectRefused("more than \(Self.maxRedirects) redirects"))
+                return Result(outcome: outcome, redirectFailure: .redirectRefused("more than \(Self.maxRedirects) redirects"))
             }
             switch RedirectRule.next(from: request.url, to: target, originalScheme: originalScheme) {
             case .refuse(let reason):
-                return Result(outcome: outcome, finalURL: request.url, redirectFailure: .redirectRefused(reason))
+                return Result(outcome: outcome, redirectFailure: .redirectRefused(reason))
             case .follow(let url, let sameOrigin):
                 request.url = url
                 if !sameOrigin { request.headers = [] }

@@ -55,13 +55,6 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         self.position = requestedOffset
     }
 
-    /// The file's full size as the response announced it.
-    var announcedTotal: Int64? {
-        if case .write(_, let total)? = placement { return total }
-        if case .alreadyComplete(let total)? = placement { return total }
-        return nil
-    }
-
     func begin(_ head: ResponseHead) -> BodyDisposition {
         self.head = head
         let placement = BodyPlacement.decide(
@@ -132,15 +125,11 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             failure = .bodyTooLarge(limit: limit)
             return false
         }
-        var done = 0
-        while done < bytes.count {
-            let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(position) + off_t(done))
-            if written < 0 {
-                if errno == EINTR { continue }
-                failure = .localIO(path: path, operation: "write", errno: errno)
-                return false
-            }
-            done += written
+        do {
+            try FileSystem.write(bytes, to: fd, at: position, path: path)
+        } catch {
+            failure = error
+            return false
         }
         position += count
         hasher?.advance(to: position)

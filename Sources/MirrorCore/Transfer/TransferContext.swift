@@ -19,7 +19,6 @@ final class TransferContext {
     private var sawHTTPStatusLine = false
     private var keptLastHeader = false
     private var disposition: BodyDisposition?
-    private var bodyBytes: Int64 = 0
     private var abortedBySink = false
     private var lastReceived: Int64 = -1
     private var lastSent: Int64 = -1
@@ -183,7 +182,6 @@ final class TransferContext {
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let disposition = self.disposition ?? decideDisposition()
-        bodyBytes += Int64(bytes.count)
         switch disposition {
         case .discard: return true
         case .abort: return false
@@ -248,8 +246,6 @@ final class TransferContext {
             curlMessage: message,
             osErrno: Int32(truncatingIfNeeded: easy.infoLong(CURLINFO_OS_ERRNO)),
             redirectURL: easy.infoString(CURLINFO_REDIRECT_URL),
-            bodyBytes: bodyBytes,
-            bodyWasWritten: disposition == .write,
             abortedBySink: abortedBySink,
             cancelled: cancelled
         )

@@ -73,10 +73,6 @@ struct TransferOutcome: Sendable {
     var osErrno: Int32
     /// Where a redirect points, resolved against the request URL.
     var redirectURL: String?
-    /// Body bytes received for the final response (written or discarded).
-    var bodyBytes: Int64
-    /// The body was handed to the sink.
-    var bodyWasWritten: Bool
     /// The sink asked to stop; its own state says why.
     var abortedBySink: Bool
     var cancelled: Bool
