@@ -55,13 +55,20 @@ struct RedirectRuleTests {
 }
 
 struct HTTPDateTests {
+    @Test func acceptsRunsOfSpaces() {
+        #expect(HTTPDate.parse("Sun,  06 Nov 1994 08:49:37  GMT") == 784_111_777)
+    }
+
     @Test func parsesIMFFixdate() {
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
         #expect(HTTPDate.parse("Thu, 01 Jan 1970 00:00:00 GMT") == 0)
         #expect(HTTPDate.parse("Sat, 29 Feb 2020 12:00:00 GMT") == 1_582_977_600)
     }
 
-    @Test(arguments: ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", "06 Nov 1994", "", "Sun, 32 Nov 1994 08:49:37 GMT"])
+    @Test(arguments: ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", "06 Nov 1994", "", "Sun, 32 Nov 1994 08:49:37 GMT",
+                          "Sun, 06 Nox 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
+                          "Sun, 06 Nov 1994 08:49:37 GMT x", "Sun 06 Nov 1994 08:49:37 GMT", "Sun, 0x Nov 1994 08:49:37 GMT",
+                          "Sun, 06 Nov 1969 08:49:37 GMT", "Sun, 06 Nov 1994 08::37 GMT"])
     func rejectsOtherForms(_ text: String) {
         #expect(HTTPDate.parse(text) == nil)
     }

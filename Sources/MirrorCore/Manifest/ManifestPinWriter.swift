@@ -178,11 +178,7 @@ extension ManifestPinWriter {
             unlink(temporary)
             throw failure("cannot replace the manifest: \(reason)")
         }
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            _ = fsync(directoryFD)
-            close(directoryFD)
-        }
+        FileSystem.syncDirectory(directory)
     }
 }
 

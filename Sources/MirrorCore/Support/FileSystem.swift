@@ -8,12 +8,20 @@ enum FileSystem {
 
     /// Creates `path` and any missing parents, with the umask's permissions.
     static func makeDirectories(_ path: String) throws(TransferFailure) {
-        var built = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            built += "/" + component
-            if mkdir(built, 0o777) != 0 && errno != EEXIST {
-                throw .localIO(path: built, operation: "create directory", errno: errno)
-            }
+        // Usually the directory is there already: one mkdir says so. Parents are made only
+        // when it reports one missing.
+        if mkdir(path, 0o777) == 0 || errno == EEXIST { return }
+        guard errno == ENOENT else { throw .localIO(path: path, operation: "create directory", errno: errno) }
+        var parent = path
+        while parent.count > 1, parent.hasSuffix("/") { parent.removeLast() }
+        guard let slash = parent.lastIndex(of: "/") else {
+            throw .localIO(path: path, operation: "create directory", errno: ENOENT)
+        }
+        let above = slash == parent.startIndex ? "/" : String(parent[..<slash])
+        guard above != parent else { throw .localIO(path: path, operation: "create directory", errno: ENOENT) }
+        try makeDirectories(above)
+        if mkdir(path, 0o777) != 0 && errno != EEXIST {
+            throw .localIO(path: path, operation: "create directory", errno: errno)
         }
     }
 
@@ -35,19 +43,25 @@ enum FileSystem {
 
     /// Makes the file complete on disk under its final name: mtime, fsync, rename, and an
     /// fsync of the directory so the rename itself survives a crash.
-    static func commit(fd: Int32, partial: String, destination: String, directory: String, modified: Int?, durable: Bool = true) throws(TransferFailure) {
+    /// - Parameter directories: where the directory's fsync is shared with other renames;
+    ///   `nil` skips both fsyncs.
+    static func commit(fd: Int32, partial: String, destination: String, directory: String, modified: Int?, directories: DirectorySync?) throws(TransferFailure) {
         if let modified {
             var times = [timespec(tv_sec: 0, tv_nsec: utimeNow), timespec(tv_sec: modified, tv_nsec: 0)]
             if futimens(fd, &times) != 0 {
                 throw .localIO(path: partial, operation: "set modification time of", errno: errno)
             }
         }
-        if durable && fsync(fd) != 0 { throw .localIO(path: partial, operation: "fsync", errno: errno) }
+        if directories != nil && fsync(fd) != 0 { throw .localIO(path: partial, operation: "fsync", errno: errno) }
         if rename(partial, destination) != 0 {
             throw .localIO(path: destination, operation: "rename into", errno: errno)
         }
-        guard durable else { return }
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        directories?.sync(directory)
+    }
+
+    /// fsync of a directory, so that the names created or renamed in it survive a crash.
+    static func syncDirectory(_ path: String) {
+        let directoryFD = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
             _ = fsync(directoryFD)
             close(directoryFD)

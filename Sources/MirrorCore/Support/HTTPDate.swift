@@ -1,21 +1,48 @@
 /// HTTP dates (RFC 9110 §5.6.7) in the preferred IMF-fixdate form,
 /// `Sun, 06 Nov 1994 08:49:37 GMT`, as seconds since the epoch.
 enum HTTPDate {
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    private static let months: [[UInt8]] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].map { Array($0.utf8) }
 
     static func parse(_ text: String) -> Int? {
-        // "Sun," "06" "Nov" "1994" "08:49:37" "GMT"
-        let fields = text.split(separator: " ")
-        guard fields.count == 6, fields[0].hasSuffix(","), fields[5] == "GMT",
-              let day = Int(fields[1]), let monthIndex = months.firstIndex(of: String(fields[2])),
-              let year = Int(fields[3]), (1..<32).contains(day), year >= 1970
+        var text = text
+        return text.withUTF8(parse)
+    }
+
+    /// Read on the bytes, since a Last-Modified is parsed for every file downloaded.
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        // "Sun," "06" "Nov" "1994" "08:49:37" "GMT", separated by runs of spaces.
+        var fields: [Range<Int>] = []
+        fields.reserveCapacity(6)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: " ") { index += 1; continue }
+            let start = index
+            while index < bytes.count, bytes[index] != UInt8(ascii: " ") { index += 1 }
+            guard fields.count < 6 else { return nil }
+            fields.append(start..<index)
+        }
+        guard fields.count == 6, bytes[fields[0].upperBound - 1] == UInt8(ascii: ","),
+              bytes[fields[5]].elementsEqual("GMT".utf8),
+              let day = number(bytes[fields[1]]), let monthIndex = months.firstIndex(where: { bytes[fields[2]].elementsEqual($0) }),
+              let year = number(bytes[fields[3]]), (1..<32).contains(day), year >= 1970
         else { return nil }
-        let clock = fields[4].split(separator: ":")
-        guard clock.count == 3, let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
+        let clock = bytes[fields[4]].split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+        guard clock.count == 3, let hour = number(clock[0]), let minute = number(clock[1]), let second = number(clock[2]),
               (0..<24).contains(hour), (0..<60).contains(minute), (0..<61).contains(second)
         else { return nil }
         let days = daysFromCivil(year: year, month: monthIndex + 1, day: day)
         return days * 86_400 + hour * 3_600 + minute * 60 + second
+    }
+
+    /// A run of 1 to 9 ASCII digits.
+    private static func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> Int? {
+        guard (1...9).contains(digits.count) else { return nil }
+        var value = 0
+        for digit in digits {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) else { return nil }
+            value = value * 10 + Int(digit - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     /// Days since 1970-01-01 in the proleptic Gregorian calendar (Howard Hinnant's algorithm).

@@ -232,7 +232,7 @@ struct EntrySync {
             }
             return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil)
         case .finish(let size):
-            return finishPartial(action: action, size: size, remote: file)
+            return await finishPartial(action: action, size: size, remote: file)
         }
     }
 
@@ -350,21 +350,14 @@ struct EntrySync {
         }
         let validators = RemoteValidators(
             etag: head.etag ?? remote?.etag, lastModified: head.lastModified ?? remote?.lastModified, size: size)
-        let digest: String
-        do {
-            digest = try hasher.finish(size: size)
-        } catch {
-            attempt.result = .failure(error)
-            return attempt
-        }
-        attempt.result = verifyAndCommit(fd: fd, size: size, digest: digest, validators: validators)
+        attempt.result = await verifyAndCommit(fd: fd, size: size, digest: { () throws(TransferFailure) in try hasher.finish(size: size) }, validators: validators)
         if case .success = attempt.result { committed = true }
         return attempt
     }
 
     /// `DEST.part` already holds the whole file of the recorded version: check it like a
     /// finished download.
-    private func finishPartial(action: Action, size: Int64, remote: RemoteFile?) -> Attempt {
+    private func finishPartial(action: Action, size: Int64, remote: RemoteFile?) async -> Attempt {
         let paths = self.paths
         var attempt = Attempt(action: action, result: .failure(.cancelled))
         let fd: Int32
@@ -383,7 +376,8 @@ struct EntrySync {
             return attempt
         }
         let validators = RemoteValidators(etag: remote?.etag, lastModified: remote?.lastModified, size: size)
-        attempt.result = verifyAndCommit(fd: fd, size: size, digest: hasher.finalize(), validators: validators)
+        let digest = hasher.finalize()
+        attempt.result = await verifyAndCommit(fd: fd, size: size, digest: { digest }, validators: validators)
         if case .failure = attempt.result { close(fd) }
         return attempt
     }
@@ -391,9 +385,23 @@ struct EntrySync {
     /// Checks the pins, then renames the partial file into place and records the version. A
     /// file that fails a pin is deleted: it must never land under `DEST`, and keeping it would
     /// only resume bad bytes. Closes `fd` on success.
-    private func verifyAndCommit(fd: Int32, size: Int64, digest: String, validators: RemoteValidators) -> Swift.Result<Success, TransferFailure> {
+    ///
+    /// Runs on the run's blocking pool: `digest` may wait for the hashing thread, and the
+    /// fsyncs wait for the disk.
+    private func verifyAndCommit(
+        fd: Int32, size: Int64, digest: @escaping @Sendable () throws(TransferFailure) -> String, validators: RemoteValidators
+    ) async -> Swift.Result<Success, TransferFailure> {
+        await runner.blocking.run { [self] in
+            verifyAndCommitNow(fd: fd, size: size, digest: digest, validators: validators)
+        }
+    }
+
+    private func verifyAndCommitNow(
+        fd: Int32, size: Int64, digest: () throws(TransferFailure) -> String, validators: RemoteValidators
+    ) -> Swift.Result<Success, TransferFailure> {
         let paths = self.paths
         do {
+            let digest = try digest()
             let onDisk = try FileSystem.size(of: fd, path: paths.partial)
             if onDisk != size {
                 return .failure(.sizeMismatch(expected: size, actual: onDisk))
@@ -409,7 +417,7 @@ struct EntrySync {
             try FileSystem.commit(
                 fd: fd, partial: paths.partial, destination: paths.destination,
                 directory: paths.directory, modified: validators.lastModified.flatMap(HTTPDate.parse),
-                durable: runner.options.durable
+                directories: runner.options.durable ? runner.directorySync : nil
             )
             let identity = try? LocalIdentity.of(fd: fd, path: paths.destination)
             close(fd)

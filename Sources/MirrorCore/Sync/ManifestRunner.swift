@@ -10,12 +10,16 @@ public final class ManifestRunner: Sendable {
     let fetcher: Fetcher
     let probe: RemoteProbe
     let directories = ResolvedDirectories()
+    /// Where finished files are hashed to the end, fsync'd and renamed.
+    let blocking: BlockingPool
+    let directorySync = DirectorySync()
 
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
         self.options = options
         fetcher = Fetcher(engine: TransferEngine())
         probe = RemoteProbe(fetcher: fetcher)
+        blocking = BlockingPool(limit: options.concurrency)
     }
 
     /// Decides every entry without changing anything on disk: no files, no directories, not
