@@ -75,3 +75,26 @@ struct BodyPlacementTests {
         #expect(ResponseHead(status: 200, fields: [(name: "content-length", value: " 42 ")]).contentLength == 42)
     }
 }
+
+struct ResponseHeadParsingTests {
+    @Test(arguments: [
+        ("HTTP/1.1 200 OK", 200), ("HTTP/2 206", 206), ("HTTP/1.0 404 Not Found", 404),
+        ("HTTP/1.1 20 OK", 0), ("HTTP/1.1 2000 OK", 0), ("HTTP/1.1", 0), ("HTTP/1.1 2x0 OK", 0),
+    ])
+    func statusCodeOfAStatusLine(_ line: String, _ code: Int) {
+        let bytes = Array(line.utf8)
+        #expect(bytes.withUnsafeBytes { TransferContext.statusCode(ofStatusLine: $0) } == code)
+    }
+
+    @Test(arguments: [(" \tabc \t", "abc"), ("\u{E9} ", "\u{E9}"), (" a\u{301}\t", "a\u{301}"), ("  ", ""), ("", ""), ("a b", "a b")])
+    func trimmingSpacesKeepsWholeCharacters(_ text: String, _ trimmed: String) {
+        #expect(String(Substring(text).trimmingSpaces) == trimmed)
+    }
+
+    @Test func lengthsAreASCIIDigitsOnly() {
+        #expect(ResponseHead(status: 200, fields: [("Content-Length", " 42 ")]).contentLength == 42)
+        #expect(ResponseHead(status: 200, fields: [("Content-Length", "4\u{663}")]).contentLength == nil)
+        #expect(ResponseHead(status: 200, fields: [("Content-Length", "-1")]).contentLength == nil)
+        #expect(ResponseHead(status: 200, fields: [("Content-Length", "")]).contentLength == nil)
+    }
+}

@@ -48,17 +48,20 @@ struct ContentRange: Equatable, Sendable {
 
 extension Substring {
     var trimmingSpaces: Substring {
-        var text = self
-        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
-        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
-        return text
+        // On the bytes: a space or tab is never part of a longer UTF-8 sequence, so the first
+        // kept byte starts a character and the byte after the last kept one ends one.
+        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        guard let start = utf8.firstIndex(where: { !isBlank($0) }),
+              let last = utf8.lastIndex(where: { !isBlank($0) })
+        else { return self[endIndex...] }
+        return self[start..<utf8.index(after: last)]
     }
 }
 
 extension Int64 {
     /// Strict decimal: digits only, no sign, no spaces, no overflow.
     init?(decimal text: Substring) {
-        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int64(text) else {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int64(text) else {
             return nil
         }
         self = value

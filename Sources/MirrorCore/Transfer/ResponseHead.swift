@@ -5,8 +5,13 @@ public struct ResponseHead: Sendable, Equatable {
     public var fields: [(name: String, value: String)]
 
     public init(status: Int, fields: [(name: String, value: String)] = []) {
+        self.init(status: status, lowercasedFields: fields.map { (name: $0.name.lowercased(), value: $0.value) })
+    }
+
+    /// For fields whose names are lowercase already, as the transfer engine makes them.
+    init(status: Int, lowercasedFields: [(name: String, value: String)]) {
         self.status = status
-        self.fields = fields.map { (name: $0.name.lowercased(), value: $0.value) }
+        self.fields = lowercasedFields
     }
 
     public static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {
@@ -15,8 +20,11 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// The last value of a header, by case-insensitive name.
     public subscript(_ name: String) -> String? {
-        let wanted = name.lowercased()
-        return fields.last(where: { $0.name == wanted })?.value
+        field(name.lowercased())
+    }
+
+    private func field(_ lowercasedName: String) -> String? {
+        fields.last(where: { $0.name == lowercasedName })?.value
     }
 
     public var isSuccess: Bool { (200..<300).contains(status) }
@@ -25,19 +33,19 @@ public struct ResponseHead: Sendable, Equatable {
     /// Content-Length, when present, valid, and describing the bytes as stored: a body with a
     /// Content-Encoding other than identity has a length that says nothing about the file.
     public var contentLength: Int64? {
-        guard !isEncoded, let text = self["content-length"] else { return nil }
+        guard !isEncoded, let text = field("content-length") else { return nil }
         return Int64(decimal: Substring(text).trimmingSpaces)
     }
 
     public var isEncoded: Bool {
-        guard let encoding = self["content-encoding"].map({ Substring($0).trimmingSpaces.lowercased() }) else { return false }
+        guard let encoding = field("content-encoding").map({ Substring($0).trimmingSpaces.lowercased() }) else { return false }
         return !encoding.isEmpty && encoding != "identity"
     }
 
-    var contentRange: ContentRange? { self["content-range"].flatMap(ContentRange.init) }
+    var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init) }
 
-    public var etag: String? { self["etag"].map { String(Substring($0).trimmingSpaces) } }
-    public var lastModified: String? { self["last-modified"].map { String(Substring($0).trimmingSpaces) } }
+    public var etag: String? { field("etag").map { String(Substring($0).trimmingSpaces) } }
+    public var lastModified: String? { field("last-modified").map { String(Substring($0).trimmingSpaces) } }
 
     /// The total size of the file this response describes: Content-Range's total for a 206 or
     /// a 416, otherwise the identity Content-Length of a 200.

@@ -157,8 +157,7 @@ final class TransferContext {
         let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
         if line.starts(with: "HTTP/".utf8) {
             // A new response begins (after a 1xx, or on a redirect hop): forget the last one's.
-            let parts = String(decoding: line, as: UTF8.self).split(separator: " ", maxSplits: 2)
-            status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            status = Self.statusCode(ofStatusLine: line)
             fields.removeAll(keepingCapacity: true)
             sawHTTPStatusLine = true
             keptLastHeader = false
@@ -177,8 +176,27 @@ final class TransferContext {
             wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == ($1 | 0x20) }
         }
         guard keptLastHeader else { return }
-        let value = String(decoding: line[(colon + 1)...], as: UTF8.self)
-        fields.append((name: String(decoding: name, as: UTF8.self).lowercased(), value: String(Substring(value).trimmingSpaces)))
+        var value = line[(colon + 1)...]
+        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
+        while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
+        fields.append((
+            name: String(decoding: name.lazy.map { $0 | 0x20 }, as: UTF8.self),
+            value: String(decoding: value, as: UTF8.self)
+        ))
+    }
+
+    /// The code in "HTTP/1.1 200 OK" or "HTTP/2 200"; 0 when there is none.
+    static func statusCode(ofStatusLine line: UnsafeRawBufferPointer) -> Int {
+        guard let space = line.firstIndex(of: 0x20) else { return 0 }
+        var code = 0
+        var digits = 0
+        for byte in line[(space + 1)...] {
+            if byte == 0x20 { break }
+            guard (0x30...0x39).contains(byte), digits < 3 else { return 0 }
+            code = code * 10 + Int(byte - 0x30)
+            digits += 1
+        }
+        return digits == 3 ? code : 0
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -211,7 +229,7 @@ final class TransferContext {
     /// The response head so far. Protocols without HTTP headers (file, ftp) get one made from
     /// what libcurl knows, so callers judge every response the same way.
     private func currentHead() -> ResponseHead {
-        if sawHTTPStatusLine { return ResponseHead(status: status, fields: fields) }
+        if sawHTTPStatusLine { return ResponseHead(status: status, lowercasedFields: fields) }
         let length = easy.infoOffset(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T)
         if let first = request.rangeFirst, first > 0 {
             var synthetic: [(name: String, value: String)] = []
