@@ -27,15 +27,15 @@ final class Console: Sendable {
 
     /// A line of human output: stdout normally, stderr when stdout carries JSON, nowhere
     /// with --quiet.
-    func line(_ text: String) {
+    func line(_ text: @autoclosure () -> String) {
         guard !quiet else { return }
-        write(text + "\n", to: mode == .json ? STDERR_FILENO : STDOUT_FILENO)
+        write(text() + "\n", to: mode == .json ? STDERR_FILENO : STDOUT_FILENO)
     }
 
     /// Human text that is not a result (warnings, fallbacks): stderr, unless --quiet.
-    func notice(_ text: String) {
+    func notice(_ text: @autoclosure () -> String) {
         guard !quiet else { return }
-        write(text + "\n", to: STDERR_FILENO)
+        write(text() + "\n", to: STDERR_FILENO)
     }
 
     /// Always shown, even with --quiet.

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Holds back retries while the network is down.
 ///
 /// After a network-level failure an entry asks the gate before retrying. The gate checks the
@@ -25,6 +27,9 @@ public actor ConnectivityGate {
     /// Hosts whose outage outlasted the wait: the rest of their queue fails at once rather
     /// than waiting all over again.
     private var givenUp: Set<HostKey> = []
+    /// The targets of `outages` and `givenUp`, readable without entering the actor: an entry
+    /// about to start while its host is fine (nearly always) passes without queueing here.
+    private nonisolated let troubled = Mutex(Set<HostKey>())
 
     /// - Parameters:
     ///   - probe: checked instead of each entry's own host, when set.
@@ -55,8 +60,13 @@ public actor ConnectivityGate {
     }
 
     /// Call before starting an attempt: waits out an outage already in progress for `host`.
-    public func beforeAttempt(talkingTo host: HostKey) async throws(Unreachable) {
+    public nonisolated func beforeAttempt(talkingTo host: HostKey) async throws(Unreachable) {
         let target = probe ?? host
+        guard troubled.withLock({ $0.contains(target) }) else { return }
+        try await waitForTrouble(of: target)
+    }
+
+    private func waitForTrouble(of target: HostKey) async throws(Unreachable) {
         if givenUp.contains(target) { throw Unreachable(host: target, waited: wait) }
         if let outage = outages[target] {
             _ = try await outcome(of: outage, for: target)
@@ -80,6 +90,7 @@ public actor ConnectivityGate {
             return false
         }
         outages[target] = outage
+        troubled.withLock { _ = $0.insert(target) }
         return outage
     }
 
@@ -89,9 +100,15 @@ public actor ConnectivityGate {
         } onCancel: {
             outage.cancel()
         }
-        if outages[target] == outage { outages[target] = nil }
+        if outages[target] == outage {
+            outages[target] = nil
+            if !givenUp.contains(target) { troubled.withLock { _ = $0.remove(target) } }
+        }
         guard cameBack else {
-            if !Task.isCancelled { givenUp.insert(target) }
+            if !Task.isCancelled {
+                givenUp.insert(target)
+                troubled.withLock { _ = $0.insert(target) }
+            }
             throw Unreachable(host: target, waited: wait)
         }
         return .cameBack

@@ -120,7 +120,7 @@ struct EntrySync {
                    let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
                     serverPause = pause
                     runner.emit(.pausedByServer(host: host.description, pause: pause))
-                    await conditions.pauses.pause(host, for: pause)
+                    conditions.pauses.pause(host, for: pause)
                 }
                 guard lastFailure.isRetryable, failuresHere < entry.settings.retries else { break attempting }
                 failuresHere += 1
