@@ -27,11 +27,6 @@ final class EasyHandle {
         curl_easy_cleanup(raw)
     }
 
-    /// Every option back to its default; the handle can serve another request.
-    func reset() {
-        curl_easy_reset(raw)
-    }
-
     func set(_ option: CURLoption, _ value: Int, _ name: String) throws(CurlSetupError) {
         try check(mirror_easy_setopt_long(raw, option, value), name)
     }

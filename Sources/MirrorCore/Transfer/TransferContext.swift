@@ -7,7 +7,7 @@ final class TransferContext {
     let id: UInt64
     let request: TransferRequest
     let sink: (any ResponseBodySink)?
-    let easy: EasyHandle
+    let easy = EasyHandle()
     let continuation: CheckedContinuation<TransferOutcome, Never>
 
     /// Freed only after the easy handle is cleaned up: libcurl keeps these pointers.
@@ -32,11 +32,10 @@ final class TransferContext {
     static let userAgent = "mirror/\(MirrorVersion.string)"
 
     init(
-        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?, easy: EasyHandle,
+        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
         continuation: CheckedContinuation<TransferOutcome, Never>
     ) {
         self.id = id
-        self.easy = easy
         self.request = request
         self.sink = sink
         self.continuation = continuation
@@ -271,10 +270,8 @@ final class TransferContext {
         continuation.resume(returning: outcome)
     }
 
-    /// Returns the easy handle to its defaults (it no longer points at the header list or the
-    /// error buffer), so the engine can use it for another request, then frees the list.
     func releaseHandle() {
-        easy.reset()
+        easy.cleanup()
         curl_slist_free_all(headerList)
         headerList = nil
     }

@@ -61,10 +61,6 @@ private final class MultiLoop: @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     /// Running transfers by easy handle; touched only on the loop thread.
     private var active: [UnsafeMutableRawPointer: TransferContext] = [:]
-    /// Reset handles of finished transfers, for the next ones: making and freeing a handle per
-    /// request costs more than resetting one.
-    private var spare: [EasyHandle] = []
-    private static let spareLimit = 64
 
     init() {
         guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
@@ -126,43 +122,33 @@ private final class MultiLoop: @unchecked Sendable {
             drainFinished()
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
-        for handle in spare { handle.cleanup() }
         curl_multi_cleanup(multi)
     }
 
     private func start(_ submission: Submission, alreadyCancelled: Bool) {
         let context = TransferContext(
             id: submission.id, request: submission.request, sink: submission.sink,
-            easy: spare.popLast() ?? EasyHandle(), continuation: submission.continuation
+            continuation: submission.continuation
         )
         if alreadyCancelled {
             context.finish(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
-            recycle(context)
+            context.releaseHandle()
             return
         }
         do {
             try context.configure()
         } catch {
             context.finish(code: error.code, cancelled: false)
-            recycle(context)
+            context.releaseHandle()
             return
         }
         let added = curl_multi_add_handle(multi, context.easy.raw)
         guard added == CURLM_OK else {
             context.finish(code: CURLE_FAILED_INIT, cancelled: false)
-            recycle(context)
+            context.releaseHandle()
             return
         }
         active[context.easy.raw] = context
-    }
-
-    private func recycle(_ context: TransferContext) {
-        context.releaseHandle()
-        if spare.count < Self.spareLimit {
-            spare.append(context.easy)
-        } else {
-            context.easy.cleanup()
-        }
     }
 
     private func drainFinished() {
@@ -181,6 +167,6 @@ private final class MultiLoop: @unchecked Sendable {
         if !cancelled { inbox.withLock { _ = $0.cancelled.remove(context.id) } }
         curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
-        recycle(context)
+        context.releaseHandle()
     }
 }
