@@ -44,6 +44,7 @@ struct DirectorySyncTests {
             let start = clock.now
             usleep(20_000)
             syncs.withLock { $0.append((start, clock.now)) }
+            return nil
         }
         let pool = BlockingPool(limit: 16)
         let calls = await withTaskGroup(of: (ContinuousClock.Instant, ContinuousClock.Instant).self) { group in
@@ -51,7 +52,7 @@ struct DirectorySyncTests {
                 group.addTask {
                     await pool.run {
                         let called = clock.now
-                        directories.sync("/some/directory")
+                        _ = directories.sync("/some/directory")
                         return (called, clock.now)
                     }
                 }
@@ -63,5 +64,29 @@ struct DirectorySyncTests {
         for (called, returned) in calls {
             #expect(done.contains { $0.start >= called && $0.end <= returned })
         }
+    }
+}
+
+extension DirectorySyncTests {
+    /// A failed fsync is reported to every caller it served, and a later good one clears it.
+    @Test func aFailureReachesEveryCallerItServed() async {
+        let results = Shared([Int32?]())
+        let fail = Shared(true)
+        let directories = DirectorySync { _ in
+            usleep(10_000)
+            return fail.withLock { $0 } ? EIO : nil
+        }
+        let pool = BlockingPool(limit: 8)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let result = await pool.run { directories.sync("/d") }
+                    results.withLock { $0.append(result) }
+                }
+            }
+        }
+        #expect(results.withLock { $0 } == Array(repeating: EIO, count: 8))
+        fail.withLock { $0 = false }
+        #expect(await pool.run { directories.sync("/d") } == nil)
     }
 }

@@ -75,6 +75,13 @@ struct HTTPDateTests {
 }
 
 struct DestinationPathsTests {
+    @Test func aFileUnderTheFileSystemRootLivesInSlash() {
+        let paths = DestinationPaths(root: "/", dest: "x.bin")
+        #expect(paths.destination == "/x.bin")
+        #expect(paths.partial == "/x.bin.part")
+        #expect(paths.directory == "/")
+    }
+
     @Test func partialSitsBesideTheDestination() {
         let paths = DestinationPaths(root: "/srv/root", dest: "a/b/c.bin")
         #expect(paths.destination == "/srv/root/a/b/c.bin")

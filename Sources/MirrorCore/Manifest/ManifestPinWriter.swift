@@ -178,7 +178,9 @@ extension ManifestPinWriter {
             unlink(temporary)
             throw failure("cannot replace the manifest: \(reason)")
         }
-        FileSystem.syncDirectory(directory)
+        // The manifest is in place by now; a directory that cannot be fsync'd is not a reason
+        // to report the pins unwritten.
+        _ = FileSystem.syncDirectory(directory)
     }
 }
 

@@ -22,9 +22,10 @@ public struct DestinationPaths: Sendable, Equatable {
         let rootPrefix = root.hasSuffix("/") ? root : root + "/"
         destination = rootPrefix + dest
         let slash = destination.lastIndex(of: "/")!
-        directory = String(destination[..<slash])
+        // A file right under `/` lives in "/", not in "".
+        directory = slash == destination.startIndex ? "/" : String(destination[..<slash])
         let name = String(destination[destination.index(after: slash)...])
-        partial = directory + "/" + Self.partialName(for: name)
+        partial = String(destination[...slash]) + Self.partialName(for: name)
     }
 
     static func partialName(for name: String) -> String {

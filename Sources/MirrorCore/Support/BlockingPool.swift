@@ -70,27 +70,30 @@ final class DirectorySync: Sendable {
         var started = 0
         var completed = 0
         var running = false
+        /// How the last completed fsync ended: the errno of a failure.
+        var lastFailure: Int32?
         var waiting: [DispatchSemaphore] = []
     }
 
     private let directories = Mutex([String: Directory]())
-    private let syncDirectory: @Sendable (String) -> Void
+    private let syncDirectory: @Sendable (String) -> Int32?
 
-    init(syncDirectory: @escaping @Sendable (String) -> Void = FileSystem.syncDirectory) {
+    init(syncDirectory: @escaping @Sendable (String) -> Int32? = FileSystem.syncDirectory) {
         self.syncDirectory = syncDirectory
     }
 
-    /// Returns once an fsync of `path`, begun after this call, has returned. Blocks: call it
-    /// from a `BlockingPool` thread.
-    func sync(_ path: String) {
+    /// Returns once an fsync of `path`, begun after this call, has returned, with the errno
+    /// it failed with. Blocks: call it from a `BlockingPool` thread.
+    func sync(_ path: String) -> Int32? {
         // The first fsync that begins from now on.
         let needed = directories.withLock { $0[path, default: Directory()].started + 1 }
         while true {
-            enum Step { case done, lead(Int), wait(DispatchSemaphore) }
+            enum Step { case done(Int32?), lead(Int), wait(DispatchSemaphore) }
             let step = directories.withLock { directories -> Step in
                 var directory = directories[path, default: Directory()]
                 defer { directories[path] = directory }
-                if directory.completed >= needed { return .done }
+                // The last fsync to complete began after this call: its outcome is ours.
+                if directory.completed >= needed { return .done(directory.lastFailure) }
                 if directory.running {
                     let wake = DispatchSemaphore(value: 0)
                     directory.waiting.append(wake)
@@ -101,15 +104,16 @@ final class DirectorySync: Sendable {
                 return .lead(directory.started)
             }
             switch step {
-            case .done:
-                return
+            case .done(let failure):
+                return failure
             case .wait(let wake):
                 wake.wait()
             case .lead(let number):
-                syncDirectory(path)
+                let failure = syncDirectory(path)
                 let waiting = directories.withLock { directories -> [DispatchSemaphore] in
                     var directory = directories[path, default: Directory()]
                     directory.completed = number
+                    directory.lastFailure = failure
                     directory.running = false
                     let waiting = directory.waiting
                     directory.waiting = []

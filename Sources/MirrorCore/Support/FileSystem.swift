@@ -56,16 +56,18 @@ enum FileSystem {
         if rename(partial, destination) != 0 {
             throw .localIO(path: destination, operation: "rename into", errno: errno)
         }
-        directories?.sync(directory)
+        if let failed = directories?.sync(directory) {
+            throw .localIO(path: directory, operation: "fsync directory", errno: failed)
+        }
     }
 
     /// fsync of a directory, so that the names created or renamed in it survive a crash.
-    static func syncDirectory(_ path: String) {
+    /// Returns the errno of a failure.
+    static func syncDirectory(_ path: String) -> Int32? {
         let directoryFD = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            _ = fsync(directoryFD)
-            close(directoryFD)
-        }
+        guard directoryFD >= 0 else { return errno }
+        defer { close(directoryFD) }
+        return fsync(directoryFD) == 0 ? nil : errno
     }
 
     /// Reads bytes `[offset, offset + length)` of an open file in chunks of up to 1 MiB and
