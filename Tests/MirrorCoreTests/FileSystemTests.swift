@@ -18,6 +18,13 @@ struct FileSystemTests {
         #expect(isDirectory(temporary.path("a/b/d")))
     }
 
+    @Test func durableCreationMakesTheSameTree() throws {
+        let temporary = try TemporaryDirectory()
+        try FileSystem.makeDirectories(temporary.path("x/y/z"), durable: true)
+        #expect(isDirectory(temporary.path("x/y/z")))
+        try FileSystem.makeDirectories(temporary.path("x/y/z"), durable: true)
+    }
+
     @Test func aFileInTheWayIsAnErrorNamingThePath() throws {
         let temporary = try TemporaryDirectory()
         try temporary.write(Data("x".utf8), to: "a")

@@ -6,23 +6,44 @@ enum FileSystem {
     /// `UTIME_NOW` from <sys/stat.h>, a macro Swift does not import.
     private static let utimeNow = (1 << 30) - 1
 
-    /// Creates `path` and any missing parents, with the umask's permissions.
-    static func makeDirectories(_ path: String) throws(TransferFailure) {
+    /// Creates `path` and any missing parents, with the umask's permissions. With `durable`,
+    /// each directory it makes is fsync'd in its parent, so that a file renamed into it later
+    /// cannot vanish with it in a power loss.
+    static func makeDirectories(_ path: String, durable: Bool = false) throws(TransferFailure) {
         // Usually the directory is there already: one mkdir says so. Parents are made only
         // when it reports one missing.
-        if mkdir(path, 0o777) == 0 || errno == EEXIST { return }
-        guard errno == ENOENT else { throw .localIO(path: path, operation: "create directory", errno: errno) }
-        var parent = path
-        while parent.count > 1, parent.hasSuffix("/") { parent.removeLast() }
-        guard let slash = parent.lastIndex(of: "/") else {
+        if try makeDirectory(path, durable: durable) { return }
+        guard let above = parent(of: path) else {
             throw .localIO(path: path, operation: "create directory", errno: ENOENT)
         }
-        let above = slash == parent.startIndex ? "/" : String(parent[..<slash])
-        guard above != parent else { throw .localIO(path: path, operation: "create directory", errno: ENOENT) }
-        try makeDirectories(above)
-        if mkdir(path, 0o777) != 0 && errno != EEXIST {
-            throw .localIO(path: path, operation: "create directory", errno: errno)
+        try makeDirectories(above, durable: durable)
+        if try !makeDirectory(path, durable: durable) {
+            throw .localIO(path: path, operation: "create directory", errno: ENOENT)
         }
+    }
+
+    /// One mkdir: true when the directory was made or was there, false when a parent is missing.
+    private static func makeDirectory(_ path: String, durable: Bool) throws(TransferFailure) -> Bool {
+        if mkdir(path, 0o777) == 0 {
+            if durable, let above = parent(of: path), let failed = syncDirectory(above) {
+                throw .localIO(path: above, operation: "fsync directory", errno: failed)
+            }
+            return true
+        }
+        switch errno {
+        case EEXIST: return true
+        case ENOENT: return false
+        case let code: throw .localIO(path: path, operation: "create directory", errno: code)
+        }
+    }
+
+    /// The directory that holds `path`, ignoring trailing slashes; nil for "/" and plain names.
+    private static func parent(of path: String) -> String? {
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return nil }
+        let above = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+        return above == trimmed ? nil : above
     }
 
     /// Opens (creating if needed) a partial file for reading and writing. Never follows a

@@ -225,7 +225,7 @@ struct EntrySync {
             // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
             // until a complete, verified file is renamed over it.
             do {
-                try FileSystem.makeDirectories(paths.directory)
+                try FileSystem.makeDirectories(paths.directory, durable: runner.options.durable)
                 try FileSystem.copyPrefix(of: paths.destination, to: paths.partial, length: from)
             } catch {
                 return Attempt(action: action, result: .failure(error))
@@ -243,7 +243,7 @@ struct EntrySync {
         var attempt = Attempt(action: action, result: .failure(.cancelled))
         let fd: Int32
         do {
-            try FileSystem.makeDirectories(paths.directory)
+            try FileSystem.makeDirectories(paths.directory, durable: runner.options.durable)
             fd = try FileSystem.openPartial(paths.partial, truncate: offset == 0)
         } catch {
             attempt.result = .failure(error)
