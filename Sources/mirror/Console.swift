@@ -26,10 +26,11 @@ final class Console: Sendable {
     }
 
     /// A line of human output: stdout normally, stderr when stdout carries JSON, nowhere
-    /// with --quiet.
-    func line(_ text: String) {
+    /// with --quiet. The text is only made when it is shown: with --quiet, a plan's table or
+    /// a line per finished entry would be built for nothing.
+    func line(_ text: @autoclosure () -> String) {
         guard !quiet else { return }
-        write(text + "\n", to: mode == .json ? STDERR_FILENO : STDOUT_FILENO)
+        write(text() + "\n", to: mode == .json ? STDERR_FILENO : STDOUT_FILENO)
     }
 
     /// Human text that is not a result (warnings, fallbacks): stderr, unless --quiet.
