@@ -119,6 +119,30 @@ func badByteCountsAreExplained(_ text: String, _ phrase: String) {
 }
 
 @Test(arguments: [
+    // 64 bytes, but fewer characters: counted as characters, as the message says.
+    (String(repeating: "a", count: 62) + "é", "found 63 characters"),
+    (String(repeating: "a", count: 62) + "\r\n", "found 63 characters"),
+    // 64 characters, but not all ASCII hexadecimal digits.
+    (String(repeating: "ａ", count: 64), "found `ａ` at position 1"),
+    (String(repeating: "a", count: 63) + "g", "found `g` at position 64"),
+    (String(repeating: "0", count: 32) + " " + String(repeating: "0", count: 31), "found ` ` at position 33"),
+    ("", "found 0 characters"),
+])
+func badSHA256PinsAreExplained(_ text: String, _ phrase: String) {
+    #expect {
+        _ = try SHA256Syntax.parse(text)
+    } throws: { error in
+        (error as! ValueProblem).message.contains(phrase)
+    }
+}
+
+@Test func sha256AcceptsEveryHexDigitInEitherCase() throws {
+    let digits = "0123456789abcdefABCDEF"
+    let pin = String(repeating: digits, count: 3).prefix(64)
+    #expect(try SHA256Syntax.parse(String(pin)) == pin.lowercased())
+}
+
+@Test(arguments: [
     ("sah256", "sha256"),
     ("concurency", "concurrency"),
     ("URL", "url"),
