@@ -16,6 +16,30 @@ import Testing
     ("${URL}", "${URL}"),
     ("h/x?next=https://u:p@h", "h/x?next=https://u:p@h"),
     ("", ""),
+    // Where the scheme ends, and what cannot be one.
+    ("a:b://u@h/x", "a:b://***@h/x"),
+    ("://u@h/x", "://u@h/x"),
+    ("https:/u@h/x", "https:/u@h/x"),
+    ("https:", "https:"),
+    ("https:/", "https:/"),
+    ("https://", "https://"),
+    ("https://u@", "https://***@"),
+    ("https://@h", "https://***@h"),
+    ("/https://u@h/x", "/https://u@h/x"),
+    ("u@h://v@k/x", "u@h://v@k/x"),
+    ("a?b://u@h/x", "a?b://u@h/x"),
+    ("a#b://u@h/x", "a#b://u@h/x"),
+    ("https://h?x=u@h", "https://h?x=u@h"),
+    ("https://u@h:1?q", "https://***@h:1?q"),
+    ("https://u@h#f", "https://***@h#f"),
+    // Characters, not bytes: a combining mark makes a delimiter another character.
+    ("https://u:p@\u{301}h/x", "https://u:p@\u{301}h/x"),
+    ("https://u\u{301}:p@h/x", "https://***@h/x"),
+    ("a://\u{301}u@h/x", "a://\u{301}u@h/x"),
+    ("a:\u{301}//u@h/x", "a:\u{301}//u@h/x"),
+    ("https\u{600}://u@h/x", "https\u{600}://u@h/x"),
+    ("\u{600}https://u@h/x", "\u{600}https://***@h/x"),
+    ("é://u@h/é", "é://***@h/é"),
 ])
 func userinfoIsRedacted(_ text: String, _ expected: String) {
     #expect(RemoteURL.redactingUserinfo(in: text) == expected)

@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 extension RemoteURL {
     /// `text` with any userinfo (`user:password@` or `user@`) replaced by `***@`, so it can be
     /// printed: `https://u:p@h/x` becomes `https://***@h/x`. Only the authority is touched (the
@@ -7,12 +5,20 @@ extension RemoteURL {
     /// are. Text without `scheme://` is returned unchanged. Works on unexpanded manifest text too:
     /// `https://${TOKEN}@h/x` becomes `https://***@h/x`.
     public static func redactingUserinfo(in text: String) -> String {
-        guard let separator = text.firstRange(of: "://") else { return text }
-        let scheme = text[..<separator.lowerBound]
-        // A "://" after a path or query character is not the one that starts the authority.
-        guard !scheme.isEmpty, !scheme.contains(where: { "/?#@".contains($0) }) else { return text }
-        let authorityStart = separator.upperBound
-        let authorityEnd = text[authorityStart...].firstIndex(where: { "/?#".contains($0) }) ?? text.endIndex
+        // The scheme is what comes before the first "://", and it may hold none of "/?#@" (a
+        // "://" after a path or query character is not the one that starts the authority). So
+        // the first of those four characters in the text must be the first "/" of that "://".
+        guard let slash = text.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" || $0 == "@" }),
+              text[slash] == "/", slash > text.startIndex
+        else { return text }
+        let colon = text.index(before: slash)
+        let secondSlash = text.index(after: slash)
+        guard text[colon] == ":", colon > text.startIndex,
+              secondSlash < text.endIndex, text[secondSlash] == "/"
+        else { return text }
+
+        let authorityStart = text.index(after: secondSlash)
+        let authorityEnd = text[authorityStart...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? text.endIndex
         guard let at = text[authorityStart..<authorityEnd].lastIndex(of: "@") else { return text }
         return text[..<authorityStart] + "***" + text[at...]
     }
