@@ -129,8 +129,10 @@ extension ManifestDecoder {
     private mutating func defaultDest(from components: URLComponents, display: String, at node: YAMLNode, key: String) -> String? {
         // A name that came out of a ${VAR} would print the variable's value everywhere the
         // dest appears (output, JSON, the state store): ask for an explicit dest instead.
-        let path = display.split(separator: "?", maxSplits: 1).first.map(String.init) ?? display
-        if let lastSegment = path.split(separator: "/", omittingEmptySubsequences: false).last, lastSegment.contains("${") {
+        // `display` is a URL that passed URLRules.check, so it starts with its scheme, not `?`.
+        let path = display.firstIndex(of: "?").map { display[..<$0] } ?? display[...]
+        let lastSegment = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path
+        if zip(lastSegment, lastSegment.dropFirst()).contains(where: { $0 == "$" && $1 == "{" }) {
             report("the file name at the end of url comes from a ${VAR}, whose value must not be printed; set dest", at: node, key: key)
             return nil
         }

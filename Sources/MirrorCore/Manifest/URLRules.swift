@@ -61,7 +61,7 @@ enum URLRules {
 
     /// The last segment of a URL's path, percent-decoded: the default `dest` of an entry.
     static func fileName(fromPercentEncodedPath path: String) throws(ValueProblem) -> String {
-        let segment = path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
+        let segment = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
         guard !segment.isEmpty else {
             throw ValueProblem(path.isEmpty || path == "/"
                 ? "cannot derive a file name from url (it has no path); set dest"
@@ -77,7 +77,7 @@ enum URLRules {
     }
 
     /// `%XX` sequences decoded as UTF-8; nil for a malformed escape or invalid UTF-8.
-    static func percentDecoded(_ text: String) -> String? {
+    static func percentDecoded(_ text: Substring) -> String? {
         var bytes: [UInt8] = []
         var input = Array(text.utf8)[...]
         while let byte = input.popFirst() {
