@@ -1,0 +1,49 @@
+/// A unit of URL text, as the manifest's URL checks read it: a `Character`, or a UTF-8 byte.
+///
+/// Reading Characters is always right but slow. When the text is all ASCII its bytes give the
+/// same answers, far faster: each byte is then a Character of its own, except that CR LF is
+/// one Character, and CR and LF are never searched for. So a check is written once, for any
+/// `URLTextUnit`, and run on `text.utf8` when `text.isASCII`, else on `text`.
+protocol URLTextUnit: Equatable {
+    static var colon: Self { get }
+    static var slash: Self { get }
+    static var questionMark: Self { get }
+    static var numberSign: Self { get }
+    static var atSign: Self { get }
+    static var dollarSign: Self { get }
+    static var openingBrace: Self { get }
+}
+
+extension URLTextUnit {
+    /// `/`, `?` or `#`: what ends a URL's authority.
+    var endsAuthority: Bool {
+        self == .slash || self == .questionMark || self == .numberSign
+    }
+}
+
+extension Character: URLTextUnit {
+    static var colon: Character { ":" }
+    static var slash: Character { "/" }
+    static var questionMark: Character { "?" }
+    static var numberSign: Character { "#" }
+    static var atSign: Character { "@" }
+    static var dollarSign: Character { "$" }
+    static var openingBrace: Character { "{" }
+}
+
+extension UInt8: URLTextUnit {
+    static var colon: UInt8 { UInt8(ascii: ":") }
+    static var slash: UInt8 { UInt8(ascii: "/") }
+    static var questionMark: UInt8 { UInt8(ascii: "?") }
+    static var numberSign: UInt8 { UInt8(ascii: "#") }
+    static var atSign: UInt8 { UInt8(ascii: "@") }
+    static var dollarSign: UInt8 { UInt8(ascii: "$") }
+    static var openingBrace: UInt8 { UInt8(ascii: "{") }
+}
+
+extension StringProtocol {
+    /// Whether every character is ASCII, so the UTF-8 bytes can stand for the Characters.
+    var isASCII: Bool {
+        utf8.allSatisfy { $0 < 0x80 }
+    }
+}
