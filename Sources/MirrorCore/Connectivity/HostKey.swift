@@ -17,7 +17,23 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
     /// The host of a manifest URL, labelled so that a host written as `${VAR}` is not printed.
     public init?(_ url: RemoteURL) {
         self.init(url: url.string)
-        if !url.display.contains(host) { label = "<host>" }
+        if !Self.text(url.display, contains: host) { label = "<host>" }
+    }
+
+    /// `text.contains(part)`, compared byte by byte where that gives the same answer: when
+    /// both are ASCII and `part` holds no CR or LF, every byte `part` can match is a Character
+    /// of its own. (The generic search costs tens of thousands of instructions per entry.)
+    private static func text(_ text: String, contains part: String) -> Bool {
+        guard text.isASCII, part.isASCII, !part.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) else {
+            return text.contains(part)
+        }
+        let bytes = text.utf8
+        var start = bytes.startIndex
+        while let end = bytes.index(start, offsetBy: part.utf8.count, limitedBy: bytes.endIndex) {
+            if bytes[start..<end].elementsEqual(part.utf8) { return true }
+            start = bytes.index(after: start)
+        }
+        return false
     }
 
     public static func == (lhs: HostKey, rhs: HostKey) -> Bool { lhs.host == rhs.host && lhs.port == rhs.port }
