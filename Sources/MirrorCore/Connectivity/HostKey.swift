@@ -27,13 +27,16 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
         guard text.isASCII, part.isASCII, !part.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) else {
             return text.contains(part)
         }
-        let bytes = text.utf8
-        var start = bytes.startIndex
-        while let end = bytes.index(start, offsetBy: part.utf8.count, limitedBy: bytes.endIndex) {
-            if bytes[start..<end].elementsEqual(part.utf8) { return true }
-            start = bytes.index(after: start)
+        var text = text
+        var part = part
+        return text.withUTF8 { text in
+            part.withUTF8 { part in
+                guard part.count <= text.count else { return false }
+                return (0...text.count - part.count).contains { start in
+                    text[start..<start + part.count].elementsEqual(part)
+                }
+            }
         }
-        return false
     }
 
     public static func == (lhs: HostKey, rhs: HostKey) -> Bool { lhs.host == rhs.host && lhs.port == rhs.port }
@@ -42,13 +45,14 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(port)
     }
 
+    private static let defaultPorts = ["http": 80, "https": 443, "ftp": 21, "ftps": 990]
+
     /// Nil for URLs with no host (file://).
     public init?(url: String) {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
               let scheme = components.scheme?.lowercased()
         else { return nil }
-        let defaults = ["http": 80, "https": 443, "ftp": 21, "ftps": 990]
-        guard let port = components.port ?? defaults[scheme] else { return nil }
+        guard let port = components.port ?? Self.defaultPorts[scheme] else { return nil }
         // URLComponents keeps the brackets of an IPv6 literal; getaddrinfo wants them off.
         self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.port = port
