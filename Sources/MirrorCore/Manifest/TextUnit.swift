@@ -56,9 +56,13 @@ extension StringProtocol {
 }
 
 extension String {
+    /// Where the last `/` is: `lastIndex(of: "/")`.
+    var lastSlash: Index? {
+        isASCII ? utf8.lastIndex(of: .slash) : lastIndex(of: "/")
+    }
+
     /// What follows the last `/` (perhaps nothing), or the whole text when it has no `/`.
     var afterLastSlash: Substring {
-        let slash = isASCII ? utf8.lastIndex(of: .slash) : lastIndex(of: "/")
-        return slash.map { self[index(after: $0)...] } ?? self[...]
+        lastSlash.map { self[index(after: $0)...] } ?? self[...]
     }
 }

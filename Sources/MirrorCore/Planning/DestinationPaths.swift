@@ -21,7 +21,7 @@ public struct DestinationPaths: Sendable, Equatable {
         self.root = root
         let rootPrefix = root.hasSuffix("/") ? root : root + "/"
         destination = rootPrefix + dest
-        let slash = destination.lastIndex(of: "/")!
+        let slash = destination.lastSlash!
         directory = String(destination[..<slash])
         let name = String(destination[destination.index(after: slash)...])
         partial = directory + "/" + Self.partialName(for: name)
