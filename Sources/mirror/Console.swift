@@ -26,7 +26,8 @@ final class Console: Sendable {
     }
 
     /// A line of human output: stdout normally, stderr when stdout carries JSON, nowhere
-    /// with --quiet.
+    /// with --quiet. The text is only made when it is shown: with --quiet, a plan's table or
+    /// a line per finished entry would be built for nothing.
     func line(_ text: @autoclosure () -> String) {
         guard !quiet else { return }
         write(text() + "\n", to: mode == .json ? STDERR_FILENO : STDOUT_FILENO)

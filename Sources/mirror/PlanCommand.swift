@@ -53,6 +53,7 @@ struct PlanCommand: AsyncParsableCommand {
 enum PlanTable {
     static func render(_ plan: [PlannedEntry]) -> String {
         var rows = [["ACTION", "SIZE", "DEST", "DETAIL"]]
+        rows.reserveCapacity(plan.count + 1)
         for entry in plan {
             var detail = entry.action.reason ?? ""
             if case .resume(let from, _) = entry.action {
@@ -63,19 +64,36 @@ enum PlanTable {
             let size = entry.remoteSize.map(ByteCount.format) ?? "-"
             rows.append([entry.action.name, size, entry.dest, detail])
         }
-        let widths = (0..<3).map { column in rows.map { $0[column].count }.max() ?? 0 }
-        var lines = rows.map { row in
-            (0..<3).map { TextFormat.padded(row[$0], to: widths[$0]) }.joined(separator: "  ")
-                + (row[3].isEmpty ? "" : "  " + row[3])
+        // The last column is not padded, so only the first three need a width.
+        var widths = [0, 0, 0]
+        for row in rows {
+            for column in widths.indices {
+                widths[column] = max(widths[column], row[column].count)
+            }
         }
-        lines = lines.map { String($0.reversed().drop(while: { $0 == " " }).reversed()) }
+
+        var text = ""
+        for row in rows {
+            var line = ""
+            for column in widths.indices {
+                if column > 0 { line += "  " }
+                line += TextFormat.padded(row[column], to: widths[column])
+            }
+            if !row[3].isEmpty {
+                line += "  "
+                line += row[3]
+            }
+            // No line ends in spaces, whether padding or the end of a dest or detail.
+            while line.last == " " { line.removeLast() }
+            text += line
+            text += "\n"
+        }
         let summary = PlanSummary(plan)
         let counts = PlanSummary.actionNames.map { "\(summary.counts[$0, default: 0]) \($0)" }.joined(separator: ", ")
         var transfer = ByteCount.format(summary.bytesToTransfer) + " to transfer"
         if summary.unknownSizes > 0 { transfer += " (+ \(summary.unknownSizes) of unknown size)" }
-        lines.append("")
-        lines.append("\(plan.count) \(plan.count == 1 ? "entry" : "entries"): \(counts); \(transfer)")
-        return lines.joined(separator: "\n")
+        text += "\n\(plan.count) \(plan.count == 1 ? "entry" : "entries"): \(counts); \(transfer)"
+        return text
     }
 }
 

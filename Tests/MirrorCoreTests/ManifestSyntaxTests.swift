@@ -16,6 +16,30 @@ import Testing
     ("${URL}", "${URL}"),
     ("h/x?next=https://u:p@h", "h/x?next=https://u:p@h"),
     ("", ""),
+    // Where the scheme ends, and what cannot be one.
+    ("a:b://u@h/x", "a:b://***@h/x"),
+    ("://u@h/x", "://u@h/x"),
+    ("https:/u@h/x", "https:/u@h/x"),
+    ("https:", "https:"),
+    ("https:/", "https:/"),
+    ("https://", "https://"),
+    ("https://u@", "https://***@"),
+    ("https://@h", "https://***@h"),
+    ("/https://u@h/x", "/https://u@h/x"),
+    ("u@h://v@k/x", "u@h://v@k/x"),
+    ("a?b://u@h/x", "a?b://u@h/x"),
+    ("a#b://u@h/x", "a#b://u@h/x"),
+    ("https://h?x=u@h", "https://h?x=u@h"),
+    ("https://u@h:1?q", "https://***@h:1?q"),
+    ("https://u@h#f", "https://***@h#f"),
+    // Characters, not bytes: a combining mark makes a delimiter another character.
+    ("https://u:p@\u{301}h/x", "https://u:p@\u{301}h/x"),
+    ("https://u\u{301}:p@h/x", "https://***@h/x"),
+    ("a://\u{301}u@h/x", "a://\u{301}u@h/x"),
+    ("a:\u{301}//u@h/x", "a:\u{301}//u@h/x"),
+    ("https\u{600}://u@h/x", "https\u{600}://u@h/x"),
+    ("\u{600}https://u@h/x", "\u{600}https://***@h/x"),
+    ("é://u@h/é", "é://***@h/é"),
 ])
 func userinfoIsRedacted(_ text: String, _ expected: String) {
     #expect(RemoteURL.redactingUserinfo(in: text) == expected)
@@ -116,6 +140,30 @@ func badByteCountsAreExplained(_ text: String, _ phrase: String) {
     #expect(throws: ValueProblem("expected 64 hexadecimal digits, found `é` at position 64, which is not a hexadecimal digit")) {
         try SHA256Syntax.parse(String(repeating: "a", count: 63) + "é")
     }
+}
+
+@Test(arguments: [
+    // 64 bytes, but fewer characters: counted as characters, as the message says.
+    (String(repeating: "a", count: 62) + "é", "found 63 characters"),
+    (String(repeating: "a", count: 62) + "\r\n", "found 63 characters"),
+    // 64 characters, but not all ASCII hexadecimal digits.
+    (String(repeating: "ａ", count: 64), "found `ａ` at position 1"),
+    (String(repeating: "a", count: 63) + "g", "found `g` at position 64"),
+    (String(repeating: "0", count: 32) + " " + String(repeating: "0", count: 31), "found ` ` at position 33"),
+    ("", "found 0 characters"),
+])
+func badSHA256PinsAreExplained(_ text: String, _ phrase: String) {
+    #expect {
+        _ = try SHA256Syntax.parse(text)
+    } throws: { error in
+        (error as! ValueProblem).message.contains(phrase)
+    }
+}
+
+@Test func sha256AcceptsEveryHexDigitInEitherCase() throws {
+    let digits = "0123456789abcdefABCDEF"
+    let pin = String(repeating: digits, count: 3).prefix(64)
+    #expect(try SHA256Syntax.parse(String(pin)) == pin.lowercased())
 }
 
 @Test(arguments: [

@@ -115,6 +115,25 @@ private func parse(
     #expect(manifest.entries[0].settings == TransferSettings())
 }
 
+@Test(arguments: [
+    ("https://example.org/dir/file.iso", "file.iso"),
+    ("https://example.org/file.iso?name=other.iso", "file.iso"),
+    ("https://example.org/file.iso?next=/a/b.iso", "file.iso"),
+    ("https://example.org/file.iso#part/2", "file.iso"),
+    ("https://example.org/a%2Fb/c%20d", "c d"),
+    ("https://${MIRROR_HOST}/pub/x.tar", "x.tar"),
+    ("https://example.org/${MIRROR_HOST}/x.tar", "x.tar"),
+    ("https://example.org/x.tar?mirror=${MIRROR_HOST}", "x.tar"),
+    ("https://example.org/x.tar?name=${MIRROR_HOST}/y", "x.tar"),
+    ("https://u:p@example.org/x.tar", "x.tar"),
+    ("https://example.org/$x.tar", "$x.tar"),
+    ("https://example.org/x%7B$%7D", "x{$}"),
+])
+func destDefaultsToTheURLsFileName(_ url: String, _ dest: String) throws {
+    let manifest = try parse("version: 1\nfiles:\n  - url: \(url)\n")
+    #expect(manifest.entries.map(\.dest) == [dest])
+}
+
 private let minimalFiles = """
     version: 1
     root: data

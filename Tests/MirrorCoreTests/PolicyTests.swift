@@ -100,3 +100,29 @@ struct DestinationPathsTests {
         #expect(first != second)
     }
 }
+
+struct HostKeyTests {
+    @Test(arguments: [
+        // (url as sent, url as the manifest wrote it, the key's description)
+        ("https://example.org/a", "https://example.org/a", "example.org:443"),
+        ("http://example.org:8080/a", "http://example.org:8080/a", "example.org:8080"),
+        ("ftp://u:p@files.example.org/a", "ftp://***@files.example.org/a", "files.example.org:21"),
+        ("ftps://files.example.org/a", "ftps://files.example.org/a", "files.example.org:990"),
+        ("http://[::1]:8080/a", "http://[::1]:8080/a", "[::1]:8080"),
+        ("https://mirror.example.net/a", "https://${MIRROR_HOST}/a", "<host>:443"),
+        ("https://a.example.org/a", "https://a.${DOMAIN}/a", "<host>:443"),
+        ("https://example.org/a", "https://${USER}@example.org/a", "example.org:443"),
+        ("https://example.org/a", "${URL}", "<host>:443"),
+        ("https://example.org/a", "https://example.org\r\n/a", "example.org:443"),
+        ("https://exa.org/a", "https://exa\u{301}.org/é?exa.org", "exa.org:443"),
+        ("https://exa.org/a", "https://exa\u{301}.org/é", "<host>:443"),
+    ])
+    func hostOfAManifestURL(_ string: String, _ display: String, _ description: String) throws {
+        let key = try #require(HostKey(RemoteURL(string: string, display: display)))
+        #expect(key.description == description)
+    }
+
+    @Test func aURLWithoutHostHasNoKey() {
+        #expect(HostKey(RemoteURL(string: "file:///etc/hosts", display: "file:///etc/hosts")) == nil)
+    }
+}

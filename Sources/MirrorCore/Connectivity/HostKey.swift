@@ -17,7 +17,26 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
     /// The host of a manifest URL, labelled so that a host written as `${VAR}` is not printed.
     public init?(_ url: RemoteURL) {
         self.init(url: url.string)
-        if !url.display.contains(host) { label = "<host>" }
+        if !Self.text(url.display, contains: host) { label = "<host>" }
+    }
+
+    /// `text.contains(part)`, compared byte by byte where that gives the same answer: when
+    /// both are ASCII and `part` holds no CR or LF, every byte `part` can match is a Character
+    /// of its own. (The generic search costs tens of thousands of instructions per entry.)
+    private static func text(_ text: String, contains part: String) -> Bool {
+        guard text.isASCII, part.isASCII, !part.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) else {
+            return text.contains(part)
+        }
+        var text = text
+        var part = part
+        return text.withUTF8 { text in
+            part.withUTF8 { part in
+                guard part.count <= text.count else { return false }
+                return (0...text.count - part.count).contains { start in
+                    text[start..<start + part.count].elementsEqual(part)
+                }
+            }
+        }
     }
 
     public static func == (lhs: HostKey, rhs: HostKey) -> Bool { lhs.host == rhs.host && lhs.port == rhs.port }
@@ -26,13 +45,14 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(port)
     }
 
+    private static let defaultPorts = ["http": 80, "https": 443, "ftp": 21, "ftps": 990]
+
     /// Nil for URLs with no host (file://).
     public init?(url: String) {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
               let scheme = components.scheme?.lowercased()
         else { return nil }
-        let defaults = ["http": 80, "https": 443, "ftp": 21, "ftps": 990]
-        guard let port = components.port ?? defaults[scheme] else { return nil }
+        guard let port = components.port ?? Self.defaultPorts[scheme] else { return nil }
         // URLComponents keeps the brackets of an IPv6 literal; getaddrinfo wants them off.
         self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.port = port

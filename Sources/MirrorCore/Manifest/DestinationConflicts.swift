@@ -91,9 +91,13 @@ enum DestinationConflicts {
         return nil
     }
 
-    /// `a/b/c` → `a`, `a/b`.
+    /// `a/b/c` → `a`, `a/b`: the text before each `/` of a normalised dest.
     private static func parentDirectories(of dest: String) -> [String] {
-        let components = dest.split(separator: "/")
-        return (1..<max(components.count, 1)).map { components.prefix($0).joined(separator: "/") }
+        dest.isASCII ? parentDirectories(of: dest, in: dest.utf8) : parentDirectories(of: dest, in: dest)
+    }
+
+    private static func parentDirectories<Text: Collection>(of dest: String, in text: Text) -> [String]
+    where Text.Element: TextUnit, Text.Index == String.Index {
+        text.indices.filter { text[$0] == .slash }.map { String(dest[..<$0]) }
     }
 }

@@ -23,7 +23,7 @@ enum DestinationPath {
         guard !text.hasSuffix("/") else {
             throw ValueProblem("`\(text)` ends with `/` and so names a directory; give the file's path, like `\(text)<name>`")
         }
-        let components = text.split(separator: "/").filter { $0 != "." }
+        let components = text.slashSeparatedComponents.filter { $0 != "." }
         guard !components.contains("..") else {
             throw ValueProblem("`\(text)` contains a `..` component; a dest must stay inside root")
         }

@@ -129,8 +129,7 @@ extension ManifestDecoder {
     private mutating func defaultDest(from components: URLComponents, display: String, at node: YAMLNode, key: String) -> String? {
         // A name that came out of a ${VAR} would print the variable's value everywhere the
         // dest appears (output, JSON, the state store): ask for an explicit dest instead.
-        let path = display.split(separator: "?", maxSplits: 1).first.map(String.init) ?? display
-        if let lastSegment = path.split(separator: "/", omittingEmptySubsequences: false).last, lastSegment.contains("${") {
+        if display.isASCII ? Self.fileNameHasVariable(display.utf8) : Self.fileNameHasVariable(display) {
             report("the file name at the end of url comes from a ${VAR}, whose value must not be printed; set dest", at: node, key: key)
             return nil
         }
@@ -147,5 +146,14 @@ extension ManifestDecoder {
             report("the file name taken from url cannot be a dest: \(error.message); set dest", at: node, key: key)
         }
         return nil
+    }
+
+    /// Whether the last segment of the path of `url` (the text before any `?`) holds a `${`.
+    private static func fileNameHasVariable<Text: BidirectionalCollection>(_ url: Text) -> Bool
+    where Text.Element: TextUnit {
+        // `url` passed URLRules.check, so it starts with its scheme, not with `?`.
+        let path = url.firstIndex(of: .questionMark).map { url[..<$0] } ?? url[...]
+        let fileName = path.lastIndex(of: .slash).map { path[path.index(after: $0)...] } ?? path
+        return zip(fileName, fileName.dropFirst()).contains { $0 == .dollarSign && $1 == .openingBrace }
     }
 }

@@ -19,7 +19,7 @@ extension ManifestDecoder {
     /// A plain YAML integer in `range`. Quoted numbers are refused: the manifest spells types
     /// out, so `"5"` is a string.
     mutating func integer(_ node: YAMLNode, key: String, in range: ClosedRange<Int>, expected: String) -> Int? {
-        guard let text = node.plainText, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) else {
+        guard let text = node.plainText, text.isWrittenLikeAnInteger else {
             report(typeMismatch(expected: expected, found: node), at: node, key: key)
             return nil
         }
@@ -49,7 +49,7 @@ extension ManifestDecoder {
             }
         }
         let expected = "a size in bytes (an integer of 0 or more)"
-        guard let text = node.plainText, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == "-" || $0 == "+") }) else {
+        guard let text = node.plainText, text.isWrittenLikeAnInteger else {
             report(typeMismatch(expected: expected, found: node), at: node, key: key)
             return nil
         }
@@ -182,5 +182,13 @@ extension ManifestDecoder {
             message += "; write the number without quotes"
         }
         return message
+    }
+}
+
+private extension String {
+    /// Only ASCII digits, `-` and `+`, the characters of a plain integer. Checked on the bytes:
+    /// a character outside ASCII fails either way, and so does CR LF.
+    var isWrittenLikeAnInteger: Bool {
+        utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "+") }
     }
 }

@@ -180,7 +180,8 @@ extension ManifestDecoder {
             return nil
         }
         var mapping = CheckedMapping(node: node, path: path, pairs: [])
-        var firstLines: [String: Int] = [:]
+        mapping.pairs.reserveCapacity(pairs.count)
+        var firstLines = [String: Int](minimumCapacity: pairs.count)
         for pair in pairs {
             guard case .scalar(let key, _) = pair.key.content else {
                 report("a mapping key must be a plain name, found \(pair.key.summary)", at: pair.key, key: path.isEmpty ? nil : path)

@@ -6,13 +6,17 @@ enum ManifestSection: CaseIterable {
     case entry
 
     static let transferKeys = ["retries", "timeout", "headers", "insecure", "max_size", "min_speed", "min_speed_time"]
+    // Made once: every mapping of the manifest looks its keys up here.
+    private static let topLevelKeys = ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "files"]
+    private static let connectivityKeys = ["probe", "wait"]
+    private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors"] + transferKeys
 
     var allowedKeys: [String] {
         switch self {
-        case .topLevel: ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "files"]
+        case .topLevel: Self.topLevelKeys
         case .defaults: Self.transferKeys
-        case .connectivity: ["probe", "wait"]
-        case .entry: ["url", "dest", "sha256", "size", "mirrors"] + Self.transferKeys
+        case .connectivity: Self.connectivityKeys
+        case .entry: Self.entryKeys
         }
     }
 

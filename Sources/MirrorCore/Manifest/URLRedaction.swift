@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 extension RemoteURL {
     /// `text` with any userinfo (`user:password@` or `user@`) replaced by `***@`, so it can be
     /// printed: `https://u:p@h/x` becomes `https://***@h/x`. Only the authority is touched (the
@@ -7,13 +5,29 @@ extension RemoteURL {
     /// are. Text without `scheme://` is returned unchanged. Works on unexpanded manifest text too:
     /// `https://${TOKEN}@h/x` becomes `https://***@h/x`.
     public static func redactingUserinfo(in text: String) -> String {
-        guard let separator = text.firstRange(of: "://") else { return text }
-        let scheme = text[..<separator.lowerBound]
-        // A "://" after a path or query character is not the one that starts the authority.
-        guard !scheme.isEmpty, !scheme.contains(where: { "/?#@".contains($0) }) else { return text }
-        let authorityStart = separator.upperBound
-        let authorityEnd = text[authorityStart...].firstIndex(where: { "/?#".contains($0) }) ?? text.endIndex
-        guard let at = text[authorityStart..<authorityEnd].lastIndex(of: "@") else { return text }
-        return text[..<authorityStart] + "***" + text[at...]
+        let userinfo = text.isASCII ? userinfoRange(in: text.utf8) : userinfoRange(in: text)
+        guard let userinfo else { return text }
+        return text[..<userinfo.lowerBound] + "***" + text[userinfo.upperBound...]
+    }
+
+    /// The userinfo of the URL `text`: from the start of the authority up to its last `@`.
+    private static func userinfoRange<Text: BidirectionalCollection>(in text: Text) -> Range<String.Index>?
+    where Text.Element: TextUnit, Text.Index == String.Index {
+        // The scheme is what comes before the first "://", and it may hold none of "/?#@" (a
+        // "://" after a path or query character is not the one that starts the authority). So
+        // the first of those four characters in the text must be the first "/" of that "://".
+        guard let slash = text.firstIndex(where: { $0.endsAuthority || $0 == .atSign }),
+              text[slash] == .slash, slash > text.startIndex
+        else { return nil }
+        let colon = text.index(before: slash)
+        let secondSlash = text.index(after: slash)
+        guard text[colon] == .colon, colon > text.startIndex,
+              secondSlash < text.endIndex, text[secondSlash] == .slash
+        else { return nil }
+
+        let authorityStart = text.index(after: secondSlash)
+        let authorityEnd = text[authorityStart...].firstIndex(where: \.endsAuthority) ?? text.endIndex
+        guard let at = text[authorityStart..<authorityEnd].lastIndex(of: .atSign) else { return nil }
+        return authorityStart..<at
     }
 }

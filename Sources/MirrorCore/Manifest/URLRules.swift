@@ -61,7 +61,7 @@ enum URLRules {
 
     /// The last segment of a URL's path, percent-decoded: the default `dest` of an entry.
     static func fileName(fromPercentEncodedPath path: String) throws(ValueProblem) -> String {
-        let segment = path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? ""
+        let segment = path.afterLastSlash
         guard !segment.isEmpty else {
             throw ValueProblem(path.isEmpty || path == "/"
                 ? "cannot derive a file name from url (it has no path); set dest"
@@ -70,14 +70,15 @@ enum URLRules {
         guard let decoded = percentDecoded(segment) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment has invalid percent-encoding); set dest")
         }
-        guard !decoded.contains("/") else {
+        guard decoded.isASCII ? !decoded.utf8.contains(.slash) : !decoded.contains("/") else {
             throw ValueProblem("cannot derive a file name from url (its last path segment decodes to a name containing `/`); set dest")
         }
         return decoded
     }
 
     /// `%XX` sequences decoded as UTF-8; nil for a malformed escape or invalid UTF-8.
-    static func percentDecoded(_ text: String) -> String? {
+    static func percentDecoded(_ text: Substring) -> String? {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
         var bytes: [UInt8] = []
         var input = Array(text.utf8)[...]
         while let byte = input.popFirst() {

@@ -18,6 +18,11 @@ struct VariableExpansion: Equatable {
     }
 
     init(expanding source: String, environment: [String: String]) {
+        // Most values hold no `$` at all, and so nothing to expand or unescape.
+        guard source.utf8.contains(UInt8(ascii: "$")) else {
+            self.init(text: source, referenced: [], unset: [])
+            return
+        }
         var output = String.UnicodeScalarView()
         var referenced: [String] = []
         var unset: [String] = []

@@ -129,8 +129,8 @@ private struct NodeCopier {
     let file: String
     private var copiedNodes = 0
     /// Indices of the nodes between the root and the node being copied: an alias to one of them
-    /// would make the tree infinite.
-    private var enclosing: Set<Int32> = []
+    /// would make the tree infinite. A stack with one index per level, so a few entries long.
+    private var enclosing: [Int32] = []
     /// Problems that do not stop the copy.
     private(set) var problems: [ManifestDiagnostic] = []
 
@@ -207,8 +207,8 @@ private struct NodeCopier {
             throw refusal(Int(mark.line) + 1, Int(mark.column) + 1, "libyaml returned a broken document")
         }
         let parentIndex = Int32(parent - document.pointee.nodes.start) + 1
-        enclosing.insert(parentIndex)
-        defer { enclosing.remove(parentIndex) }
+        enclosing.append(parentIndex)
+        defer { enclosing.removeLast() }
         if enclosing.contains(index) {
             // libyaml resolves an alias to the node it names and keeps no trace of the alias
             // itself, so the anchored node is the place that can be reported.
@@ -220,19 +220,29 @@ private struct NodeCopier {
         return try copy(child, depth: depth + 1)
     }
 
+    /// YAML's standard tags, the only ones a manifest may carry, as libyaml spells them.
+    private static let standardTagPrefix = "tag:yaml.org,2002:"
+    private static let allowedTags = ["str", "int", "bool", "null", "float", "seq", "map"].map {
+        Array((standardTagPrefix + $0).utf8)
+    }
+
     /// Tags change what a value means (`!env`, `!!binary`); a manifest has no use for any but
     /// YAML's standard ones, so anything else is reported rather than silently read as text.
+    /// libyaml gives every node a tag, so the allowed ones are recognised by their bytes
+    /// before any String is made.
     private mutating func checkTag(_ node: UnsafeMutablePointer<yaml_node_t>, line: Int, column: Int) {
         guard let tagPointer = node.pointee.tag else { return }
-        let tag = String(cString: tagPointer)
-        let standard = "tag:yaml.org,2002:"
-        let allowed = ["str", "int", "bool", "null", "float", "seq", "map"].map { standard + $0 }
-        if !allowed.contains(tag) {
-            let shown = tag.hasPrefix(standard) ? "!!" + tag.dropFirst(standard.count) : tag
-            problems.append(ManifestDiagnostic(
-                location: SourceLocation(file: file, line: line, column: column), key: nil,
-                message: "YAML tag `\(shown)` is not supported in a manifest; remove it"))
-        }
+        var length = 0
+        while tagPointer[length] != 0 { length += 1 }
+        let tagBytes = UnsafeBufferPointer(start: tagPointer, count: length)
+        if Self.allowedTags.contains(where: { $0.elementsEqual(tagBytes) }) { return }
+
+        let tag = String(decoding: tagBytes, as: UTF8.self)
+        let standard = Self.standardTagPrefix
+        let shown = tag.hasPrefix(standard) ? "!!" + tag.dropFirst(standard.count) : tag
+        problems.append(ManifestDiagnostic(
+            location: SourceLocation(file: file, line: line, column: column), key: nil,
+            message: "YAML tag `\(shown)` is not supported in a manifest; remove it"))
     }
 
     private func refusal(_ line: Int, _ column: Int, _ message: String) -> Refusal {

@@ -49,7 +49,10 @@ struct YAMLNode: Sendable {
     /// YAML's null: an empty plain value, `~` or `null`.
     var isNull: Bool {
         guard case .scalar(let text, isPlain: true) = content else { return false }
-        return ["", "~", "null", "Null", "NULL"].contains(text)
+        switch text {
+        case "", "~", "null", "Null", "NULL": return true
+        default: return false
+        }
     }
 
     var isQuotedScalar: Bool {

@@ -21,7 +21,7 @@ public struct DestinationPaths: Sendable, Equatable {
         self.root = root
         let rootPrefix = root.hasSuffix("/") ? root : root + "/"
         destination = rootPrefix + dest
-        let slash = destination.lastIndex(of: "/")!
+        let slash = destination.lastSlash!
         // A file right under `/` lives in "/", not in "".
         directory = slash == destination.startIndex ? "/" : String(destination[..<slash])
         let name = String(destination[destination.index(after: slash)...])
