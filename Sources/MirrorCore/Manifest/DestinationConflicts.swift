@@ -93,7 +93,7 @@ enum DestinationConflicts {
 
     /// `a/b/c` → `a`, `a/b`: the text before each `/` of a normalised dest.
     private static func parentDirectories(of dest: String) -> [String] {
-        dest.isASCII ? parentDirectories(of: dest, in: dest.utf8) : parentDirectories(of: dest, in: dest)
+        parentDirectories(of: dest, in: dest.utf8)
     }
 
     private static func parentDirectories<Text: Collection>(of dest: String, in text: Text) -> [String]

@@ -15,12 +15,12 @@ enum DestinationPath {
         guard !text.unicodeScalars.contains("\0") else {
             throw ValueProblem("`\(text.replacingNUL)` contains a NUL character, which no file name can hold")
         }
-        guard !text.hasPrefix("/") else {
+        guard !text.startsWithSlash else {
             let relative = text.drop { $0 == "/" }
             let hint = relative.isEmpty ? "" : ", like `\(relative)`"
             throw ValueProblem("`\(text)` is an absolute path; give a path relative to root\(hint)")
         }
-        guard !text.hasSuffix("/") else {
+        guard !text.endsWithSlash else {
             throw ValueProblem("`\(text)` ends with `/` and so names a directory; give the file's path, like `\(text)<name>`")
         }
         let components = text.slashSeparatedComponents.filter { $0 != "." }

@@ -5,14 +5,14 @@ enum LexicalPath {
     /// no `.` components, `..` removes the component before it, no repeated or trailing `/`.
     /// `base` must be absolute.
     static func absolute(_ path: String, relativeTo base: String) -> String {
-        normalised(path.hasPrefix("/") ? path : base + "/" + path)
+        normalised(path.startsWithSlash ? path : base + "/" + path)
     }
 
     /// An absolute `path` normalised as `absolute(_:relativeTo:)` describes. `..` at the top
     /// stays at `/`, as it does in the kernel.
     static func normalised(_ path: String) -> String {
         var components: [Substring] = []
-        for component in path.split(separator: "/") {
+        for component in path.slashSeparatedComponents {
             switch component {
             case ".": continue
             case "..": _ = components.popLast()
@@ -24,7 +24,7 @@ enum LexicalPath {
 
     /// The directory holding the file at the absolute, normalised `path`.
     static func directory(of path: String) -> String {
-        guard let lastSlash = path.lastIndex(of: "/"), lastSlash != path.startIndex else { return "/" }
+        guard let lastSlash = path.lastSlash, lastSlash != path.startIndex else { return "/" }
         return String(path[..<lastSlash])
     }
 }

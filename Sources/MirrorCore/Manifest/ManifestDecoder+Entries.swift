@@ -129,7 +129,7 @@ extension ManifestDecoder {
     private mutating func defaultDest(from components: URLComponents, display: String, at node: YAMLNode, key: String) -> String? {
         // A name that came out of a ${VAR} would print the variable's value everywhere the
         // dest appears (output, JSON, the state store): ask for an explicit dest instead.
-        if display.isASCII ? Self.fileNameHasVariable(display.utf8) : Self.fileNameHasVariable(display) {
+        if Self.fileNameHasVariable(display.utf8) {
             report("the file name at the end of url comes from a ${VAR}, whose value must not be printed; set dest", at: node, key: key)
             return nil
         }

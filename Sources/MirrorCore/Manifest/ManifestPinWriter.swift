@@ -146,7 +146,7 @@ extension ManifestPinWriter {
         free(resolved)
         let original = String(decoding: try ManifestLoader.readFile(at: path), as: UTF8.self)
         let updated = try pin(text: original, manifest: manifest, pins: pins)
-        let slash = path.lastIndex(of: "/")
+        let slash = path.lastSlash
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let reloaded = try ManifestLoader.parse(
             text: updated, path: path, baseDirectory: directory, rootOverride: manifest.root, environment: environment)

@@ -1,10 +1,10 @@
-/// A unit of text as the manifest's checks of URLs and paths read it: a `Character`, or a
-/// UTF-8 byte.
+/// A byte of UTF-8 as the manifest's checks of URLs and paths read it.
 ///
-/// Reading Characters is always right but slow. When the text is all ASCII its bytes give the
-/// same answers, far faster: each byte is then a Character of its own, except that CR LF is
-/// one Character, and CR and LF are never searched for. So a check is written once, for any
-/// `TextUnit`, and run on `text.utf8` when `text.isASCII`, else on `text`.
+/// Every delimiter they look for (`/ ? # @ : $ {`) is ASCII, and an ASCII byte never occurs
+/// inside a longer UTF-8 sequence, so searching the bytes finds exactly the delimiters that the
+/// kernel and URL parsers see. Searching Characters would not: a `/` followed by a combining
+/// mark is one Character, so `../\u{301}x` would look like a single harmless name while the
+/// kernel reads `..` and `/`. (It is also far faster.)
 protocol TextUnit: Equatable {
     static var colon: Self { get }
     static var slash: Self { get }
@@ -22,16 +22,6 @@ extension TextUnit {
     }
 }
 
-extension Character: TextUnit {
-    static var colon: Character { ":" }
-    static var slash: Character { "/" }
-    static var questionMark: Character { "?" }
-    static var numberSign: Character { "#" }
-    static var atSign: Character { "@" }
-    static var dollarSign: Character { "$" }
-    static var openingBrace: Character { "{" }
-}
-
 extension UInt8: TextUnit {
     static var colon: UInt8 { UInt8(ascii: ":") }
     static var slash: UInt8 { UInt8(ascii: "/") }
@@ -43,26 +33,38 @@ extension UInt8: TextUnit {
 }
 
 extension StringProtocol {
-    /// Whether every character is ASCII, so the UTF-8 bytes can stand for the Characters.
+    /// Whether every character is ASCII.
     var isASCII: Bool {
         utf8.allSatisfy { $0 < 0x80 }
     }
 
-    /// The `/`-separated components, empty ones left out: `split(separator: "/")`.
+    /// The components between the bytes `/`, empty ones left out.
     var slashSeparatedComponents: [SubSequence] {
-        guard isASCII else { return split(separator: "/") }
-        return utf8.split(separator: .slash).map { self[$0.startIndex..<$0.endIndex] }
+        utf8.split(separator: .slash).map { self[$0.startIndex..<$0.endIndex] }
     }
+
+    /// Whether the text starts with the byte `/`.
+    var startsWithSlash: Bool { utf8.first == .slash }
 }
 
 extension String {
-    /// Where the last `/` is: `lastIndex(of: "/")`.
+    /// Whether the text ends with the byte `/`.
+    var endsWithSlash: Bool { utf8.last == .slash }
+}
+
+extension Substring {
+    /// Whether the text ends with the byte `/`.
+    var endsWithSlash: Bool { utf8.last == .slash }
+}
+
+extension String {
+    /// Where the last byte `/` is.
     var lastSlash: Index? {
-        isASCII ? utf8.lastIndex(of: .slash) : lastIndex(of: "/")
+        utf8.lastIndex(of: .slash)
     }
 
     /// What follows the last `/` (perhaps nothing), or the whole text when it has no `/`.
     var afterLastSlash: Substring {
-        lastSlash.map { self[index(after: $0)...] } ?? self[...]
+        lastSlash.map { self[utf8.index(after: $0)...] } ?? self[...]
     }
 }

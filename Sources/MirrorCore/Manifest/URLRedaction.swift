@@ -5,7 +5,7 @@ extension RemoteURL {
     /// are. Text without `scheme://` is returned unchanged. Works on unexpanded manifest text too:
     /// `https://${TOKEN}@h/x` becomes `https://***@h/x`.
     public static func redactingUserinfo(in text: String) -> String {
-        let userinfo = text.isASCII ? userinfoRange(in: text.utf8) : userinfoRange(in: text)
+        let userinfo = userinfoRange(in: text.utf8)
         guard let userinfo else { return text }
         return text[..<userinfo.lowerBound] + "***" + text[userinfo.upperBound...]
     }

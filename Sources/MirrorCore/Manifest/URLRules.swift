@@ -70,7 +70,7 @@ enum URLRules {
         guard let decoded = percentDecoded(segment) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment has invalid percent-encoding); set dest")
         }
-        guard decoded.isASCII ? !decoded.utf8.contains(.slash) : !decoded.contains("/") else {
+        guard !decoded.utf8.contains(.slash) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment decodes to a name containing `/`); set dest")
         }
         return decoded

@@ -19,7 +19,7 @@ public struct DestinationPaths: Sendable, Equatable {
 
     public init(root: String, dest: String) {
         self.root = root
-        let rootPrefix = root.hasSuffix("/") ? root : root + "/"
+        let rootPrefix = root.endsWithSlash ? root : root + "/"
         destination = rootPrefix + dest
         let slash = destination.lastSlash!
         // A file right under `/` lives in "/", not in "".

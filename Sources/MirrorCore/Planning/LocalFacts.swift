@@ -44,14 +44,17 @@ public struct LocalFacts: Sendable, Equatable {
         let resolve = { (path: String) in cache?.resolve(path) ?? resolved(path) }
         guard let realRoot = resolve(paths.root) else { return }
         var candidate = paths.directory
-        while candidate.count > paths.root.count {
+        while candidate.utf8.count > paths.root.utf8.count {
             if let real = resolve(candidate) {
-                if real != realRoot && !real.hasPrefix(realRoot.hasSuffix("/") ? realRoot : realRoot + "/") {
+                // Compared as bytes, as the kernel names files: Swift's == and hasPrefix would
+                // take "é" and "e\u{301}", two different directories, for the same.
+                let inside = realRoot.endsWithSlash ? realRoot : realRoot + "/"
+                if !real.utf8.elementsEqual(realRoot.utf8) && !real.utf8.starts(with: inside.utf8) {
                     throw .localConflict("\(candidate) resolves to \(real), outside the root \(realRoot); mirror does not follow symbolic links out of the root")
                 }
                 return
             }
-            guard let slash = candidate.lastIndex(of: "/") else { return }
+            guard let slash = candidate.lastSlash else { return }
             candidate = String(candidate[..<slash])
         }
     }

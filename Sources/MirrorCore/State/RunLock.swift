@@ -18,13 +18,13 @@ public final class RunLock: Sendable {
     }
 
     public static func location(root: String) -> String {
-        (root.hasSuffix("/") ? root : root + "/") + ".mirror/lock"
+        (root.endsWithSlash ? root : root + "/") + ".mirror/lock"
     }
 
     /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
     public static func acquire(root: String, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
         let path = location(root: root)
-        try makeDirectories(String(path[..<path.lastIndex(of: "/")!]))
+        try makeDirectories(String(path[..<path.lastSlash!]))
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
         if fd < 0 { throw .unusable(path: path, errno: errno) }
         let deadline = ContinuousClock.now + (wait ?? .zero)

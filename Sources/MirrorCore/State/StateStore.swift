@@ -36,7 +36,7 @@ public final class StateStore: Sendable {
     }
 
     public static func location(root: String) -> String {
-        (root.hasSuffix("/") ? root : root + "/") + ".mirror/state.sqlite"
+        (root.endsWithSlash ? root : root + "/") + ".mirror/state.sqlite"
     }
 
     public static func open(root: String, mode: Mode) -> Opening {
@@ -55,7 +55,7 @@ public final class StateStore: Sendable {
                 return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
             }
         case .readWrite:
-            let directory = String(path[..<path.lastIndex(of: "/")!])
+            let directory = String(path[..<path.lastSlash!])
             if mkdir(directory, 0o777) != 0 && errno != EEXIST {
                 return Opening(store: nil, problem: "cannot create \(directory): \(String(cString: strerror(errno))); deciding by size")
             }

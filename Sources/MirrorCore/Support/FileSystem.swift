@@ -40,8 +40,8 @@ enum FileSystem {
     /// The directory that holds `path`, ignoring trailing slashes; nil for "/" and plain names.
     private static func parent(of path: String) -> String? {
         var trimmed = Substring(path)
-        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
-        guard let slash = trimmed.lastIndex(of: "/") else { return nil }
+        while trimmed.utf8.count > 1, trimmed.endsWithSlash { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.utf8.lastIndex(of: .slash) else { return nil }
         let above = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
         return above == trimmed ? nil : above
     }
