@@ -48,6 +48,8 @@ struct RedirectRuleTests {
         ("http://a/x", "file:///etc/passwd", "http", .refuse("to a file: URL; only http, https are followed")),
         ("http://a/x", "http:///nohost", "http", .refuse("unusable Location")),
         ("ftp://a/x", "ftp://b/y", "ftp", .follow(url: "ftp://b/y", sameOrigin: false)),
+        // "é" and "e" + U+0301 are equal Strings to Swift, but two hosts.
+        ("http://u:p@%C3%A9.example/x", "http://u:p@e%CC%81.example/y", "http", .follow(url: "http://e%CC%81.example/y", sameOrigin: false)),
     ])
     func redirects(_ from: String, _ to: String, _ scheme: String, _ expected: RedirectRule) {
         #expect(RedirectRule.next(from: from, to: to, originalScheme: scheme) == expected)

@@ -54,7 +54,9 @@ enum RedirectRule: Equatable {
             return .refuse("to a \(scheme): URL; only \(allowed.sorted().joined(separator: ", ")) are followed")
         }
         guard let host = to.host, !host.isEmpty else { return .refuse("unusable Location") }
-        let sameOrigin = origin(of: from) == origin(of: to)
+        // Byte for byte: Swift's == would take two hosts spelled with "é" and "e\u{301}" for
+        // one, and hand the second the first one's headers.
+        let sameOrigin = origin(of: from).utf8.elementsEqual(origin(of: to).utf8)
         if !sameOrigin {
             // Credentials written into the manifest's URL are for that host only.
             to.user = nil
