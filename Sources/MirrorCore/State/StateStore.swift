@@ -117,8 +117,11 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
 /// One SQLite connection and its prepared statements. Used under the store's lock only.
 private final class Connection {
     private let db: OpaquePointer
-    private let select: OpaquePointer
     private let upsert: OpaquePointer
+    /// Every record, read in one pass on first use and kept in step with each write: one
+    /// query per run instead of one per entry. Keyed by the dest's bytes, as SQLite compares
+    /// TEXT; Swift's String == would take "é" and "e\u{301}", two files, for one.
+    private var records: [[UInt8]: StateRecord]?
 
     private var isOpen = true
 
@@ -162,7 +165,6 @@ private final class Connection {
             }
             // A quick structural check, so a damaged file is found here and not mid-run.
             try Self.execute(db, "PRAGMA quick_check")
-            select = try Self.prepare(db, "SELECT url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size FROM entries WHERE dest = ?1")
             upsert = try Self.prepare(db, readOnly ? "SELECT 1" : """
                 INSERT INTO entries (dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size)
                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
@@ -185,7 +187,6 @@ private final class Connection {
     func close() {
         guard isOpen else { return }
         isOpen = false
-        sqlite3_finalize(select)
         sqlite3_finalize(upsert)
         sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil)
         sqlite3_close_v2(db)
@@ -197,24 +198,33 @@ private final class Connection {
 
     func read(_ dest: String) throws(StoreError) -> StateRecord? {
         try ensureOpen()
-        defer { sqlite3_reset(select) }
-        bind(select, 1, dest)
-        let step = sqlite3_step(select)
-        if step == SQLITE_DONE { return nil }
-        guard step == SQLITE_ROW else { throw failure(step) }
-        var record = StateRecord(dest: dest, url: text(select, 0) ?? "")
-        if sqlite3_column_int(select, 1) != 0, let localSize = integer(select, 6),
-           let mtime = integer(select, 7), let inode = integer(select, 8) {
-            record.complete = CompleteVersion(
-                validators: RemoteValidators(etag: text(select, 2), lastModified: text(select, 3), size: integer(select, 4)),
-                sha256: text(select, 5),
-                local: LocalIdentity(size: localSize, modifiedNanoseconds: mtime, inode: UInt64(bitPattern: inode))
-            )
+        if records == nil { records = try readAll() }
+        return records?[Array(dest.utf8)]
+    }
+
+    private func readAll() throws(StoreError) -> [[UInt8]: StateRecord] {
+        let select = try Self.prepare(db, "SELECT dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size FROM entries")
+        defer { sqlite3_finalize(select) }
+        var all: [[UInt8]: StateRecord] = [:]
+        while true {
+            let step = sqlite3_step(select)
+            if step == SQLITE_DONE { return all }
+            guard step == SQLITE_ROW else { throw failure(step) }
+            let dest = text(select, 0) ?? ""
+            var record = StateRecord(dest: dest, url: text(select, 1) ?? "")
+            if sqlite3_column_int(select, 2) != 0, let localSize = integer(select, 7),
+               let mtime = integer(select, 8), let inode = integer(select, 9) {
+                record.complete = CompleteVersion(
+                    validators: RemoteValidators(etag: text(select, 3), lastModified: text(select, 4), size: integer(select, 5)),
+                    sha256: text(select, 6),
+                    local: LocalIdentity(size: localSize, modifiedNanoseconds: mtime, inode: UInt64(bitPattern: inode))
+                )
+            }
+            if sqlite3_column_int(select, 10) != 0 {
+                record.partial = RemoteValidators(etag: text(select, 11), lastModified: text(select, 12), size: integer(select, 13))
+            }
+            all[Array(dest.utf8)] = record
         }
-        if sqlite3_column_int(select, 9) != 0 {
-            record.partial = RemoteValidators(etag: text(select, 10), lastModified: text(select, 11), size: integer(select, 12))
-        }
-        return record
     }
 
     func write(_ record: StateRecord) throws(StoreError) {
@@ -245,6 +255,7 @@ private final class Connection {
         }
         let step = sqlite3_step(upsert)
         guard step == SQLITE_DONE else { throw failure(step) }
+        records?[Array(record.dest.utf8)] = record
     }
 
     private func failure(_ code: Int32) -> StoreError {
