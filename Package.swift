@@ -52,7 +52,7 @@ let package = Package(
         // loopback, and CLI tests that run the built `mirror` binary.
         .testTarget(
             name: "MirrorCoreTests",
-            dependencies: ["MirrorCore", "mirror"]
+            dependencies: ["MirrorCore", "mirror", "CSQLite"]
         ),
     ]
 )

@@ -173,7 +173,7 @@ struct EntrySync {
         // With nothing on disk the probe would only repeat what the GET's headers say.
         if local.isEmpty {
             runner.emit(.decided(dest: entry.dest, .download))
-            return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil)
+            return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil, hasPartialRecord: record?.partial != nil)
         }
         let decision = await runner.probeAndDecide(entry, source: source, local: local, record: record)
         let file = decision.remote
@@ -218,9 +218,9 @@ struct EntrySync {
                 // A new download: what the store said about an earlier partial file is void.
                 updateRecord { $0.partial = nil }
             }
-            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil)
+            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil)
         case .resume(let from, .partial):
-            return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial, hasPartialRecord: record?.partial != nil)
         case .resume(let from, .destination):
             // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
             // until a complete, verified file is renamed over it.
@@ -230,15 +230,21 @@ struct EntrySync {
             } catch {
                 return Attempt(action: action, result: .failure(error))
             }
-            return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil)
         case .finish(let size):
             return await finishPartial(action: action, size: size, remote: file)
         }
     }
 
     /// GETs the file from `offset` into the partial file, then verifies and commits it.
-    /// - Parameter startedFrom: validators of the version the partial file holds, if recorded.
-    private func transfer(_ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?) async -> Attempt {
+    /// - Parameters:
+    ///   - startedFrom: validators of the version the partial file holds, if recorded.
+    ///   - hasPartialRecord: the store held a partial-file record for this entry when the
+    ///     attempt began (perhaps of another version, perhaps cleared since).
+    private func transfer(
+        _ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?,
+        hasPartialRecord: Bool
+    ) async -> Attempt {
         let paths = self.paths
         var attempt = Attempt(action: action, result: .failure(.cancelled))
         let fd: Int32
@@ -282,19 +288,34 @@ struct EntrySync {
 
         let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: remote?.size.map { $0 - offset })
         let store = self.store
-        let dest = entry.dest, url = source.display
+        let dest = entry.dest, url = source.display, partialPath = paths.partial
         let writer = PartialFileWriter(
             fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: remote?.size,
             pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
             startedFrom: validator == nil ? nil : startedFrom, overlap: overlap,
             onStart: { head, from in
                 // Record which version the partial file holds before its first byte is written,
-                // so a later run (even after kill -9) resumes only that version. A file no
-                // longer than the overlap needs no record: a resume re-reads all of it.
-                guard from == 0 || startedFrom == nil else { return }
-                if let total = head.totalSize, total <= Self.overlapLength { return }
-                let validators = RemoteValidators(etag: head.etag, lastModified: head.lastModified, size: head.totalSize)
-                try? store?.update(dest: dest, url: url) { $0.partial = validators }
+                // so a later run (even after kill -9) resumes only that version.
+                guard let store else { return nil }
+                // Continuing the recorded version: the record already says so.
+                if from > 0 && startedFrom != nil { return nil }
+                // A file no longer than the overlap needs no record (a resume re-reads all of
+                // it), but a record of another version must go.
+                let small = head.totalSize.map { $0 <= Self.overlapLength } ?? false
+                if small && !hasPartialRecord { return nil }
+                let validators = small ? nil : RemoteValidators(etag: head.etag, lastModified: head.lastModified, size: head.totalSize)
+                do {
+                    try store.update(dest: dest, url: url) { $0.partial = validators }
+                } catch {
+                    // With no record at all, the next run checks the overlap: nothing is at
+                    // risk. A record of another version would vouch for these bytes and let a
+                    // resume splice that version onto them: write none, and keep no partial
+                    // file for that record to vouch for.
+                    guard hasPartialRecord else { return nil }
+                    FileSystem.remove(partialPath)
+                    return .localConflict("cannot record in \(store.path) which version \(partialPath) holds (\(error)), and the record there is of another version; not writing to it")
+                }
+                return nil
             }
         )
         let request = TransferRequest(

@@ -22,7 +22,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     let overlap: [UInt8]
     /// Told once where writing starts (0: a new version), before the first byte is written,
     /// and only once the overlap (if any) has matched: a response is vouched for only then.
-    let onStart: (@Sendable (ResponseHead, Int64) -> Void)?
+    /// A failure it returns stops the transfer before that byte.
+    let onStart: (@Sendable (ResponseHead, Int64) -> TransferFailure?)?
     private var overlapChecked = 0
     private var startFrom: Int64?
 
@@ -39,7 +40,7 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         fd: Int32, path: String, requestedOffset: Int64, expectedTotal: Int64?, pinnedSize: Int64?,
         maxSize: Int64?, hasher: TrailingHasher?, progress: ProgressTicket?,
         startedFrom: RemoteValidators? = nil, overlap: [UInt8] = [],
-        onStart: (@Sendable (ResponseHead, Int64) -> Void)? = nil
+        onStart: (@Sendable (ResponseHead, Int64) -> TransferFailure?)? = nil
     ) {
         self.startedFrom = startedFrom
         self.overlap = overlap
@@ -92,15 +93,20 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             limit = [total, pinnedSize, maxSize].compactMap { $0 }.min()
             if let total { progress?.setTotal(total - from) }
             startFrom = from
-            if overlapChecked >= overlap.count { announceStart() }
+            if overlapChecked >= overlap.count, !announceStart() { return .abort }
             return .write
         }
     }
 
-    private func announceStart() {
-        guard let from = startFrom, let head else { return }
+    /// False when `onStart` refused: `failure` says why.
+    private func announceStart() -> Bool {
+        guard let from = startFrom, let head else { return true }
         startFrom = nil
-        onStart?(head, from)
+        if let refused = onStart?(head, from) {
+            failure = refused
+            return false
+        }
+        return true
     }
 
     func write(_ incoming: UnsafeRawBufferPointer) -> Bool {
@@ -116,7 +122,7 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             }
             overlapChecked += compared
             position += Int64(compared)
-            if overlapChecked == overlap.count { announceStart() }
+            if overlapChecked == overlap.count, !announceStart() { return false }
             bytes = UnsafeRawBufferPointer(rebasing: bytes[compared...])
             if bytes.isEmpty { return true }
         }

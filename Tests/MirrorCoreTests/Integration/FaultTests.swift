@@ -101,6 +101,32 @@ struct FaultTests {
         #expect(local("s.bin")?.fingerprint == data.fingerprint)
     }
 
+    /// The store records which version a partial file holds before its first byte. When that
+    /// record cannot be written and the store still holds one of another version, no byte may
+    /// land: a later resume would trust the old record and splice that version onto them.
+    @Test func noByteIsWrittenUnderARecordOfAnotherVersion() async throws {
+        let data = randomData(count: 200_000, seed: 9)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let store = try #require(StateStore.open(root: root, mode: .readWrite).store)
+        try store.save(StateRecord(dest: "x.bin", url: server.url("/x.bin"),
+                                   partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 200_000)))
+        store.close()
+        let lock = try StoreWriteLock(path: root + "/.mirror/state.sqlite")
+        server.route("/x.bin", method: "GET", reply: .file(data, etag: "\"v2\""))
+        let reports = try await sync(entry("/x.bin", lines: "    retries: 0\n"))
+        lock.release()
+
+        guard case .failed(.localConflict(let message)) = reports[0].outcome else {
+            Issue.record("expected the transfer to be refused, got \(reports[0].outcome)")
+            return
+        }
+        #expect(message.contains("the record there is of another version; not writing to it"))
+        #expect(local("x.bin.part") == nil)
+        #expect(local("x.bin") == nil)
+        let reopened = try #require(StateStore.open(root: root, mode: .readOnly).store)
+        #expect(try reopened.record(for: "x.bin")?.partial?.etag == "\"v1\"", "the old record is still there")
+    }
+
     @Test func aBodyLongerThanAnnouncedIsStopped() async throws {
         let data = randomData(count: 50_000, seed: 6)
         server.route("/long.bin", method: "GET", reply: .file(data).contentLength(20_000).header("Connection", "close"))
