@@ -4,7 +4,7 @@ import Testing
 @testable import MirrorCore
 
 /// A value shared between threads in a test.
-private final class Shared<Value: Sendable>: Sendable {
+final class Shared<Value: Sendable>: Sendable {
     let value: Mutex<Value>
     init(_ value: Value) { self.value = Mutex(value) }
     func withLock<R>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }

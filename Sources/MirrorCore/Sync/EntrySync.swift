@@ -68,6 +68,12 @@ struct EntrySync {
             lastSource = source
             var failuresHere = 0
             attempting: while true {
+                // Taken before the gate and the pauses are asked, so that no request starts
+                // from a stale answer; given back once the request is done (see `transfer`).
+                guard let slot = await runner.slots.acquire() else {
+                    lastFailure = .cancelled
+                    break attempting
+                }
                 if let host {
                     do {
                         try await conditions.gate.beforeAttempt(talkingTo: host)
@@ -81,7 +87,8 @@ struct EntrySync {
                     }
                 }
                 attempts += 1
-                let attempt = await attemptOnce(source, restartReason: restartReason)
+                let attempt = await attemptOnce(source, restartReason: restartReason, slot: slot)
+                slot.release()
                 bytes += attempt.bytes
                 lastAction = attempt.action
                 switch attempt.result {
@@ -156,7 +163,7 @@ struct EntrySync {
         )
     }
 
-    private func attemptOnce(_ source: RemoteURL, restartReason: String?) async -> Attempt {
+    private func attemptOnce(_ source: RemoteURL, restartReason: String?, slot: TransferSlots.Slot) async -> Attempt {
         let paths = self.paths
         let local: LocalFacts
         do {
@@ -173,7 +180,7 @@ struct EntrySync {
         // With nothing on disk the probe would only repeat what the GET's headers say.
         if local.isEmpty {
             runner.emit(.decided(dest: entry.dest, .download))
-            return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil, hasPartialRecord: record?.partial != nil)
+            return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil, hasPartialRecord: record?.partial != nil, slot: slot)
         }
         let decision = await runner.probeAndDecide(entry, source: source, local: local, record: record)
         let file = decision.remote
@@ -218,9 +225,9 @@ struct EntrySync {
                 // A new download: what the store said about an earlier partial file is void.
                 updateRecord { $0.partial = nil }
             }
-            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil)
+            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil, slot: slot)
         case .resume(let from, .partial):
-            return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial, hasPartialRecord: record?.partial != nil)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial, hasPartialRecord: record?.partial != nil, slot: slot)
         case .resume(let from, .destination):
             // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
             // until a complete, verified file is renamed over it.
@@ -230,7 +237,7 @@ struct EntrySync {
             } catch {
                 return Attempt(action: action, result: .failure(error))
             }
-            return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil, slot: slot)
         case .finish(let size):
             return await finishPartial(action: action, size: size, remote: file)
         }
@@ -243,7 +250,7 @@ struct EntrySync {
     ///     attempt began (perhaps of another version, perhaps cleared since).
     private func transfer(
         _ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?,
-        hasPartialRecord: Bool
+        hasPartialRecord: Bool, slot: TransferSlots.Slot
     ) async -> Attempt {
         let paths = self.paths
         var attempt = Attempt(action: action, result: .failure(.cancelled))
@@ -326,6 +333,9 @@ struct EntrySync {
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
         let fetched = await runner.fetcher.fetch(request, sink: writer)
+        // The network part is over: the next entry may start its request while this file is
+        // checked, fsync'd and renamed.
+        slot.release()
         ticket?.finish()
         attempt.bytes = writer.bytesWritten
         if case .write(from: 0, _)? = writer.placement, firstByte > 0 {

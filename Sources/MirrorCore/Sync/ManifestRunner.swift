@@ -12,6 +12,13 @@ public final class ManifestRunner: Sendable {
     let directories = ResolvedDirectories()
     /// Where finished files are hashed to the end, fsync'd and renamed.
     let blocking: BlockingPool
+    /// `concurrency` permits for the requests of `sync`.
+    let slots: TransferSlots
+    /// Entries `sync` works on at once. `concurrency` of them hold a transfer slot; the others
+    /// wait for one, or are being hashed to the end, fsync'd and renamed, so that the disk
+    /// commits many files together and the network does not wait for the disk.
+    var entryWidth: Int { options.concurrency * Self.entriesPerTransfer }
+    static let entriesPerTransfer = 4
     let directorySync = DirectorySync()
 
     public init(manifest: Manifest, options: RunOptions) {
@@ -19,7 +26,8 @@ public final class ManifestRunner: Sendable {
         self.options = options
         fetcher = Fetcher(engine: TransferEngine())
         probe = RemoteProbe(fetcher: fetcher)
-        blocking = BlockingPool(limit: options.concurrency)
+        blocking = BlockingPool(limit: options.concurrency * Self.entriesPerTransfer)
+        slots = TransferSlots(options.concurrency)
     }
 
     /// Decides every entry without changing anything on disk: no files, no directories, not
@@ -51,7 +59,7 @@ public final class ManifestRunner: Sendable {
             pauses: HostPauses()
         )
         options.progress?.setEntryCount(manifest.entries.count)
-        let reports = await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
+        let reports = await Self.boundedMap(manifest.entries, width: entryWidth) { entry in
             let report = await EntrySync(entry: entry, runner: self, store: store, conditions: conditions).run()
             self.options.progress?.entryFinished()
             self.emit(.finished(report))
