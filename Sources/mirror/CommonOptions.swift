@@ -11,7 +11,7 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Directory the destinations are relative to (overrides the manifest's root).", valueName: "dir"))
     var root: String?
 
-    @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Transfers in flight at once (overrides the manifest's concurrency).", valueName: "n"))
+    @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Requests in flight at once (overrides the manifest's concurrency).", valueName: "n"))
     var concurrency: Int?
 
     @Flag(name: .long, help: "Print one JSON object on stdout; human text goes to stderr.")
