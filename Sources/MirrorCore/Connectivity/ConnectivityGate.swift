@@ -55,7 +55,10 @@ public actor ConnectivityGate {
             return try await outcome(of: outage, for: target)
         }
         if await check(target) { return .reachable }
-        let outage = startOutage(target)
+        // The check suspended this actor: another entry may have started the outage (or seen
+        // it given up) meanwhile. One outage per host, one notice.
+        if givenUp.contains(target) { throw Unreachable(host: target, waited: wait) }
+        let outage = outages[target] ?? startOutage(target)
         return try await outcome(of: outage, for: target)
     }
 

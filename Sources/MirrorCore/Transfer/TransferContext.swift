@@ -267,6 +267,7 @@ final class TransferContext {
             abortedBySink: abortedBySink,
             cancelled: cancelled
         )
+        sink?.end()
         continuation.resume(returning: outcome)
     }
 

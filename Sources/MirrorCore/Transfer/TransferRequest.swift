@@ -61,6 +61,13 @@ protocol ResponseBodySink: AnyObject, Sendable {
     func begin(_ head: ResponseHead) -> BodyDisposition
     /// Body bytes, in order. Returning false aborts the transfer.
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// Called when the request is over, after its last `write` and before its caller hears
+    /// back, however it ended.
+    func end()
+}
+
+extension ResponseBodySink {
+    func end() {}
 }
 
 /// How one request ended, as libcurl saw it.

@@ -55,6 +55,22 @@ struct FaultTests {
         #expect(local("cut.bin")?.fingerprint == data.fingerprint)
     }
 
+    /// Bodies longer than the write buffer are written a megabyte at a time: the bytes still
+    /// in the buffer when the connection drops must reach the partial file, so the resume
+    /// asks for exactly what is missing.
+    @Test func aCutLongBodyKeepsEveryByteReceived() async throws {
+        let data = randomData(count: 3 << 20, seed: 12)
+        let cut = (2 << 20) + 123_457
+        server.route("/long-cut.bin", method: "GET", replies: [.file(data, etag: "\"l1\"").cut(afterBodyBytes: cut), .file(data, etag: "\"l1\"")])
+        server.route("/long-cut.bin", method: "HEAD", reply: .file(data, etag: "\"l1\""))
+        let reports = try await sync(entry("/long-cut.bin"))
+
+        #expect(reports[0].outcome == .transferred)
+        let ranges = server.requests(for: "/long-cut.bin").filter { $0.method == "GET" }.map { $0.headers["Range"] }
+        #expect(ranges == [nil, "bytes=\(cut)-"])
+        #expect(local("long-cut.bin")?.fingerprint == data.fingerprint)
+    }
+
     @Test func retriesRunOutAndTheEntryFailsWithThePartialKept() async throws {
         let data = randomData(count: 100_000, seed: 3)
         server.route("/flaky.bin", method: "GET", replies: [.file(data).cut(afterBodyBytes: 10_000), .status(503)])

@@ -111,6 +111,32 @@ struct ResilienceTests {
         #expect(try await gate.afterFailure(talkingTo: HostKey(host: "h", port: 1)) == .reachable)
     }
 
+    /// Two entries failing at once both check the host; the first check ends after the
+    /// second one started the outage. There is still one outage, told once, and both wait on it.
+    @Test func entriesFailingTogetherShareOneOutage() async throws {
+        let outages = Mutex(0)
+        let checks = Mutex(0)
+        let gate = ConnectivityGate(
+            wait: .milliseconds(300), probe: nil, interval: .milliseconds(50),
+            check: { _ in
+                let first = checks.withLock { count in
+                    defer { count += 1 }
+                    return count == 0
+                }
+                // The first entry's check answers only after the second one's has.
+                if first { try? await Task.sleep(for: .milliseconds(100)) }
+                return false
+            },
+            onOutage: { _, _ in outages.withLock { $0 += 1 } }
+        )
+        let host = HostKey(host: "h", port: 1)
+        async let a: Void = { _ = try? await gate.afterFailure(talkingTo: host) }()
+        try await Task.sleep(for: .milliseconds(10))
+        async let b: Void = { _ = try? await gate.afterFailure(talkingTo: host) }()
+        _ = await (a, b)
+        #expect(outages.withLock { $0 } == 1)
+    }
+
     @Test func aProbeHostStandsInForEveryEntry() async throws {
         let checked = Mutex<[HostKey]>([])
         let probe = HostKey(host: "probe.example", port: 443)
