@@ -186,6 +186,9 @@ let badManifests: [BadManifest] = [
                 location: "m.yaml:5:10", key: "files[1].url", phrase: "`a` is a directory on the way to `a/b` (entry at line 3); it cannot also be a file"),
     BadManifest(name: "dest is another's partial file", text: "version: 1\nfiles:\n  - url: https://example.org/x\n  - url: https://example.org/y\n    dest: x.part\n",
                 location: "m.yaml:5:11", key: "files[1].dest", phrase: "`x.part` is where the entry at line 3 keeps the partial download of `x`"),
+    BadManifest(name: "dest is another's partial file behind a joining character",
+                text: "version: 1\nfiles:\n  - url: https://example.org/x\n    dest: \"x\\u0600\"\n  - url: https://example.org/y\n    dest: \"x\\u0600.part\"\n",
+                location: "m.yaml:6:11", key: "files[1].dest", phrase: "keeps the partial download of `x\u{600}`"),
     BadManifest(name: "partial file is another's dest", text: "version: 1\nfiles:\n  - url: https://example.org/x.part\n  - url: https://example.org/x\n",
                 location: "m.yaml:4:10", key: "files[1].url", phrase: "the partial download of `x` goes to `x.part`, which collides with the dest `x.part` of the entry at line 3"),
 

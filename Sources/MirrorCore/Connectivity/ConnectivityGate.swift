@@ -105,13 +105,12 @@ public actor ConnectivityGate {
         }
         if outages[target] == outage {
             outages[target] = nil
-            if !givenUp.contains(target) { troubled.withLock { _ = $0.remove(target) } }
+            // Cleared only for a host that came back: one given up stays troubled, with no
+            // moment in between when an entry could pass the fast path to it.
+            if cameBack { troubled.withLock { _ = $0.remove(target) } }
         }
         guard cameBack else {
-            if !Task.isCancelled {
-                givenUp.insert(target)
-                troubled.withLock { _ = $0.insert(target) }
-            }
+            if !Task.isCancelled { givenUp.insert(target) }
             throw Unreachable(host: target, waited: wait)
         }
         return .cameBack

@@ -82,8 +82,11 @@ enum DestinationConflicts {
         if let owner = (fileOwners[partial] ?? directoryOwners[partial]).map({ claims[$0] }) {
             return "the partial download of `\(dest)` goes to `\(partial)`, which collides with the dest `\(owner.dest)` of the entry at line \(owner.line)"
         }
-        for path in [dest] + directories where path.hasSuffix(partialSuffix) {
-            let completed = String(path.dropLast(partialSuffix.count))
+        // On the bytes: a character that joins with what follows it (U+0600, say) would make
+        // ".part" end in another Character, and hide the clash.
+        for path in [dest] + directories where path.utf8.count > partialSuffix.utf8.count
+            && path.utf8.reversed().starts(with: partialSuffix.utf8.reversed()) {
+            let completed = String(decoding: path.utf8.dropLast(partialSuffix.utf8.count), as: UTF8.self)
             if let owner = fileOwners[completed].map({ claims[$0] }) {
                 return "`\(path)` is where the entry at line \(owner.line) keeps the partial download of `\(completed)`; choose another dest"
             }

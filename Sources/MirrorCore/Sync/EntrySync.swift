@@ -88,6 +88,15 @@ struct EntrySync {
                 }
                 attempts += 1
                 let attempt = await attemptOnce(source, restartReason: restartReason, slot: slot)
+                // A Retry-After is in force before the slot goes to the next entry for this host.
+                var serverPause: Duration?
+                if case .failure(let failure) = attempt.result, case .httpStatus(_, let header?) = failure,
+                   failure.isRetryable, let host,
+                   let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
+                    serverPause = pause
+                    runner.emit(.pausedByServer(host: host.description, pause: pause))
+                    conditions.pauses.pause(host, for: pause)
+                }
                 slot.release()
                 bytes += attempt.bytes
                 lastAction = attempt.action
@@ -121,13 +130,6 @@ struct EntrySync {
                         lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: error.host.description, waited: error.waited)
                         break attempting
                     }
-                }
-                var serverPause: Duration?
-                if case .httpStatus(_, let header?) = lastFailure, lastFailure.isRetryable, let host,
-                   let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
-                    serverPause = pause
-                    runner.emit(.pausedByServer(host: host.description, pause: pause))
-                    conditions.pauses.pause(host, for: pause)
                 }
                 guard lastFailure.isRetryable, failuresHere < entry.settings.retries else { break attempting }
                 failuresHere += 1
@@ -171,7 +173,9 @@ struct EntrySync {
         } catch {
             return Attempt(action: .fail(error), result: .failure(error))
         }
-        let record = runner.record(of: entry, in: store)
+        let (record, recordUnreadable) = runner.readRecord(of: entry, in: store)
+        // A store that could not be read may hold a record of another version all the same.
+        let hasPartialRecord = record?.partial != nil || recordUnreadable
         if Planner.isPinnedAndVerified(local: local, state: record, pins: entry.pins) {
             runner.emit(.decided(dest: entry.dest, .skip))
             return Attempt(action: .skip, result: .success(Success(
@@ -180,7 +184,7 @@ struct EntrySync {
         // With nothing on disk the probe would only repeat what the GET's headers say.
         if local.isEmpty {
             runner.emit(.decided(dest: entry.dest, .download))
-            return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil, hasPartialRecord: record?.partial != nil, slot: slot)
+            return await transfer(source, action: .download, offset: 0, remote: nil, startedFrom: nil, hasPartialRecord: hasPartialRecord, slot: slot)
         }
         let decision = await runner.probeAndDecide(entry, source: source, local: local, record: record)
         let file = decision.remote
@@ -225,20 +229,27 @@ struct EntrySync {
                 // A new download: what the store said about an earlier partial file is void.
                 updateRecord { $0.partial = nil }
             }
-            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil, slot: slot)
+            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil, hasPartialRecord: hasPartialRecord, slot: slot)
         case .resume(let from, .partial):
-            return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial, hasPartialRecord: record?.partial != nil, slot: slot)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial, hasPartialRecord: hasPartialRecord, slot: slot)
         case .resume(let from, .destination):
             // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
             // until a complete, verified file is renamed over it.
+            // The copy is resumed with the overlap check, never with a record: one of another
+            // version must go first, even if this attempt fails before any reply.
+            if hasPartialRecord, let refused = clearPartialRecord() {
+                return Attempt(action: action, result: .failure(refused))
+            }
             do {
                 try FileSystem.makeDirectories(paths.directory, durable: runner.options.durable)
                 try FileSystem.copyPrefix(of: paths.destination, to: paths.partial, length: from)
             } catch {
                 return Attempt(action: action, result: .failure(error))
             }
-            return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil, hasPartialRecord: record?.partial != nil, slot: slot)
+            return await transfer(source, action: action, offset: from, remote: file, startedFrom: nil, hasPartialRecord: hasPartialRecord, slot: slot)
         case .finish(let size):
+            // Only the disk from here on.
+            slot.release()
             return await finishPartial(action: action, size: size, remote: file)
         }
     }
@@ -333,9 +344,6 @@ struct EntrySync {
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
         let fetched = await runner.fetcher.fetch(request, sink: writer)
-        // The network part is over: the next entry may start its request while this file is
-        // checked, fsync'd and renamed.
-        slot.release()
         ticket?.finish()
         attempt.bytes = writer.bytesWritten
         if case .write(from: 0, _)? = writer.placement, firstByte > 0 {
@@ -381,6 +389,10 @@ struct EntrySync {
         }
         let validators = RemoteValidators(
             etag: head.etag ?? remote?.etag, lastModified: head.lastModified ?? remote?.lastModified, size: size)
+        // The network part is over: the next entry may start its request while this file is
+        // checked, fsync'd and renamed. (A failed attempt keeps the slot until its Retry-After,
+        // if any, is in force; see `run`.)
+        slot.release()
         attempt.result = await verifyAndCommit(fd: fd, size: size, digest: { () throws(TransferFailure) in try hasher.finish(size: size) }, validators: validators)
         if case .success = attempt.result { committed = true }
         return attempt
@@ -460,6 +472,17 @@ struct EntrySync {
         } catch {
             if case .localIO(_, _, let code) = error, code == ENOSPC || code == EDQUOT { discardPartial() }
             return .failure(error)
+        }
+    }
+
+    /// Removes the store's partial-file record; the refusal to give when that fails.
+    private func clearPartialRecord() -> TransferFailure? {
+        guard let store else { return nil }
+        do {
+            try store.update(dest: entry.dest, url: entry.url.display) { $0.partial = nil }
+            return nil
+        } catch {
+            return .localConflict("cannot clear in \(store.path) the record of another version of \(paths.partial) (\(error)); not writing to it")
         }
     }
 

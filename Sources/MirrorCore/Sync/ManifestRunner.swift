@@ -102,12 +102,18 @@ public final class ManifestRunner: Sendable {
     /// The store's record for an entry; a store that cannot be read is reported and treated
     /// as having none.
     func record(of entry: Entry, in store: StateStore?) -> StateRecord? {
-        guard let store else { return nil }
+        readRecord(of: entry, in: store).record
+    }
+
+    /// The record, and whether the store failed to say: then a record of any kind may still
+    /// be in it.
+    func readRecord(of entry: Entry, in store: StateStore?) -> (record: StateRecord?, unreadable: Bool) {
+        guard let store else { return (nil, false) }
         do {
-            return try store.record(for: entry.dest)
+            return (try store.record(for: entry.dest), false)
         } catch {
             emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
-            return nil
+            return (nil, true)
         }
     }
 

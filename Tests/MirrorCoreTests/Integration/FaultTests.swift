@@ -143,6 +143,32 @@ struct FaultTests {
         #expect(try reopened.record(for: "x.bin")?.partial?.etag == "\"v1\"", "the old record is still there")
     }
 
+    /// A short DEST is copied to DEST.part and continued with the overlap check. A record of
+    /// another version must not survive the copy: when the first GET fails before any reply,
+    /// the next attempt would otherwise resume the copy with If-Range, as if it were that
+    /// version, and splice.
+    @Test func aCopyOfAShortDestIsNeverResumedUnderAnOldRecord() async throws {
+        let v1 = randomData(count: 300_000, seed: 21)
+        let other = randomData(count: 150_000, seed: 22)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let store = try #require(StateStore.open(root: root, mode: .readWrite).store)
+        try store.save(StateRecord(dest: "y.bin", url: server.url("/y.bin"),
+                                   partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 300_000)))
+        store.close()
+        try directory.write(other, to: "root/y.bin")
+        server.route("/y.bin", method: "HEAD", reply: .file(v1, etag: "\"v1\""))
+        server.route("/y.bin", method: "GET", replies: [.status(503), .file(v1, etag: "\"v1\"")])
+        let reports = try await sync(entry("/y.bin", lines: "    retries: 1\n"))
+
+        let gets = server.requests(for: "/y.bin").filter { $0.method == "GET" }
+        #expect(gets.allSatisfy { $0.headers["If-Range"] == nil }, "the copy is never vouched for by the old record")
+        if reports[0].outcome == .transferred {
+            #expect(local("y.bin")?.fingerprint == v1.fingerprint)
+        } else {
+            #expect(local("y.bin")?.fingerprint == other.fingerprint, "DEST untouched")
+        }
+    }
+
     @Test func aBodyLongerThanAnnouncedIsStopped() async throws {
         let data = randomData(count: 50_000, seed: 6)
         server.route("/long.bin", method: "GET", reply: .file(data).contentLength(20_000).header("Connection", "close"))
