@@ -4,9 +4,13 @@ import Testing
 struct StateStoreTests {
     /// Records are read once and then served from memory: what a write changes must show in
     /// the next read, and dests that are equal Strings but different bytes stay two records.
-    @Test func readsSeeEveryWriteAndKeepDestsApartByBytes() throws {
+    /// Both ways of reading: all rows at once (a run that expects about as many entries as
+    /// the store holds) and one row at a time (a store shared with a larger manifest).
+    @Test(arguments: [2, nil])
+    func readsSeeEveryWriteAndKeepDestsApartByBytes(expected: Int?) throws {
         let directory = try TemporaryDirectory()
         let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        if let expected { store.expect(entries: expected) }
         #expect(try store.record(for: "\u{E9}") == nil)
         try store.update(dest: "\u{E9}", url: "https://h/precomposed") { $0.partial = RemoteValidators(etag: "\"1\"", lastModified: nil, size: 10) }
         try store.update(dest: "e\u{301}", url: "https://h/decomposed") { _ in }

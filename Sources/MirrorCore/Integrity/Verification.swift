@@ -32,6 +32,7 @@ extension ManifestRunner {
         let opening = StateStore.open(root: manifest.root, mode: .readOnly)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
+        store?.expect(entries: manifest.entries.count)
         return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
             self.verifyEntry(entry, store: store, rehash: rehash)
         }

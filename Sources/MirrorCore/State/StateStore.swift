@@ -76,6 +76,12 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Tells the store how many records the run will ask for: with not many more rows than
+    /// that, they are all read at the first request.
+    public func expect(entries: Int) {
+        connection.withLock { $0.expect(entries: entries) }
+    }
+
     public func record(for dest: String) throws(StoreError) -> StateRecord? {
         try connection.withLock { connection throws(StoreError) in try connection.read(dest) }
     }
@@ -120,8 +126,13 @@ private final class Connection {
     private let upsert: OpaquePointer
     /// Every record, read in one pass on first use and kept in step with each write: one
     /// query per run instead of one per entry. Keyed by the dest's bytes, as SQLite compares
-    /// TEXT; Swift's String == would take "é" and "e\u{301}", two files, for one.
+    /// TEXT; Swift's String == would take "é" and "e\u{301}", two files, for one. Only when
+    /// the store holds not many more rows than the run has entries (see `expect`); a store
+    /// shared with other, larger manifests is read a record at a time.
     private var records: [[UInt8]: StateRecord]?
+    private var expectedEntries: Int?
+    private var decidedOnRecords = false
+    private static let columns = "dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size"
 
     private var isOpen = true
 
@@ -196,19 +207,40 @@ private final class Connection {
         if !isOpen { throw .sqlite(code: SQLITE_MISUSE, message: "the state store is closed") }
     }
 
-    func read(_ dest: String) throws(StoreError) -> StateRecord? {
-        try ensureOpen()
-        if records == nil { records = try readAll() }
-        return records?[Array(dest.utf8)]
+    /// The run will ask for about this many records.
+    func expect(entries: Int) {
+        expectedEntries = entries
     }
 
-    private func readAll() throws(StoreError) -> [[UInt8]: StateRecord] {
-        let select = try Self.prepare(db, "SELECT dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size FROM entries")
+    func read(_ dest: String) throws(StoreError) -> StateRecord? {
+        try ensureOpen()
+        if !decidedOnRecords {
+            decidedOnRecords = true
+            if let expectedEntries, try rowCount() <= max(1024, 2 * expectedEntries) {
+                records = try readRows(where: nil)
+            }
+        }
+        if let records { return records[Array(dest.utf8)] }
+        return try readRows(where: dest).values.first
+    }
+
+    private func rowCount() throws(StoreError) -> Int {
+        let statement = try Self.prepare(db, "SELECT count(*) FROM entries")
+        defer { sqlite3_finalize(statement) }
+        let step = sqlite3_step(statement)
+        guard step == SQLITE_ROW else { throw failure(step) }
+        return Int(sqlite3_column_int64(statement, 0))
+    }
+
+    /// Every row, or the one of `dest`.
+    private func readRows(where dest: String?) throws(StoreError) -> [[UInt8]: StateRecord] {
+        let select = try Self.prepare(db, "SELECT \(Self.columns) FROM entries" + (dest == nil ? "" : " WHERE dest = ?1"))
         defer { sqlite3_finalize(select) }
-        var all: [[UInt8]: StateRecord] = [:]
+        if let dest { bind(select, 1, dest) }
+        var found: [[UInt8]: StateRecord] = [:]
         while true {
             let step = sqlite3_step(select)
-            if step == SQLITE_DONE { return all }
+            if step == SQLITE_DONE { return found }
             guard step == SQLITE_ROW else { throw failure(step) }
             let dest = text(select, 0) ?? ""
             var record = StateRecord(dest: dest, url: text(select, 1) ?? "")
@@ -223,7 +255,7 @@ private final class Connection {
             if sqlite3_column_int(select, 10) != 0 {
                 record.partial = RemoteValidators(etag: text(select, 11), lastModified: text(select, 12), size: integer(select, 13))
             }
-            all[Array(dest.utf8)] = record
+            found[Array(dest.utf8)] = record
         }
     }
 

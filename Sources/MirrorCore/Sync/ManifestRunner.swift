@@ -36,6 +36,7 @@ public final class ManifestRunner: Sendable {
         let opening = StateStore.open(root: manifest.root, mode: .readOnly)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
+        store?.expect(entries: manifest.entries.count)
         return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
             await self.planEntry(entry, store: store)
         }
@@ -49,6 +50,7 @@ public final class ManifestRunner: Sendable {
         let opening = StateStore.open(root: manifest.root, mode: .readWrite)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
+        store?.expect(entries: manifest.entries.count)
         let conditions = HostConditions(
             gate: ConnectivityGate(
                 wait: manifest.connectivity.wait,
