@@ -129,7 +129,7 @@ private final class Connection {
     /// TEXT; Swift's String == would take "é" and "e\u{301}", two files, for one. Only when
     /// the store holds not many more rows than the run has entries (see `expect`); a store
     /// shared with other, larger manifests is read a record at a time.
-    private var records: [[UInt8]: StateRecord]?
+    private var records: [DestKey: StateRecord]?
     private var expectedEntries: Int?
     private var decidedOnRecords = false
     private static let columns = "dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size"
@@ -220,7 +220,7 @@ private final class Connection {
                 records = try readRows(where: nil)
             }
         }
-        if let records { return records[Array(dest.utf8)] }
+        if let records { return records[DestKey(dest)] }
         return try readRows(where: dest).values.first
     }
 
@@ -233,11 +233,11 @@ private final class Connection {
     }
 
     /// Every row, or the one of `dest`.
-    private func readRows(where dest: String?) throws(StoreError) -> [[UInt8]: StateRecord] {
+    private func readRows(where dest: String?) throws(StoreError) -> [DestKey: StateRecord] {
         let select = try Self.prepare(db, "SELECT \(Self.columns) FROM entries" + (dest == nil ? "" : " WHERE dest = ?1"))
         defer { sqlite3_finalize(select) }
         if let dest { bind(select, 1, dest) }
-        var found: [[UInt8]: StateRecord] = [:]
+        var found: [DestKey: StateRecord] = [:]
         while true {
             let step = sqlite3_step(select)
             if step == SQLITE_DONE { return found }
@@ -255,7 +255,7 @@ private final class Connection {
             if sqlite3_column_int(select, 10) != 0 {
                 record.partial = RemoteValidators(etag: text(select, 11), lastModified: text(select, 12), size: integer(select, 13))
             }
-            found[Array(dest.utf8)] = record
+            found[DestKey(dest)] = record
         }
     }
 
@@ -287,7 +287,7 @@ private final class Connection {
         }
         let step = sqlite3_step(upsert)
         guard step == SQLITE_DONE else { throw failure(step) }
-        records?[Array(record.dest.utf8)] = record
+        records?[DestKey(record.dest)] = record
     }
 
     private func failure(_ code: Int32) -> StoreError {
@@ -360,5 +360,19 @@ private final class Connection {
             }
         }
         return escaped
+    }
+}
+
+/// A dest as a dictionary key: its UTF-8 bytes, compared and hashed as bytes (in one call,
+/// not one per byte as an array of them would be).
+private struct DestKey: Hashable {
+    let bytes: [UInt8]
+
+    init(_ dest: String) {
+        bytes = Array(dest.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }

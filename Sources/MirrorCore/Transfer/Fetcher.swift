@@ -16,7 +16,8 @@ struct Fetcher: Sendable {
 
     func fetch(_ original: TransferRequest, sink: (any ResponseBodySink)? = nil) async -> Result {
         var request = original
-        let originalScheme = URLComponents(string: original.url)?.scheme?.lowercased() ?? ""
+        // Parsed only when a redirect needs it: most requests have none.
+        var originalScheme: String?
         var hops = 0
         while true {
             let outcome = await engine.perform(request, sink: sink)
@@ -27,7 +28,9 @@ struct Fetcher: Sendable {
             if hops > Self.maxRedirects {
                 return Result(outcome: outcome, redirectFailure: .redirectRefused("more than \(Self.maxRedirects) redirects"))
             }
-            switch RedirectRule.next(from: request.url, to: target, originalScheme: originalScheme) {
+            let scheme = originalScheme ?? URLComponents(string: original.url)?.scheme?.lowercased() ?? ""
+            originalScheme = scheme
+            switch RedirectRule.next(from: request.url, to: target, originalScheme: scheme) {
             case .refuse(let reason):
                 return Result(outcome: outcome, redirectFailure: .redirectRefused(reason))
             case .follow(let url, let sameOrigin):
