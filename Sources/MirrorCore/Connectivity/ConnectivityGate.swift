@@ -63,6 +63,13 @@ public actor ConnectivityGate {
     }
 
     /// Call before starting an attempt: waits out an outage already in progress for `host`.
+    /// Whether an outage of `host` is in progress or was given up: `beforeAttempt` would wait
+    /// or refuse. Does not wait.
+    public nonisolated func hasTrouble(_ host: HostKey) -> Bool {
+        let target = probe ?? host
+        return troubled.withLock { $0.contains(target) }
+    }
+
     public nonisolated func beforeAttempt(talkingTo host: HostKey) async throws(Unreachable) {
         let target = probe ?? host
         guard troubled.withLock({ $0.contains(target) }) else { return }
@@ -105,12 +112,16 @@ public actor ConnectivityGate {
         }
         if outages[target] == outage {
             outages[target] = nil
-            // Cleared only for a host that came back: one given up stays troubled, with no
-            // moment in between when an entry could pass the fast path to it.
-            if cameBack { troubled.withLock { _ = $0.remove(target) } }
+            // Troubled means an outage in progress or given up, nothing else. A host given up
+            // stays troubled, with no moment in between when an entry could pass the fast
+            // path to it.
+            if cameBack || Task.isCancelled { troubled.withLock { _ = $0.remove(target) } }
         }
         guard cameBack else {
-            if !Task.isCancelled { givenUp.insert(target) }
+            if !Task.isCancelled {
+                givenUp.insert(target)
+                troubled.withLock { _ = $0.insert(target) }
+            }
             throw Unreachable(host: target, waited: wait)
         }
         return .cameBack

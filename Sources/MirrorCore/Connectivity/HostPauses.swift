@@ -23,6 +23,11 @@ public final class HostPauses: Sendable {
         }
     }
 
+    /// Whether a pause on `host` is in force now.
+    public func isPaused(_ host: HostKey) -> Bool {
+        until.withLock { until in until[host].map { $0 > ContinuousClock.now } ?? false }
+    }
+
     /// Sleeps until any pause on `host` has passed. Throws when the task is cancelled.
     public func waitOut(_ host: HostKey) async throws {
         while true {

@@ -68,12 +68,8 @@ struct EntrySync {
             lastSource = source
             var failuresHere = 0
             attempting: while true {
-                // Taken before the gate and the pauses are asked, so that no request starts
-                // from a stale answer; given back once the request is done (see `transfer`).
-                guard let slot = await runner.slots.acquire() else {
-                    lastFailure = .cancelled
-                    break attempting
-                }
+                // Outages and Retry-After pauses are waited out without a transfer slot, so a
+                // host that asked for ten minutes' rest does not hold up the others.
                 if let host {
                     do {
                         try await conditions.gate.beforeAttempt(talkingTo: host)
@@ -85,6 +81,17 @@ struct EntrySync {
                         lastFailure = .cancelled
                         break attempting
                     }
+                }
+                // Given back once the request is done (see `transfer`).
+                guard let slot = await runner.slots.acquire() else {
+                    lastFailure = .cancelled
+                    break attempting
+                }
+                // While this entry waited for its turn, a pause or an outage may have begun
+                // (the entry that met it holds its slot until it is in force): wait again.
+                if let host, conditions.pauses.isPaused(host) || conditions.gate.hasTrouble(host) {
+                    slot.release()
+                    continue attempting
                 }
                 attempts += 1
                 let attempt = await attemptOnce(source, restartReason: restartReason, slot: slot)

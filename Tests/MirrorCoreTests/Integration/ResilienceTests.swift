@@ -94,6 +94,27 @@ struct ResilienceTests {
         #expect(c - first >= .milliseconds(1_900), "an entry that started during the pause waited too")
     }
 
+    /// A host's Retry-After pause is waited out without a transfer slot: with one slot, an
+    /// entry for another host goes ahead while the paused host's entries wait.
+    @Test func aPausedHostDoesNotHoldUpAnother() async throws {
+        let paused = try FaultServer.start()
+        let other = try FaultServer.start()
+        let data = randomData(count: 1_000, seed: 62)
+        paused.route("/a1.bin", replies: [.status(503, headers: ["Retry-After": "3"]), .file(data)])
+        paused.route("/a2.bin", reply: .file(data))
+        other.route("/b1.bin", reply: .file(data))
+        let text = "version: 1\nroot: root\nfiles:\n"
+            + "  - url: \(paused.url("/a1.bin"))\n  - url: \(paused.url("/a2.bin"))\n  - url: \(other.url("/b1.bin"))\n"
+        let reports = try await runner(text, concurrency: 1).sync()
+
+        #expect(reports.allSatisfy { $0.outcome == .transferred })
+        let first = try #require(paused.requests(for: "/a1.bin").first?.receivedAt)
+        let a2 = try #require(paused.requests(for: "/a2.bin").first?.receivedAt)
+        let b1 = try #require(other.requests(for: "/b1.bin").first?.receivedAt)
+        #expect(a2 - first >= .milliseconds(2_900), "the paused host's next entry waited")
+        #expect(b1 - first < .milliseconds(1_500), "the other host's entry did not wait for the pause")
+    }
+
     @Test(arguments: [("120", 120), ("0", 0), ("99999", 600), ("soon", -1)])
     func retryAfterSeconds(_ header: String, _ expected: Int) {
         let delay = RetryAfter.delay(header, now: 1_000_000, cap: .seconds(600))
