@@ -96,11 +96,6 @@ enum DestinationConflicts {
 
     /// `a/b/c` → `a`, `a/b`: the text before each `/` of a normalised dest.
     private static func parentDirectories(of dest: String) -> [String] {
-        parentDirectories(of: dest, in: dest.utf8)
-    }
-
-    private static func parentDirectories<Text: Collection>(of dest: String, in text: Text) -> [String]
-    where Text.Element: TextUnit, Text.Index == String.Index {
-        text.indices.filter { text[$0] == .slash }.map { String(dest[..<$0]) }
+        dest.utf8.indices.filter { dest.utf8[$0] == .slash }.map { String(dest[..<$0]) }
     }
 }

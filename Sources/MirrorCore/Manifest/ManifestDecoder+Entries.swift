@@ -149,8 +149,7 @@ extension ManifestDecoder {
     }
 
     /// Whether the last segment of the path of `url` (the text before any `?`) holds a `${`.
-    private static func fileNameHasVariable<Text: BidirectionalCollection>(_ url: Text) -> Bool
-    where Text.Element: TextUnit {
+    private static func fileNameHasVariable(_ url: String.UTF8View) -> Bool {
         // `url` passed URLRules.check, so it starts with its scheme, not with `?`.
         let path = url.firstIndex(of: .questionMark).map { url[..<$0] } ?? url[...]
         let fileName = path.lastIndex(of: .slash).map { path[path.index(after: $0)...] } ?? path

@@ -11,8 +11,7 @@ extension RemoteURL {
     }
 
     /// The userinfo of the URL `text`: from the start of the authority up to its last `@`.
-    private static func userinfoRange<Text: BidirectionalCollection>(in text: Text) -> Range<String.Index>?
-    where Text.Element: TextUnit, Text.Index == String.Index {
+    private static func userinfoRange(in text: String.UTF8View) -> Range<String.Index>? {
         // The scheme is what comes before the first "://", and it may hold none of "/?#@" (a
         // "://" after a path or query character is not the one that starts the authority). So
         // the first of those four characters in the text must be the first "/" of that "://".
