@@ -62,7 +62,6 @@ public actor ConnectivityGate {
         return try await outcome(of: outage, for: target)
     }
 
-    /// Call before starting an attempt: waits out an outage already in progress for `host`.
     /// Whether an outage of `host` is in progress or was given up: `beforeAttempt` would wait
     /// or refuse. Does not wait.
     public nonisolated func hasTrouble(_ host: HostKey) -> Bool {
@@ -70,10 +69,10 @@ public actor ConnectivityGate {
         return troubled.withLock { $0.contains(target) }
     }
 
+    /// Call before starting an attempt: waits out an outage already in progress for `host`.
     public nonisolated func beforeAttempt(talkingTo host: HostKey) async throws(Unreachable) {
-        let target = probe ?? host
-        guard troubled.withLock({ $0.contains(target) }) else { return }
-        try await waitForTrouble(of: target)
+        guard hasTrouble(host) else { return }
+        try await waitForTrouble(of: probe ?? host)
     }
 
     private func waitForTrouble(of target: HostKey) async throws(Unreachable) {

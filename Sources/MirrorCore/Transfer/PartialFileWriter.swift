@@ -149,18 +149,10 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             if buffered + bytes.count > buffer.count, !flush() { return false }
             UnsafeMutableRawBufferPointer(rebasing: buffer[buffered..<(buffered + bytes.count)]).copyMemory(from: bytes)
             buffered += bytes.count
-            position += count
         } else {
-            guard flush() else { return false }
-            do {
-                try FileSystem.write(bytes, to: fd, at: position, path: path)
-            } catch {
-                failure = error
-                return false
-            }
-            position += count
-            hasher?.advance(to: position)
+            guard flush(), writeOut(bytes, endingAt: position + count) else { return false }
         }
+        position += count
         bytesWritten += count
         progress?.add(count)
         return true
@@ -177,16 +169,19 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     /// Writes the buffered bytes, which end at `position`.
     private func flush() -> Bool {
         guard buffered > 0, let buffer else { return true }
-        let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<buffered])
+        defer { buffered = 0 }
+        return writeOut(UnsafeRawBufferPointer(rebasing: buffer[0..<buffered]), endingAt: position)
+    }
+
+    /// Writes `bytes` to the file so that they end at `end`, and tells the hasher.
+    private func writeOut(_ bytes: UnsafeRawBufferPointer, endingAt end: Int64) -> Bool {
         do {
-            try FileSystem.write(bytes, to: fd, at: position - Int64(buffered), path: path)
+            try FileSystem.write(bytes, to: fd, at: end - Int64(bytes.count), path: path)
         } catch {
             failure = error
-            buffered = 0
             return false
         }
-        buffered = 0
-        hasher?.advance(to: position)
+        hasher?.advance(to: end)
         return true
     }
 }
