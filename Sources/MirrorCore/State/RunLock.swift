@@ -24,7 +24,7 @@ public final class RunLock: Sendable {
     /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
     public static func acquire(root: String, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
         let path = location(root: root)
-        try makeDirectories(String(path[..<path.lastSlash!]))
+        try makeDirectories(LexicalPath.directory(of: path))
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
         if fd < 0 { throw .unusable(path: path, errno: errno) }
         let deadline = ContinuousClock.now + (wait ?? .zero)

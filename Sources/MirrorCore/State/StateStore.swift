@@ -55,7 +55,7 @@ public final class StateStore: Sendable {
                 return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
             }
         case .readWrite:
-            let directory = String(path[..<path.lastSlash!])
+            let directory = LexicalPath.directory(of: path)
             if mkdir(directory, 0o777) != 0 && errno != EEXIST {
                 return Opening(store: nil, problem: "cannot create \(directory): \(String(cString: strerror(errno))); deciding by size")
             }

@@ -1,7 +1,7 @@
 import Glibc
 
 /// Carries out `plan` and `sync` for a manifest: probes, decides and transfers each entry,
-/// at most `concurrency` at a time, over one shared transfer engine.
+/// with at most `concurrency` requests in flight, over one shared transfer engine.
 ///
 /// Never prints: everything a user sees comes from the returned reports and `RunEvent`s.
 public final class ManifestRunner: Sendable {
@@ -17,7 +17,7 @@ public final class ManifestRunner: Sendable {
     /// Entries `sync` works on at once. `concurrency` of them hold a transfer slot; the others
     /// wait for one, or are being hashed to the end, fsync'd and renamed, so that the disk
     /// commits many files together and the network does not wait for the disk.
-    var entryWidth: Int { options.concurrency * Self.entriesPerTransfer }
+    let entryWidth: Int
     static let entriesPerTransfer = 4
     let directorySync = DirectorySync()
 
@@ -26,7 +26,8 @@ public final class ManifestRunner: Sendable {
         self.options = options
         fetcher = Fetcher(engine: TransferEngine())
         probe = RemoteProbe(fetcher: fetcher)
-        blocking = BlockingPool(limit: options.concurrency * Self.entriesPerTransfer)
+        entryWidth = options.concurrency * Self.entriesPerTransfer
+        blocking = BlockingPool(limit: entryWidth)
         slots = TransferSlots(options.concurrency)
     }
 
