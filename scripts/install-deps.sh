@@ -9,6 +9,10 @@ packages=(
     libsqlite3-dev         # state store
     pkg-config             # SwiftPM finds the libraries through it
     nginx-light            # the loopback server of the tests and the demo
+    apache2                # a second real server: weak ETags, AddEncoding
+    lighttpd               # a third real server: Range/If-Range
+    vsftpd                 # FTP, explicit FTPS (AUTH TLS) and implicit FTPS
+    openssl                # throwaway certificates for the TLS tests
     curl                   # the tests' reference client
     groff-base             # make test checks that the man pages format cleanly
 )

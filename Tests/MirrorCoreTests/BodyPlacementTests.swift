@@ -42,9 +42,12 @@ struct BodyPlacementTests {
              expected: .reject(.httpStatus(404))),
         Case(name: "503 keeps its Retry-After", offset: 0, status: 503, headers: ["Retry-After": "7"], expectedTotal: nil,
              expected: .reject(.httpStatus(503, retryAfter: "7"))),
-        Case(name: "a compressed 200 is refused", offset: 0, status: 200,
-             headers: ["Content-Length": "10", "Content-Encoding": "gzip"], expectedTotal: 100,
-             expected: .reject(.encodedBody("gzip"))),
+        Case(name: "a gzip-coded 200 is written as sent, its Content-Length the stored size", offset: 0, status: 200,
+             headers: ["Content-Length": "10", "Content-Encoding": "gzip"], expectedTotal: 10,
+             expected: .write(from: 0, total: 10)),
+        Case(name: "a gzip-coded 206 with no record of a strong ETag starts over", offset: 40, status: 206,
+             headers: ["Content-Range": "bytes 40-99/100", "Content-Encoding": "gzip", "ETag": "\"v\""], expectedTotal: 100,
+             expected: .reject(.rangeMismatch("a part coded as gzip without a strong ETag that vouches it continues the same bytes"))),
     ]
 
     @Test(arguments: cases)
@@ -69,10 +72,25 @@ struct BodyPlacementTests {
         #expect(ContentRange(text) == nil)
     }
 
-    @Test func contentLengthOfAnEncodedBodyIsNotTheFileSize() {
+    @Test func contentLengthOfAnEncodedBodyIsTheSizeOfTheBytesStored() {
         let head = ResponseHead(status: 200, fields: [(name: "Content-Length", value: "10"), (name: "Content-Encoding", value: "gzip")])
-        #expect(head.contentLength == nil)
+        #expect(head.contentLength == 10 && head.totalSize == 10)
         #expect(ResponseHead(status: 200, fields: [(name: "content-length", value: " 42 ")]).contentLength == 42)
+    }
+
+    @Test func aCodedPartIsAppendedOnlyUnderTheSameStrongETag() {
+        func head(etag: String) -> ResponseHead {
+            ResponseHead(status: 206, fields: [
+                (name: "Content-Range", value: "bytes 40-99/100"), (name: "Content-Encoding", value: "x-gzip"), (name: "ETag", value: etag),
+            ])
+        }
+        let strong = RemoteValidators(etag: "\"v\"", lastModified: nil, size: 100)
+        let weak = RemoteValidators(etag: "W/\"v\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: 100)
+        #expect(BodyPlacement.decide(offset: 40, head: head(etag: "\"v\""), expectedTotal: 100, startedFrom: strong) == .write(from: 40, total: 100))
+        #expect(BodyPlacement.decide(offset: 40, head: head(etag: "W/\"v\""), expectedTotal: 100, startedFrom: strong)
+            == .reject(.rangeMismatch("a part coded as x-gzip without a strong ETag that vouches it continues the same bytes")))
+        #expect(BodyPlacement.decide(offset: 40, head: head(etag: "\"v\""), expectedTotal: 100, startedFrom: weak)
+            == .reject(.rangeMismatch("a part coded as x-gzip without a strong ETag that vouches it continues the same bytes")))
     }
 }
 

@@ -86,6 +86,8 @@ struct PlannerTests {
     static let v2SameSize = RemoteFacts.available(RemoteFile(size: 100, etag: "\"b\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT"))
     static let v2NewDate = RemoteFacts.available(RemoteFile(size: 100, etag: nil, lastModified: "Mon, 07 Nov 1994 08:49:37 GMT"))
     static let v2Longer = RemoteFacts.available(RemoteFile(size: 150, etag: "\"c\""))
+    /// v1 as Apache tags it while the file is less than a second old.
+    static let v1Weak = RemoteValidators(etag: "W/\"a\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: 100)
 
     static let stateRows: [Row] = [
         Row(name: "state complete, validators equal → skip", destination: .file(size: 100), partial: .missing,
@@ -113,6 +115,11 @@ struct PlannerTests {
         Row(name: "partial of an older version → restart, never spliced", destination: .missing, partial: .file(size: 40),
             remote: v2SameSize, state: StateRecord(dest: "d", url: "u", partial: v1),
             expected: .restart(reason: "the remote file changed since the partial download started (ETag changed from \"a\" to \"b\")")),
+        Row(name: "state complete under a weak ETag, the same tag now strong → skip", destination: .file(size: 100),
+            partial: .missing, remote: v1Remote, state: verified(v1Weak), identity: identity, expected: .skip),
+        Row(name: "partial started under a weak ETag, the same tag now strong → resume", destination: .missing,
+            partial: .file(size: 40), remote: v1Remote, state: StateRecord(dest: "d", url: "u", partial: v1Weak),
+            expected: .resume(from: 40, source: .partial)),
         Row(name: "DEST outdated and a partial of the new version → resume the partial", destination: .file(size: 100),
             partial: .file(size: 60), remote: v2Longer,
             state: StateRecord(dest: "d", url: "u",

@@ -67,6 +67,12 @@ struct HTTPDateTests {
         #expect(HTTPDate.parse("Sat, 29 Feb 2020 12:00:00 GMT") == 1_582_977_600)
     }
 
+    @Test(arguments: ["Sun, 06 Nov 1994 08:49:37 GMT", "Thu, 01 Jan 1970 00:00:00 GMT", "Sat, 29 Feb 2020 12:00:00 GMT",
+                      "Fri, 31 Dec 2100 23:59:59 GMT", "Wed, 01 Mar 2000 00:00:09 GMT"])
+    func formatIsTheInverseOfParse(_ text: String) throws {
+        #expect(HTTPDate.format(Int64(try #require(HTTPDate.parse(text)))) == text)
+    }
+
     @Test(arguments: ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 UTC", "06 Nov 1994", "", "Sun, 32 Nov 1994 08:49:37 GMT",
                           "Sun, 06 Nox 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
                           "Sun, 06 Nov 1994 08:49:37 GMT x", "Sun 06 Nov 1994 08:49:37 GMT", "Sun, 0x Nov 1994 08:49:37 GMT",

@@ -56,6 +56,8 @@ public struct TransferSettings: Sendable, Equatable {
     public var headers: [HTTPHeader]
     /// `insecure: true` turns TLS certificate verification off for this entry.
     public var insecure: Bool
+    /// `ftp_tls`: whether `ftp://` URLs ask for TLS (explicit FTPS).
+    public var ftpTLS: FTPTLS = .no
     /// A body that grows past this many bytes is stopped.
     public var maxSize: Int64?
     /// The stall guard: a transfer averaging fewer bytes per second than this over any

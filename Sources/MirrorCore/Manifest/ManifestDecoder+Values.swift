@@ -81,6 +81,24 @@ extension ManifestDecoder {
         }
     }
 
+    /// `no`, `try` or `required`; a near miss gets a "did you mean", and a boolean the value it
+    /// most likely meant.
+    mutating func ftpTLS(_ node: YAMLNode, key: String) -> FTPTLS? {
+        if let text = node.text, let value = FTPTLS(rawValue: text) { return value }
+        var message = "expected one of \(FTPTLS.choices), found \(node.summary)"
+        if let text = node.text?.lowercased() {
+            if text == "true" {
+                message += "; write `required` (or `try` to allow plain FTP when the server has no TLS)"
+            } else if text == "false" {
+                message += "; write `no`"
+            } else if let suggestion = KeySuggestion.closest(to: text, among: FTPTLS.allCases.map(\.rawValue)) {
+                message += "; did you mean `\(suggestion)`?"
+            }
+        }
+        report(message, at: node, key: key)
+        return nil
+    }
+
     mutating func duration(_ node: YAMLNode, key: String) -> Duration? {
         guard let text = node.text else {
             report("expected a duration like 500ms, 30s, 5m, 1h or 1m30s, found \(node.summary)", at: node, key: key)

@@ -123,6 +123,9 @@ struct ManifestDecoder {
         if let node = mapping["insecure"] {
             overrides.insecure = boolean(node, key: mapping.path(of: "insecure"))
         }
+        if let node = mapping["ftp_tls"] {
+            overrides.ftpTLS = ftpTLS(node, key: mapping.path(of: "ftp_tls"))
+        }
         if let node = mapping["max_size"] {
             overrides.maxSize = byteCount(node, key: mapping.path(of: "max_size"), allowUnits: true)
         }

@@ -5,6 +5,7 @@ struct TransferOverrides: Equatable {
     var timeout: Duration?
     var headers: [HTTPHeader]?
     var insecure: Bool?
+    var ftpTLS: FTPTLS?
     var maxSize: Int64?
     var minSpeed: Int64?
     var minSpeedTime: Duration?
@@ -17,6 +18,7 @@ struct TransferOverrides: Equatable {
         if let retries { settings.retries = retries }
         if let timeout { settings.timeout = timeout }
         if let insecure { settings.insecure = insecure }
+        if let ftpTLS { settings.ftpTLS = ftpTLS }
         if let maxSize { settings.maxSize = maxSize }
         if let minSpeed { settings.minSpeed = minSpeed == 0 ? nil : minSpeed }
         if let minSpeedTime { settings.minSpeedTime = minSpeedTime }

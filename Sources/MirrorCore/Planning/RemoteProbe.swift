@@ -1,15 +1,15 @@
 /// Asks the server for a file's size and validators without downloading it.
 ///
-/// HEAD first. When HEAD is refused (405, 501, 403) or answers without a usable length (none,
-/// or the length of a compressed body), a `GET` with `Range: bytes=0-0` follows, and the total
-/// is read from its Content-Range.
+/// HEAD first. When HEAD is refused (405, 501, 403) or answers without a usable length, a `GET`
+/// with `Range: bytes=0-0` follows, and the total is read from its Content-Range. The sizes are
+/// those of the bytes as the server sends them, Content-Encoding and all: they are stored so.
 struct RemoteProbe: Sendable {
     let fetcher: Fetcher
 
     func probe(_ url: RemoteURL, settings: TransferSettings) async -> RemoteFacts {
         let head = TransferRequest(
             url: url.string, method: .head, headers: settings.headers, timeout: settings.timeout,
-            insecure: settings.insecure, protocols: RedirectRule.protocols(forScheme: Self.scheme(of: url.string))
+            insecure: settings.insecure, ftpTLS: settings.ftpTLS, protocols: RedirectRule.protocols(forScheme: Self.scheme(of: url.string))
         )
         let headResult = await fetcher.fetch(head)
         if let failure = headResult.redirectFailure { return .unavailable(failure) }

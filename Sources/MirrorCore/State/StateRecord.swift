@@ -36,7 +36,7 @@ public struct RemoteValidators: Sendable, Equatable {
 
     /// A strong ETag (a weak one, `W/"…"`, cannot be used with `If-Range`).
     public var strongETag: String? {
-        guard let etag, !etag.hasPrefix("W/") else { return nil }
+        guard let etag, !EntityTag(etag).isWeak else { return nil }
         return etag
     }
 
@@ -44,12 +44,13 @@ public struct RemoteValidators: Sendable, Equatable {
     public var ifRangeValue: String? { strongETag ?? lastModified }
 
     /// Whether `other` describes a different version: a size, ETag or Last-Modified that both
-    /// sides know and that differ. Returns the first difference found, for messages.
+    /// sides know and that differ. ETags are compared weakly (RFC 9110 §8.8.3.2): `W/"x"` and
+    /// `"x"` are the same version. Returns the first difference found, for messages.
     public func difference(from other: RemoteValidators) -> String? {
         if let size, let otherSize = other.size, size != otherSize {
             return "size changed from \(size) to \(otherSize) bytes"
         }
-        if let etag, let otherETag = other.etag, etag != otherETag {
+        if let etag, let otherETag = other.etag, !EntityTag.weaklyMatch(etag, otherETag) {
             return "ETag changed from \(etag) to \(otherETag)"
         }
         if let lastModified, let otherDate = other.lastModified, lastModified != otherDate {

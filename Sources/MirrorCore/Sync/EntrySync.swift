@@ -347,7 +347,7 @@ struct EntrySync {
             url: source.string, method: .get, headers: entry.settings.headers,
             rangeFirst: firstByte > 0 || offset > 0 ? firstByte : nil, ifRange: validator,
             timeout: entry.settings.timeout, minSpeed: entry.settings.minSpeed,
-            minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure,
+            minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure, ftpTLS: entry.settings.ftpTLS,
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
         let fetched = await runner.fetcher.fetch(request, sink: writer)
@@ -364,7 +364,7 @@ struct EntrySync {
                 // in this run or the next.
                 attempt.mustRestart = true
                 discardPartial()
-            case .bodyTooLarge, .sizePinConflict, .encodedBody:
+            case .bodyTooLarge, .sizePinConflict:
                 discardPartial()
             case .localIO(_, _, let code) where code == ENOSPC || code == EDQUOT:
                 // Give the space back, so the entries after this one can still be written.

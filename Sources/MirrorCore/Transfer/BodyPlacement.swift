@@ -5,6 +5,13 @@
 ///   when a total was expected, its total equals it;
 /// - a 200 to a range request means the range was ignored or the file changed: start from 0;
 /// - a 416 whose `bytes */N` equals the local size means the file is already complete.
+///
+/// A body with a Content-Encoding (a `.tar.gz` served as `Content-Encoding: gzip`) is stored as
+/// sent, and its Content-Length and Content-Range count those bytes (RFC 9110 §14: a range is
+/// of the selected representation, content coding included). A server that codes responses
+/// no one asked it to code may also code each range on its own, though, so a coded 206 is
+/// appended only when the partial file was started from the same strong ETag, a promise of
+/// the very same bytes; otherwise the file is fetched again from 0.
 enum BodyPlacement: Equatable, Sendable {
     /// Write from `offset`; `total` is the file's full size when the response says it.
     case write(from: Int64, total: Int64?)
@@ -21,9 +28,6 @@ enum BodyPlacement: Equatable, Sendable {
     static func decide(offset: Int64, head: ResponseHead, expectedTotal: Int64?, startedFrom: RemoteValidators? = nil) -> BodyPlacement {
         switch head.status {
         case 200:
-            if head.isEncoded {
-                return .reject(.encodedBody(head["content-encoding"] ?? ""))
-            }
             return .write(from: 0, total: head.contentLength)
         case 206:
             guard let range = head.contentRange, let first = range.first else {
@@ -37,6 +41,10 @@ enum BodyPlacement: Equatable, Sendable {
             }
             if let startedFrom, let difference = differs(head, from: startedFrom) {
                 return .reject(.rangeMismatch("the server sent part of another version (\(difference))"))
+            }
+            if head.isEncoded, !isVouchedByStrongETag(head, startedFrom: startedFrom) {
+                let coding = head["content-encoding"] ?? ""
+                return .reject(.rangeMismatch("a part coded as \(coding) without a strong ETag that vouches it continues the same bytes"))
             }
             return .write(from: offset, total: range.total ?? expectedTotal)
         case 416:
@@ -54,9 +62,17 @@ enum BodyPlacement: Equatable, Sendable {
         }
     }
 
-    /// How `head`'s validators contradict those of the version on disk, if they do.
+    /// The partial file was started from a strong ETag and the response carries the same one.
+    private static func isVouchedByStrongETag(_ head: ResponseHead, startedFrom: RemoteValidators?) -> Bool {
+        guard let recorded = startedFrom?.strongETag, let sent = head.etag else { return false }
+        return EntityTag.stronglyMatch(recorded, sent)
+    }
+
+    /// How `head`'s validators contradict those of the version on disk, if they do. ETags are
+    /// compared weakly: the server has already judged the `If-Range` (a strong ETag or a date),
+    /// and a tag that lost its `W/` as the file aged names the same version.
     private static func differs(_ head: ResponseHead, from startedFrom: RemoteValidators) -> String? {
-        if let expected = startedFrom.etag, let sent = head.etag, expected != sent {
+        if let expected = startedFrom.etag, let sent = head.etag, !EntityTag.weaklyMatch(expected, sent) {
             return "ETag \(sent), the partial file has \(expected)"
         }
         if startedFrom.etag == nil || head.etag == nil,

@@ -30,13 +30,15 @@ public struct ResponseHead: Sendable, Equatable {
     public var isSuccess: Bool { (200..<300).contains(status) }
     public var isRedirect: Bool { [301, 302, 303, 307, 308].contains(status) }
 
-    /// Content-Length, when present, valid, and describing the bytes as stored: a body with a
-    /// Content-Encoding other than identity has a length that says nothing about the file.
+    /// Content-Length, when present and valid. mirror sends no `Accept-Encoding` and undoes no
+    /// Content-Encoding (as curl without `--compressed`): the bytes as sent are the bytes
+    /// stored, so this is the stored file's length even when the body is, say, gzip-coded.
     public var contentLength: Int64? {
-        guard !isEncoded, let text = field("content-length") else { return nil }
+        guard let text = field("content-length") else { return nil }
         return Int64(decimal: Substring(text).trimmingSpaces)
     }
 
+    /// A Content-Encoding other than identity: the server sent a coded representation.
     public var isEncoded: Bool {
         guard let encoding = field("content-encoding").map({ Substring($0).trimmingSpaces.lowercased() }) else { return false }
         return !encoding.isEmpty && encoding != "identity"
@@ -48,7 +50,7 @@ public struct ResponseHead: Sendable, Equatable {
     public var lastModified: String? { field("last-modified").map { String(Substring($0).trimmingSpaces) } }
 
     /// The total size of the file this response describes: Content-Range's total for a 206 or
-    /// a 416, otherwise the identity Content-Length of a 200.
+    /// a 416, otherwise the Content-Length of a 200.
     public var totalSize: Int64? {
         switch status {
         case 206, 416: return contentRange?.total

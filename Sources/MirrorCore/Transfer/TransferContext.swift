@@ -79,6 +79,11 @@ final class TransferContext {
             try easy.set(CURLOPT_SSL_VERIFYPEER, 0, "CURLOPT_SSL_VERIFYPEER")
             try easy.set(CURLOPT_SSL_VERIFYHOST, 0, "CURLOPT_SSL_VERIFYHOST")
         }
+        if request.isFTP {
+            // MDTM: the file's time is the only thing FTP says that tells a same-size change.
+            try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")
+            try easy.set(CURLOPT_USE_SSL, Self.useSSL(request.ftpTLS), "CURLOPT_USE_SSL")
+        }
         // libcurl drops a header written "Name:" with no value; "Name;" is how it sends one empty.
         var lines = request.headers.map { $0.value.isEmpty ? "\($0.name);" : "\($0.name): \($0.value)" }
         if let ifRange = request.ifRange, request.rangeFirst != nil {
@@ -106,6 +111,15 @@ final class TransferContext {
             return accepted ? size * count : 0
         }, "CURLOPT_WRITEFUNCTION")
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
+    }
+
+    /// libcurl's level for `ftp_tls`: AUTH TLS for the login, PROT P for the data.
+    private static func useSSL(_ policy: FTPTLS) -> Int {
+        switch policy {
+        case .no: Int(CURLUSESSL_NONE.rawValue)
+        case .try: Int(CURLUSESSL_TRY.rawValue)
+        case .required: Int(CURLUSESSL_ALL.rawValue)
+        }
     }
 
     private func check(_ code: CURLcode, _ name: String) throws(CurlSetupError) {
@@ -226,18 +240,23 @@ final class TransferContext {
     }
 
     /// The response head so far. Protocols without HTTP headers (file, ftp) get one made from
-    /// what libcurl knows, so callers judge every response the same way.
+    /// what libcurl knows, so callers judge every response the same way: the size, and the
+    /// file's time (FTP's MDTM) as a Last-Modified.
     private func currentHead() -> ResponseHead {
         if sawHTTPStatusLine { return ResponseHead(status: status, lowercasedFields: fields) }
         let length = easy.infoOffset(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T)
+        var synthetic: [(name: String, value: String)] = []
+        if request.isFTP, let time = easy.infoOffset(CURLINFO_FILETIME_T) {
+            synthetic.append((name: "last-modified", value: HTTPDate.format(time)))
+        }
         if let first = request.rangeFirst, first > 0 {
-            var synthetic: [(name: String, value: String)] = []
             if let length {
                 synthetic.append((name: "content-range", value: "bytes \(first)-\(first + length - 1)/\(first + length)"))
             }
             return ResponseHead(status: 206, fields: synthetic)
         }
-        return ResponseHead(status: 200, fields: length.map { [(name: "content-length", value: "\($0)")] } ?? [])
+        if let length { synthetic.append((name: "content-length", value: "\(length)")) }
+        return ResponseHead(status: 200, fields: synthetic)
     }
 
     /// Completes the request: consults the sink if the response had no body, then resumes the

@@ -12,9 +12,6 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     case partialBody(received: Int64, expected: Int64)
     /// A reply to a range request that cannot be appended safely (wrong start, wrong total).
     case rangeMismatch(String)
-    /// The server compressed the body although mirror asks for identity encoding: its length
-    /// says nothing about the file, and mirror stores bytes as served.
-    case encodedBody(String)
     /// The body grew past the expected size or the `max_size` guard.
     case bodyTooLarge(limit: Int64)
     /// The finished file is not the size the server or the manifest promised.
@@ -55,7 +52,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             // fault; the next attempt starts clean. Checksum and size failures are turned
             // permanent once their retries are spent.
             return true
-        case .bodyTooLarge, .encodedBody, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled:
+        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled:
             return false
         case .localIO(_, _, let errno):
             // Disk full, permission denied, read-only file system: retrying cannot help.
@@ -83,8 +80,6 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return "connection closed after \(received) of \(expected) bytes"
         case .rangeMismatch(let detail):
             return "unusable reply to a range request: \(detail)"
-        case .encodedBody(let encoding):
-            return "server sent a \(encoding)-encoded body although identity encoding was asked for"
         case .bodyTooLarge(let limit):
             return "body exceeds the expected \(limit) bytes; transfer stopped"
         case .sizeMismatch(let expected, let actual):

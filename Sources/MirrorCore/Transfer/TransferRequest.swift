@@ -17,6 +17,8 @@ struct TransferRequest: Sendable {
     var minSpeed: Int64?
     var minSpeedTime: Duration = .seconds(30)
     var insecure: Bool
+    /// Whether an `ftp://` request asks for TLS (`ftps://` is TLS from the start).
+    var ftpTLS: FTPTLS
     /// Comma-separated libcurl protocol names this request may use.
     var protocols: String
 
@@ -24,8 +26,9 @@ struct TransferRequest: Sendable {
         url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,
         rangeLast: Int64? = nil, ifRange: String? = nil, timeout: Duration = .seconds(30),
         minSpeed: Int64? = nil, minSpeedTime: Duration = .seconds(30),
-        insecure: Bool = false, protocols: String = "http,https"
+        insecure: Bool = false, ftpTLS: FTPTLS = .no, protocols: String = "http,https"
     ) {
+        self.ftpTLS = ftpTLS
         self.minSpeed = minSpeed
         self.minSpeedTime = minSpeedTime
         self.url = url
@@ -38,6 +41,9 @@ struct TransferRequest: Sendable {
         self.insecure = insecure
         self.protocols = protocols
     }
+
+    /// An ftp or ftps URL: no HTTP headers come back, and the file's time needs asking for.
+    var isFTP: Bool { ["ftp", "ftps"].contains(RemoteProbe.scheme(of: url)) }
 }
 
 /// What a response's body should become, decided once its headers are known.

@@ -1,0 +1,62 @@
+import Testing
+@testable import MirrorCore
+
+/// ETags are compared as RFC 9110 §8.8.3.2 says: weakly to recognise the same version, strongly
+/// (never a weak tag) where the same bytes are needed.
+struct EntityTagTests {
+    struct Case: CustomTestStringConvertible, Sendable {
+        var first: String
+        var second: String
+        var weak: Bool
+        var strong: Bool
+        var testDescription: String { "\(first) vs \(second)" }
+    }
+
+    // RFC 9110's own table first, then what servers send in practice.
+    static let cases: [Case] = [
+        Case(first: #"W/"1""#, second: #"W/"1""#, weak: true, strong: false),
+        Case(first: #"W/"1""#, second: #"W/"2""#, weak: false, strong: false),
+        Case(first: #"W/"1""#, second: #""1""#, weak: true, strong: false),
+        Case(first: #""1""#, second: #""1""#, weak: true, strong: true),
+        Case(first: #""5f3-5e1a""#, second: #"W/"5f3-5e1a""#, weak: true, strong: false),
+        Case(first: #""5f3-5e1a""#, second: #""5f3-5e1b""#, weak: false, strong: false),
+        Case(first: #" "1" "#, second: #""1""#, weak: true, strong: true),
+        Case(first: "abc", second: #""abc""#, weak: true, strong: true),
+        Case(first: #"w/"1""#, second: #""1""#, weak: false, strong: false),
+        Case(first: #""W/1""#, second: #""1""#, weak: false, strong: false),
+        Case(first: #""""#, second: #""""#, weak: true, strong: true),
+    ]
+
+    @Test(arguments: cases)
+    func comparison(_ test: Case) {
+        #expect(EntityTag.weaklyMatch(test.first, test.second) == test.weak)
+        #expect(EntityTag.weaklyMatch(test.second, test.first) == test.weak)
+        #expect(EntityTag.stronglyMatch(test.first, test.second) == test.strong)
+        #expect(EntityTag.stronglyMatch(test.second, test.first) == test.strong)
+    }
+
+    @Test func aTagThatLostItsWeaknessIsTheSameVersion() {
+        let recorded = RemoteValidators(etag: #"W/"5f3-5e1a""#, lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: 1523)
+        var current = recorded
+        current.etag = #""5f3-5e1a""#
+        #expect(recorded.difference(from: current) == nil)
+        current.etag = #""5f3-5e1b""#
+        #expect(recorded.difference(from: current) == #"ETag changed from W/"5f3-5e1a" to "5f3-5e1b""#)
+    }
+
+    @Test func onlyAStrongTagGoesIntoIfRange() {
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT"
+        #expect(RemoteValidators(etag: #""a""#, lastModified: date, size: 1).ifRangeValue == #""a""#)
+        #expect(RemoteValidators(etag: #"W/"a""#, lastModified: date, size: 1).ifRangeValue == date)
+        #expect(RemoteValidators(etag: #"W/"a""#, lastModified: nil, size: 1).ifRangeValue == nil)
+    }
+
+    @Test func aPartOfTheSameVersionUnderAStrongTagIsAppended() {
+        let started = RemoteValidators(etag: #"W/"v""#, lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: 100)
+        let head = ResponseHead(status: 206, fields: [
+            (name: "Content-Range", value: "bytes 40-99/100"), (name: "ETag", value: #""v""#),
+            (name: "Last-Modified", value: "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ])
+        #expect(BodyPlacement.decide(offset: 40, head: head, expectedTotal: 100, startedFrom: started) == .write(from: 40, total: 100))
+    }
+}

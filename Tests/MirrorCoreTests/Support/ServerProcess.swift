@@ -1,0 +1,155 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why a test server (Apache, lighttpd, vsftpd) could not be started.
+enum ServerProcessError: Error, CustomStringConvertible {
+    case notInstalled(server: String, install: String)
+    case failedToStart(server: String, reason: String, log: String)
+
+    var description: String {
+        switch self {
+        case .notInstalled(let server, let install):
+            "\(server) not found: install it with `\(install)` (make test does this)"
+        case .failedToStart(let server, let reason, let log):
+            "\(server) failed to start: \(reason)\n--- \(server) log ---\n\(log)"
+        }
+    }
+}
+
+/// A server program that a test runs in the foreground on 127.0.0.1 and a random port, with a
+/// configuration the test writes into a private directory. `stop()` (or releasing the value)
+/// sends SIGTERM to its pid, SIGKILL 5 s later if need be, waits for it and removes the directory.
+final class ServerProcess: Sendable {
+    let name: String
+    let port: UInt16
+    /// Holds the configuration, logs and pid file the server writes.
+    let workDirectory: TemporaryDirectory
+    private let process: Mutex<Process?>
+
+    private init(name: String, port: UInt16, workDirectory: TemporaryDirectory, process: consuming sending Process) {
+        self.name = name
+        self.port = port
+        self.workDirectory = workDirectory
+        self.process = Mutex(process)
+    }
+
+    deinit { stop() }
+
+    /// The first executable among `candidates`; throws `notInstalled` naming `install`.
+    static func locate(_ server: String, among candidates: [String], install: String) throws -> String {
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw ServerProcessError.notInstalled(server: server, install: install)
+        }
+        return found
+    }
+
+    /// Picks a free port, lets `configure` write the configuration for it into the work
+    /// directory and return the command line, runs it, and returns once the port accepts
+    /// connections. A port taken between picking and binding (the log says so) is picked again,
+    /// up to five times.
+    /// - Parameter logs: files in the work directory worth showing when the server fails.
+    static func start(
+        _ name: String, executable: String, logs: [String], startupTimeout: Duration = .seconds(10),
+        configure: (UInt16, TemporaryDirectory) throws -> [String]
+    ) throws -> ServerProcess {
+        let address = try LoopbackAddress("127.0.0.1")
+        var lastFailure = ServerProcessError.failedToStart(server: name, reason: "no attempt made", log: "")
+        for _ in 0..<5 {
+            let workDirectory = try TemporaryDirectory(prefix: "mirror-\(name)")
+            let port = try LoopbackSocket.pickFreePort(on: address)
+            let arguments = try configure(port, workDirectory)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            process.currentDirectoryURL = workDirectory.url
+            _ = FileManager.default.createFile(atPath: workDirectory.path("output.log"), contents: nil)
+            let output = FileHandle(forWritingAtPath: workDirectory.path("output.log"))
+            process.standardInput = FileHandle.nullDevice
+            process.standardOutput = output
+            process.standardError = output
+            do {
+                try process.runWithDefaultSignalMask()
+            } catch {
+                throw ServerProcessError.failedToStart(server: name, reason: "could not run \(executable): \(error)", log: "")
+            }
+            func log() -> String {
+                (logs + ["output.log"])
+                    .compactMap { try? String(contentsOfFile: workDirectory.path($0), encoding: .utf8) }
+                    .filter { !$0.isEmpty }.joined(separator: "\n")
+            }
+            let deadline = ContinuousClock.now + startupTimeout
+            var exited = false
+            while ContinuousClock.now < deadline {
+                if !process.isRunning {
+                    exited = true
+                    break
+                }
+                if LoopbackSocket.acceptsConnections(on: address, port: port) {
+                    return ServerProcess(name: name, port: port, workDirectory: workDirectory, process: process)
+                }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            let text = log()
+            terminate(process)
+            if exited, text.contains("Address already in use") || text.contains("could not bind") {
+                lastFailure = .failedToStart(server: name, reason: "port \(port) was taken", log: text)
+                continue
+            }
+            let reason = exited
+                ? "\(name) exited with status \(process.terminationStatus)"
+                : "\(name) did not accept connections on port \(port) within \(startupTimeout)"
+            throw ServerProcessError.failedToStart(server: name, reason: reason, log: text)
+        }
+        throw lastFailure
+    }
+
+    /// A file the server wrote into its work directory (a log), or "" if there is none.
+    func contents(of file: String) -> String {
+        (try? String(contentsOfFile: workDirectory.path(file), encoding: .utf8)) ?? ""
+    }
+
+    /// Stops the server and removes its directory. Idempotent.
+    func stop() {
+        process.withLock { process in
+            if let running = process { Self.terminate(running) }
+            process = nil
+        }
+        workDirectory.remove()
+    }
+
+    private static func terminate(_ process: Process) {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        if !waitForExit(process, timeout: .seconds(5)) {
+            kill(process.processIdentifier, SIGKILL)
+            _ = waitForExit(process, timeout: .seconds(5))
+        }
+    }
+
+    private static func waitForExit(_ process: Process, timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now >= deadline { return false }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return true
+    }
+}
+
+extension String {
+    /// The text as a double-quoted string for a server's configuration file.
+    var configQuoted: String {
+        "\"" + replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+}
+
+extension TemporaryDirectory {
+    /// Lets a server that drops root (Apache's children, vsftpd's anonymous sessions) read the
+    /// directory: mkdtemp makes it 0700.
+    func openForReading() throws {
+        guard chmod(path, 0o755) == 0 else { throw SystemCallError("chmod 0755 \(path)") }
+    }
+}
