@@ -289,7 +289,8 @@ struct EntrySync {
             }
         }
 
-        let validator = offset > 0 ? startedFrom?.ifRangeValue : nil
+        let resumeGuard = offset > 0 ? ResumeGuard.choose(recorded: startedFrom, current: remote) : nil
+        let validator = resumeGuard?.ifRange
         var overlap: [UInt8] = []
         do throws(TransferFailure) {
             let size = try FileSystem.size(of: fd, path: paths.partial)
@@ -302,7 +303,7 @@ struct EntrySync {
                 throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
             }
             if offset > 0 { hasher.advance(to: offset) }
-            if offset > 0 && validator == nil {
+            if resumeGuard?.checksOverlap == true {
                 overlap = try FileSystem.read(fd: fd, path: paths.partial, at: offset - min(Self.overlapLength, offset), count: Int(min(Self.overlapLength, offset)))
             }
         } catch {

@@ -83,6 +83,8 @@ final class TransferContext {
             // MDTM: the file's time is the only thing FTP says that tells a same-size change.
             try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")
             try easy.set(CURLOPT_USE_SSL, Self.useSSL(request.ftpTLS), "CURLOPT_USE_SSL")
+            // AUTH TLS, the command RFC 4217 names; libcurl would try the older AUTH SSL first.
+            try easy.set(CURLOPT_FTPSSLAUTH, Int(CURLFTPAUTH_TLS.rawValue), "CURLOPT_FTPSSLAUTH")
         }
         // libcurl drops a header written "Name:" with no value; "Name;" is how it sends one empty.
         var lines = request.headers.map { $0.value.isEmpty ? "\($0.name);" : "\($0.name): \($0.value)" }

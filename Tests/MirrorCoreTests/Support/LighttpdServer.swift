@@ -35,6 +35,8 @@ final class LighttpdServer: Sendable {
                 accesslog.filename = \(work.path("access.log").configQuoted)
                 accesslog.format = \(format.configQuoted)
                 mimetype.assign = ("" => "application/octet-stream")
+                # Each answer from the file as it is now: a cached stat would hide a change.
+                server.stat-cache-engine = "disable"
 
                 """
             try configuration.write(toFile: work.path("lighttpd.conf"), atomically: true, encoding: .utf8)

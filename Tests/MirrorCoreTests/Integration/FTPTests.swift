@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// FTP and both forms of FTPS against a real vsftpd.
+@Suite(.serialized)
+struct FTPTests {
+    @Test func aSameSizeChangeIsSeenThroughTheFilesTime() async throws {
+        let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
+        let old = randomData(count: 100_000, seed: 80)
+        let new = randomData(count: 100_000, seed: 81)
+        let path = try site.write(old, to: "f.bin")
+        let firstTime = Date(timeIntervalSince1970: 1_700_000_000)
+        try FileManager.default.setAttributes([.modificationDate: firstTime], ofItemAtPath: path)
+        let ftp = try VsftpdServer.start(serving: site)
+        let work = try LocalRoot()
+        let manifest = try work.manifest(url: ftp.url("/f.bin"), dest: "f.bin")
+
+        let first = try await work.sync(manifest)
+        #expect(first[0].outcome == .transferred)
+        #expect(work.local("f.bin")?.fingerprint == old.fingerprint)
+        #expect(try work.record("f.bin")?.complete?.validators.lastModified == "Tue, 14 Nov 2023 22:13:20 GMT")
+        let localTime = try FileManager.default.attributesOfItem(atPath: work.directory.path("root/f.bin"))[.modificationDate] as? Date
+        #expect(localTime == firstTime, "DEST takes the server's file time")
+        let unchanged = try await work.sync(manifest)
+        #expect(unchanged[0].outcome == .skipped)
+
+        try site.write(new, to: "f.bin")
+        try FileManager.default.setAttributes([.modificationDate: firstTime + 60], ofItemAtPath: path)
+        let changed = try await work.sync(manifest)
+
+        #expect(changed[0].outcome == .transferred, "\(changed[0].action)")
+        #expect(changed[0].action.name == "replace")
+        #expect(work.local("f.bin")?.fingerprint == new.fingerprint)
+        #expect(ftp.commands.contains("MDTM f.bin"), "\(ftp.commands)")
+    }
+
+    @Test func plainFTPResumesAPartialFile() async throws {
+        let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
+        let data = randomData(count: 300_000, seed: 82)
+        try site.write(data, to: "r.bin")
+        let ftp = try VsftpdServer.start(serving: site)
+        let work = try LocalRoot()
+        try work.putLocal(data.prefix(200_000), at: "r.bin.part")
+
+        let reports = try await work.sync(try work.manifest(url: ftp.url("/r.bin"), dest: "r.bin"))
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(reports[0].bytesTransferred == 100_000)
+        #expect(work.local("r.bin")?.fingerprint == data.fingerprint)
+        #expect(ftp.commands.contains("REST \(200_000 - 65_536)"), "\(ftp.commands)")
+    }
+
+    @Test func explicitFTPSWithFtpTLSRequired() async throws {
+        let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
+        let data = randomData(count: 150_000, seed: 83)
+        try site.write(data, to: "s.bin")
+        let ftp = try VsftpdServer.start(serving: site, tls: .explicitRequired)
+        let work = try LocalRoot()
+
+        // Plain FTP to a server that insists on TLS: refused at login.
+        let plain = try await work.sync(try work.manifest(url: ftp.url("/s.bin"), dest: "plain.bin"))
+        guard case .failed = plain[0].outcome else {
+            Issue.record("plain FTP to a TLS-only server should fail: \(plain[0].outcome)")
+            return
+        }
+
+        let secured = try await work.sync(try work.manifest(
+            url: ftp.url("/s.bin"), dest: "s.bin", lines: ["ftp_tls: required", "insecure: true"]))
+
+        #expect(secured[0].outcome == .transferred, "\(secured[0].outcome)")
+        #expect(work.local("s.bin")?.fingerprint == data.fingerprint)
+        #expect(ftp.commands.contains("AUTH TLS"), "\(ftp.commands)")
+        #expect(ftp.commands.contains("PROT P"), "the data connection is protected too: \(ftp.commands)")
+        #expect(work.local("plain.bin") == nil)
+    }
+
+    @Test func explicitFTPSIsVerifiedLikeHTTPS() async throws {
+        let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
+        try site.write(randomData(count: 1_000, seed: 84), to: "v.bin")
+        let ftp = try VsftpdServer.start(serving: site, tls: .explicitRequired)
+        let work = try LocalRoot()
+
+        let reports = try await work.sync(try work.manifest(url: ftp.url("/v.bin"), dest: "v.bin", lines: ["ftp_tls: required"]))
+
+        guard case .failed(let failure) = reports[0].outcome else {
+            Issue.record("a self-signed certificate must not be trusted without insecure: true")
+            return
+        }
+        #expect(!failure.isRetryable, "\(failure)")
+        #expect(work.local("v.bin") == nil)
+    }
+
+    @Test func implicitFTPS() async throws {
+        let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
+        let data = randomData(count: 120_000, seed: 85)
+        try site.write(data, to: "i.bin")
+        let ftp = try VsftpdServer.start(serving: site, tls: .implicit)
+        let work = try LocalRoot()
+
+        let reports = try await work.sync(try work.manifest(url: ftp.url("/i.bin", scheme: "ftps"), dest: "i.bin", lines: ["insecure: true"]))
+
+        #expect(reports[0].outcome == .transferred, "\(reports[0].outcome)")
+        #expect(work.local("i.bin")?.fingerprint == data.fingerprint)
+        #expect(ftp.commands.contains("RETR i.bin"), "\(ftp.commands)")
+    }
+}
