@@ -30,6 +30,7 @@ private func parse(
             Authorization: "Bearer ${ASSET_TOKEN}"
             X-Client: mirror
           insecure: false
+          ftp_tls: try
           max_size: 5MiB
         connectivity:
           probe: https://${MIRROR_HOST}/ping
@@ -47,6 +48,7 @@ private func parse(
               authorization: Token ${ASSET_TOKEN}
               X-Extra: "${EMPTY}"
             insecure: true
+            ftp_tls: required
             max_size: 1GB
           - url: file:///srv/c.txt
         """)
@@ -76,8 +78,8 @@ private func parse(
             HTTPHeader(name: "Authorization", value: "Bearer s3cret-token"),
             HTTPHeader(name: "X-Client", value: "mirror"),
         ],
-        insecure: false, maxSize: 5 << 20))
-    #expect(first.location == SourceLocation(file: "assets.yaml", line: 17, column: 5))
+        insecure: false, maxSize: 5 << 20, ftpTLS: .try))
+    #expect(first.location == SourceLocation(file: "assets.yaml", line: 18, column: 5))
 
     let second = manifest.entries[1]
     #expect(second.url.string == "https://u:s3cret-token@example.org/b?x=$1&y=")
@@ -93,7 +95,7 @@ private func parse(
             HTTPHeader(name: "X-Client", value: "mirror"),
             HTTPHeader(name: "X-Extra", value: ""),
         ],
-        insecure: true, maxSize: 1_000_000_000))
+        insecure: true, maxSize: 1_000_000_000, ftpTLS: .required))
 
     let third = manifest.entries[2]
     #expect(third.url.string == "file:///srv/c.txt")

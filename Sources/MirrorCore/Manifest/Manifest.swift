@@ -74,8 +74,10 @@ public struct TransferSettings: Sendable, Equatable {
         timeout: Duration = TransferSettings.defaultTimeout,
         headers: [HTTPHeader] = [],
         insecure: Bool = false,
-        maxSize: Int64? = nil
+        maxSize: Int64? = nil,
+        ftpTLS: FTPTLS = .no
     ) {
+        self.ftpTLS = ftpTLS
         self.retries = retries
         self.timeout = timeout
         self.headers = headers
