@@ -45,6 +45,32 @@ enum HTTPDate {
         return value
     }
 
+    private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+
+    /// `seconds` since the epoch as an IMF-fixdate; nil for a time before 1970 or past year
+    /// 9999, which the form cannot hold (and `parse` would not take back).
+    static func format(_ seconds: Int64) -> String? {
+        guard seconds >= 0, seconds < 253_402_300_800 else { return nil }
+        let days = Int(seconds / 86_400), clock = Int(seconds % 86_400)
+        let (year, month, day) = civilFromDays(days)
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let monthName = String(decoding: months[month - 1], as: UTF8.self)
+        return "\(weekdays[days % 7]), \(two(day)) \(monthName) \(year) \(two(clock / 3_600)):\(two(clock / 60 % 60)):\(two(clock % 60)) GMT"
+    }
+
+    /// The inverse of `daysFromCivil`, for days on or after 1970-01-01.
+    private static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
+        let shifted = days + 719_468
+        let era = shifted / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
     /// Days since 1970-01-01 in the proleptic Gregorian calendar (Howard Hinnant's algorithm).
     private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year

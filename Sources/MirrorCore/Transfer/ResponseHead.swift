@@ -32,9 +32,34 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// Content-Length, when present, valid, and describing the bytes as stored: a body with a
     /// Content-Encoding other than identity has a length that says nothing about the file.
+    /// The same length repeated (`100, 100`, or in two fields) is that length (RFC 9110 §8.6).
     public var contentLength: Int64? {
-        guard !isEncoded, let text = field("content-length") else { return nil }
-        return Int64(decimal: Substring(text).trimmingSpaces)
+        guard !isEncoded else { return nil }
+        let lengths = Set(values("content-length").map { Int64(decimal: $0) })
+        guard lengths.count == 1, let length = lengths.first else { return nil }
+        return length
+    }
+
+    /// What makes this reply contradict itself, if anything: two different lengths, or two
+    /// different ranges. libcurl believes one of them, so which bytes came is not known.
+    public var contradiction: String? {
+        for name in ["content-length", "content-range"] {
+            let distinct = values(name).reduce(into: [Substring]()) { seen, value in
+                if !seen.contains(value) { seen.append(value) }
+            }
+            if distinct.count > 1 {
+                return "\(name == "content-length" ? "Content-Length" : "Content-Range") given as \(distinct.map { "`\($0)`" }.joined(separator: " and "))"
+            }
+        }
+        return nil
+    }
+
+    /// Every value of a header, fields and comma-separated list items alike, trimmed. Only for
+    /// headers whose values hold no commas of their own.
+    private func values(_ lowercasedName: String) -> [Substring] {
+        fields.lazy.filter { $0.name == lowercasedName }.flatMap { field in
+            field.value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces }
+        }
     }
 
     public var isEncoded: Bool {

@@ -12,6 +12,9 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     case partialBody(received: Int64, expected: Int64)
     /// A reply to a range request that cannot be appended safely (wrong start, wrong total).
     case rangeMismatch(String)
+    /// A reply that contradicts itself or what the server said before (two different
+    /// lengths, a part for a request of the whole, a length other than the probe's).
+    case contradictoryReply(String)
     /// The server compressed the body although mirror asks for identity encoding: its length
     /// says nothing about the file, and mirror stores bytes as served.
     case encodedBody(String)
@@ -50,7 +53,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return status == 408 || status == 429 || (500...599).contains(status)
         case .curl(let code, _, _):
             return !Self.permanentCurlCodes.contains(code)
-        case .partialBody, .rangeMismatch, .sizeMismatch, .checksumMismatch:
+        case .partialBody, .rangeMismatch, .contradictoryReply, .sizeMismatch, .checksumMismatch:
             // A cut or inconsistent body, or bytes that do not hash right, may be a passing
             // fault; the next attempt starts clean. Checksum and size failures are turned
             // permanent once their retries are spent.
@@ -83,6 +86,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return "connection closed after \(received) of \(expected) bytes"
         case .rangeMismatch(let detail):
             return "unusable reply to a range request: \(detail)"
+        case .contradictoryReply(let detail):
+            return "the server's reply contradicts itself: \(detail); refused"
         case .encodedBody(let encoding):
             return "server sent a \(encoding)-encoded body although identity encoding was asked for"
         case .bodyTooLarge(let limit):
