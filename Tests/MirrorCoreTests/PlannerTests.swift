@@ -12,12 +12,21 @@ struct PlannerTests {
         var destinationSHA256: String?
         var state: StateRecord?
         var identity: LocalIdentity?
+        /// DEST's modification time, seconds since 1970.
+        var modified: Int64?
         var expected: Action
         var testDescription: String { name }
     }
 
     static let size100 = RemoteFacts.available(RemoteFile(size: 100, etag: "\"a\""))
-    static let sizeUnknown = RemoteFacts.available(RemoteFile(size: nil))
+    static let sizeUnknown = RemoteFacts.available(RemoteFile(size: nil, etag: "\"a\""))
+    /// A dynamic server's reply: no size, no ETag, no Last-Modified.
+    static let nothingKnown = RemoteFacts.available(RemoteFile(size: nil))
+    /// Size only: nothing tells one version of that size from another.
+    static let sizeOnly = RemoteFacts.available(RemoteFile(size: 100))
+    static let dated = RemoteFacts.available(RemoteFile(size: 100, etag: "\"a\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT"))
+    /// `dated`'s Last-Modified in seconds since 1970.
+    static let datedSeconds: Int64 = 784_111_777
     static let pin = String(repeating: "a", count: 64)
     static let otherHash = String(repeating: "b", count: 64)
 
@@ -26,8 +35,14 @@ struct PlannerTests {
             expected: .download),
         Row(name: "nothing on disk, size unknown → download", destination: .missing, partial: .missing,
             remote: sizeUnknown, expected: .download),
-        Row(name: "DEST equal → skip", destination: .file(size: 100), partial: .missing, remote: size100,
-            expected: .skip),
+        Row(name: "DEST equal, no record, its date is the server's Last-Modified → skip", destination: .file(size: 100),
+            partial: .missing, remote: dated, modified: datedSeconds, expected: .skip),
+        Row(name: "DEST equal, no record, another date → replace: never adopted under validators it was not fetched with",
+            destination: .file(size: 100), partial: .missing, remote: dated, modified: datedSeconds + 1,
+            expected: .replace(reason: "no record says which version the local file is, and its date is not the server's Last-Modified")),
+        Row(name: "DEST equal, no record, no Last-Modified → replace", destination: .file(size: 100), partial: .missing,
+            remote: size100, modified: datedSeconds,
+            expected: .replace(reason: "no record says which version the local file is, and its date is not the server's Last-Modified")),
         Row(name: "DEST smaller → resume from its size", destination: .file(size: 40), partial: .missing,
             remote: size100, expected: .resume(from: 40, source: .destination)),
         Row(name: "DEST larger → restart", destination: .file(size: 140), partial: .missing, remote: size100,
@@ -45,8 +60,8 @@ struct PlannerTests {
             expected: .download),
         Row(name: "DEST larger and DEST.part smaller → resume the partial", destination: .file(size: 140),
             partial: .file(size: 30), remote: size100, expected: .resume(from: 30, source: .partial)),
-        Row(name: "DEST equal and a stale DEST.part → skip", destination: .file(size: 100), partial: .file(size: 30),
-            remote: size100, expected: .skip),
+        Row(name: "DEST equal and current by its date, and a stale DEST.part → skip", destination: .file(size: 100),
+            partial: .file(size: 30), remote: dated, modified: datedSeconds, expected: .skip),
         Row(name: "remote 404 → fail, whatever is on disk", destination: .file(size: 40), partial: .missing,
             remote: .unavailable(.httpStatus(404)), expected: .fail(.httpStatus(404))),
         Row(name: "remote 403 → fail", destination: .missing, partial: .missing,
@@ -61,7 +76,24 @@ struct PlannerTests {
             remote: sizeUnknown,
             expected: .restart(reason: "the server did not report the file's size, so the partial file cannot be resumed safely")),
         Row(name: "size unknown but pinned → the pin is the size", destination: .file(size: 100), partial: .missing,
-            remote: sizeUnknown, pins: Pins(size: 100), expected: .skip),
+            remote: .available(RemoteFile(size: nil, lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")), pins: Pins(size: 100),
+            modified: datedSeconds, expected: .skip),
+        Row(name: "nothing identifies the version, DEST present → replace, never a silent skip", destination: .file(size: 10),
+            partial: .missing, remote: nothingKnown,
+            expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
+        Row(name: "size only, DEST equal → replace: a same-size change would go unseen", destination: .file(size: 100),
+            partial: .missing, remote: sizeOnly, modified: datedSeconds,
+            expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
+        Row(name: "size only, DEST.part → restart: nothing says the partial is of this version", destination: .missing,
+            partial: .file(size: 40), remote: sizeOnly,
+            expected: .restart(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the partial file cannot be resumed safely")),
+        Row(name: "size only, DEST shorter → replace, not resume", destination: .file(size: 40), partial: .missing,
+            remote: sizeOnly,
+            expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
+        Row(name: "size only, DEST.part, sha256 pin → resume: the pin checks the result", destination: .missing,
+            partial: .file(size: 40), remote: sizeOnly, pins: Pins(sha256: pin), expected: .resume(from: 40, source: .partial)),
+        Row(name: "size only, DEST equal and matching its sha256 pin → skip", destination: .file(size: 100), partial: .missing,
+            remote: sizeOnly, pins: Pins(sha256: pin), destinationSHA256: pin, expected: .skip),
         Row(name: "size pin contradicts the server → fail", destination: .missing, partial: .missing,
             remote: size100, pins: Pins(size: 99), expected: .fail(.sizePinConflict(pinned: 99, remote: 100))),
         Row(name: "DEST equal, sha256 pin matches → skip", destination: .file(size: 100), partial: .missing,
@@ -101,9 +133,21 @@ struct PlannerTests {
         Row(name: "state complete, size changed → replace, not resume", destination: .file(size: 100), partial: .missing,
             remote: v2Longer, state: verified(), identity: identity,
             expected: .replace(reason: "the remote file changed: size changed from 100 to 150 bytes")),
-        Row(name: "state for another file (inode changed) → decided by size", destination: .file(size: 100), partial: .missing,
+        Row(name: "state for another file (inode changed) → not adopted under the new validators: replace",
+            destination: .file(size: 100), partial: .missing,
             remote: v2SameSize, state: verified(), identity: LocalIdentity(size: 100, modifiedNanoseconds: 1_000, inode: 8),
-            expected: .skip),
+            expected: .replace(reason: "no record says which version the local file is, and its date is not the server's Last-Modified")),
+        Row(name: "state complete, nothing identifies the version → replace, never skipped forever",
+            destination: .file(size: 100), partial: .missing, remote: sizeOnly,
+            state: verified(RemoteValidators(etag: nil, lastModified: nil, size: 100)), identity: identity,
+            expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
+        Row(name: "state complete, pinned and matching, remote changed → skip: the pin names the bytes",
+            destination: .file(size: 100), partial: .missing, remote: v2SameSize, pins: Pins(sha256: pin),
+            state: verified(sha256: pin), identity: identity, expected: .skip),
+        Row(name: "partial recorded with a size only → restart, never resumed unidentified", destination: .missing,
+            partial: .file(size: 40), remote: sizeOnly,
+            state: StateRecord(dest: "d", url: "u", partial: RemoteValidators(etag: nil, lastModified: nil, size: 100)),
+            expected: .restart(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the partial file cannot be resumed safely")),
         Row(name: "state complete, recorded hash contradicts the pin → replace", destination: .file(size: 100), partial: .missing,
             remote: v1Remote, pins: Pins(sha256: pin), state: verified(sha256: otherHash), identity: identity,
             expected: .replace(reason: "local file does not match its sha256 pin")),
@@ -146,7 +190,8 @@ struct PlannerTests {
 
     @Test(arguments: rows)
     func decisionTable(_ row: Row) {
-        let local = LocalFacts(destination: row.destination, partial: row.partial, destinationIdentity: row.identity)
+        let local = LocalFacts(destination: row.destination, partial: row.partial, destinationIdentity: row.identity,
+                               destinationModified: row.modified)
         let action = Planner.decide(
             local: local, remote: row.remote, pins: row.pins, state: row.state, destinationSHA256: row.destinationSHA256)
         #expect(action == row.expected)

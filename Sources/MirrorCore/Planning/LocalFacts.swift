@@ -20,11 +20,18 @@ public struct LocalFacts: Sendable, Equatable {
     public var partial: FileState
     /// Size, mtime and inode of `DEST`, to match against what the state store verified.
     public var destinationIdentity: LocalIdentity?
+    /// `DEST`'s modification time in whole seconds since 1970: mirror sets it to the server's
+    /// Last-Modified, as `wget -N` and `curl -R` do.
+    public var destinationModified: Int64?
 
-    public init(destination: FileState, partial: FileState, destinationIdentity: LocalIdentity? = nil) {
+    public init(
+        destination: FileState, partial: FileState, destinationIdentity: LocalIdentity? = nil,
+        destinationModified: Int64? = nil
+    ) {
         self.destination = destination
         self.partial = partial
         self.destinationIdentity = destinationIdentity
+        self.destinationModified = destinationModified
     }
 
     public var isEmpty: Bool { destination == .missing && partial == .missing }
@@ -33,9 +40,9 @@ public struct LocalFacts: Sendable, Equatable {
     /// directory on the way to them leads out of the root through a symbolic link.
     public static func inspect(_ paths: DestinationPaths, resolved: ResolvedDirectories? = nil) throws(TransferFailure) -> LocalFacts {
         try checkInsideRoot(paths, resolved: resolved)
-        let (destination, identity) = try inspectFile(paths.destination)
-        let (partial, _) = try inspectFile(paths.partial)
-        return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity)
+        let (destination, identity, modified) = try inspectFile(paths.destination)
+        let (partial, _, _) = try inspectFile(paths.partial)
+        return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity, destinationModified: modified)
     }
 
     /// The deepest existing directory on the way from the root to `DEST`, resolved, must lie
@@ -65,18 +72,18 @@ public struct LocalFacts: Sendable, Equatable {
         return String(cString: real)
     }
 
-    static func inspectFile(_ path: String) throws(TransferFailure) -> (FileState, LocalIdentity?) {
+    static func inspectFile(_ path: String) throws(TransferFailure) -> (FileState, LocalIdentity?, Int64?) {
         var info = stat()
         if lstat(path, &info) != 0 {
             // A missing parent directory means the file is missing too.
-            if errno == ENOENT || errno == ENOTDIR { return (.missing, nil) }
+            if errno == ENOENT || errno == ENOTDIR { return (.missing, nil, nil) }
             throw .localIO(path: path, operation: "inspect", errno: errno)
         }
         switch info.st_mode & S_IFMT {
-        case S_IFREG: return (.file(size: Int64(info.st_size)), LocalIdentity(info))
-        case S_IFDIR: return (.other(kind: "a directory"), nil)
-        case S_IFLNK: return (.other(kind: "a symbolic link"), nil)
-        default: return (.other(kind: "not a regular file"), nil)
+        case S_IFREG: return (.file(size: Int64(info.st_size)), LocalIdentity(info), Int64(info.st_mtim.tv_sec))
+        case S_IFDIR: return (.other(kind: "a directory"), nil, nil)
+        case S_IFLNK: return (.other(kind: "a symbolic link"), nil, nil)
+        default: return (.other(kind: "not a regular file"), nil, nil)
         }
     }
 }
@@ -85,9 +92,17 @@ extension LocalIdentity {
     init(_ info: stat) {
         self.init(
             size: Int64(info.st_size),
-            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            modifiedNanoseconds: Self.nanoseconds(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)),
             inode: UInt64(info.st_ino)
         )
+    }
+
+    /// An mtime as one number, for telling whether a file was touched. Any time a file system
+    /// can hold is taken, even one past 2262 that nanoseconds since 1970 cannot count: the
+    /// arithmetic wraps, so two times compare equal only when they are equal or exactly
+    /// 2^64 ns (584 years) apart, and nothing a file's date says can trap the binary.
+    static func nanoseconds(seconds: Int64, nanoseconds: Int64) -> Int64 {
+        seconds &* 1_000_000_000 &+ nanoseconds
     }
 
     /// The identity of an open file.

@@ -26,6 +26,9 @@ public enum Planner {
         }
         let total = file.size ?? pins.size
         let current = RemoteValidators(etag: file.etag, lastModified: file.lastModified, size: total)
+        // Without an ETag or a Last-Modified nothing tells one version from the next: a file
+        // of the same size may hold other bytes. Only a sha256 pin can vouch for bytes then.
+        let versionKnown = file.etag != nil || file.lastModified != nil
         var verified = verifiedVersion(local: local, state: state)
         if verified == nil, let complete = state?.complete, let recorded = complete.sha256,
            let actual = destinationSHA256, actual == recorded, local.destination.size == complete.local.size {
@@ -35,27 +38,32 @@ public enum Planner {
         }
 
         // DEST is current.
-        if let verified {
-            if verified.validators.difference(from: current) == nil {
-                if let pin = pins.sha256, let hash = verified.sha256 ?? destinationSHA256, hash != pin {
-                    return .replace(reason: "local file does not match its sha256 pin")
-                }
-                return .skip
-            }
+        if let pin = pins.sha256, local.destination.size != nil, let hash = verified?.sha256 ?? destinationSHA256 {
+            // The pin names the bytes wanted, whatever the server says of its version.
+            return hash == pin ? .skip : .replace(reason: "local file does not match its sha256 pin")
+        } else if let verified {
+            if versionKnown, verified.validators.difference(from: current) == nil { return .skip }
         } else if let size = local.destination.size, let total, size == total {
-            if let pin = pins.sha256, let actual = destinationSHA256, actual != pin {
-                return .replace(reason: "local file does not match its sha256 pin")
-            }
             if let recorded = state?.complete?.sha256, let actual = destinationSHA256, actual != recorded {
                 return .replace(reason: "local file was changed since mirror wrote it")
             }
-            return .skip
+            // No record says which version DEST is. Its date does, when it is the server's
+            // Last-Modified: mirror (like `wget -N` and `curl -R`) gives a file the date of
+            // the version it holds. Anything else would adopt a file under validators it was
+            // not downloaded with.
+            if let modified = local.destinationModified, let lastModified = file.lastModified,
+               let date = HTTPDate.parse(lastModified), Int64(date) == modified {
+                return .skip
+            }
         }
 
         // A partial download exists: continue it if it is of the current version.
         if let partSize = local.partial.size, partSize > 0 {
             guard let total else {
                 return .restart(reason: "the server did not report the file's size, so the partial file cannot be resumed safely")
+            }
+            guard versionKnown || pins.sha256 != nil else {
+                return .restart(reason: Self.noVersion + ", so the partial file cannot be resumed safely")
             }
             if let started = state?.partial {
                 if let change = started.difference(from: current) {
@@ -70,20 +78,29 @@ public enum Planner {
             return .restart(reason: "partial file (\(partSize) bytes) is larger than the remote file (\(total) bytes)")
         }
 
-        // DEST is outdated.
+        // DEST is outdated, or nothing says it is not.
         if let verified, let change = verified.validators.difference(from: current) {
             return .replace(reason: "the remote file changed: \(change)")
+        }
+        guard versionKnown || pins.sha256 != nil || local.destination.size == nil else {
+            return .replace(reason: Self.noVersion + ", so the local file is fetched again and compared")
         }
         if let size = local.destination.size {
             guard let total else {
                 return .replace(reason: "the server did not report the file's size, so the local copy cannot be checked")
             }
             if size == 0 { return .restart(reason: "local file is empty") }
+            if size == total {
+                return .replace(reason: "no record says which version the local file is, and its date is not the server's Last-Modified")
+            }
             if size < total { return .resume(from: size, source: .destination) }
             return .restart(reason: "local file (\(size) bytes) is larger than the remote file (\(total) bytes)")
         }
         return .download
     }
+
+    /// Why an entry cannot be judged by its validators.
+    static let noVersion = "the server sends no ETag or Last-Modified to identify the file's version"
 
     /// The store's record of the version on disk, when it describes the `DEST` that is there
     /// now (same size, mtime and inode); nil when there is none or `DEST` was touched since.

@@ -17,6 +17,9 @@ struct RemoteProbe: Sendable {
         guard let response = headResult.outcome.head else {
             return .unavailable(.curl(code: 0, message: "no response", osErrno: 0))
         }
+        if response.isSuccess, let contradiction = response.contradiction {
+            return .unavailable(.contradictoryReply(contradiction))
+        }
         if response.isSuccess, let length = response.contentLength {
             return .available(RemoteFile(size: length, etag: response.etag, lastModified: response.lastModified))
         }
@@ -37,6 +40,7 @@ struct RemoteProbe: Sendable {
         }
         switch answer.status {
         case 200, 206, 416:
+            if let contradiction = answer.contradiction { return .unavailable(.contradictoryReply(contradiction)) }
             // 416 to bytes=0-0 is how an empty file answers: `bytes */0`.
             let size = answer.status == 416 ? answer.contentRange?.total : answer.totalSize
             return .available(RemoteFile(size: size, etag: answer.etag ?? response.etag,

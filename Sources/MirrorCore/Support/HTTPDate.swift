@@ -34,32 +34,6 @@ enum HTTPDate {
         return days * 86_400 + hour * 3_600 + minute * 60 + second
     }
 
-    private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
-
-    /// `seconds` since the epoch (not before it) as an IMF-fixdate, the inverse of `parse`:
-    /// how a file time from a protocol without HTTP headers (FTP's MDTM) becomes a Last-Modified.
-    static func format(_ seconds: Int64) -> String {
-        let days = Int(seconds / 86_400), second = Int(seconds % 86_400)
-        let (year, month, day) = civilFromDays(days)
-        func twoDigits(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let monthName = String(decoding: months[month - 1], as: UTF8.self)
-        return "\(weekdays[days % 7]), \(twoDigits(day)) \(monthName) \(year) "
-            + "\(twoDigits(second / 3_600)):\(twoDigits(second / 60 % 60)):\(twoDigits(second % 60)) GMT"
-    }
-
-    /// The date `days` after 1970-01-01 (the inverse of `daysFromCivil`, same algorithm).
-    private static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
-        let shifted = days + 719_468
-        let era = shifted / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
-    }
-
     /// A run of 1 to 9 ASCII digits.
     private static func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> Int? {
         guard (1...9).contains(digits.count) else { return nil }
@@ -69,6 +43,32 @@ enum HTTPDate {
             value = value * 10 + Int(digit - UInt8(ascii: "0"))
         }
         return value
+    }
+
+    private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+
+    /// `seconds` since the epoch as an IMF-fixdate; nil for a time before 1970 or past year
+    /// 9999, which the form cannot hold (and `parse` would not take back).
+    static func format(_ seconds: Int64) -> String? {
+        guard seconds >= 0, seconds < 253_402_300_800 else { return nil }
+        let days = Int(seconds / 86_400), clock = Int(seconds % 86_400)
+        let (year, month, day) = civilFromDays(days)
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let monthName = String(decoding: months[month - 1], as: UTF8.self)
+        return "\(weekdays[days % 7]), \(two(day)) \(monthName) \(year) \(two(clock / 3_600)):\(two(clock / 60 % 60)):\(two(clock % 60)) GMT"
+    }
+
+    /// The inverse of `daysFromCivil`, for days on or after 1970-01-01.
+    private static func civilFromDays(_ days: Int) -> (year: Int, month: Int, day: Int) {
+        let shifted = days + 719_468
+        let era = shifted / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     /// Days since 1970-01-01 in the proleptic Gregorian calendar (Howard Hinnant's algorithm).

@@ -25,12 +25,30 @@ enum BodyPlacement: Equatable, Sendable {
     ///   - expectedTotal: the file size the transfer was planned with, if known.
     ///   - startedFrom: the validators of the version the bytes on disk came from, when known;
     ///     a 206 of another version is refused even if the server ignored `If-Range`.
-    static func decide(offset: Int64, head: ResponseHead, expectedTotal: Int64?, startedFrom: RemoteValidators? = nil) -> BodyPlacement {
+    ///
+    /// A body that is written must end where the file ends: `total` is always given when the
+    /// file's size is known from the reply, the probe or a pin, and a range that stops short of
+    /// it is refused.
+    ///   - rangeRequested: a `Range` was sent; implied when `offset` is past 0.
+    static func decide(
+        offset: Int64, head: ResponseHead, expectedTotal: Int64?, startedFrom: RemoteValidators? = nil,
+        rangeRequested: Bool = false
+    ) -> BodyPlacement {
+        if [200, 206, 416].contains(head.status), let contradiction = head.contradiction {
+            return .reject(.contradictoryReply(contradiction))
+        }
         switch head.status {
         case 200:
-            return .write(from: 0, total: head.contentLength)
+            if let length = head.contentLength, let expectedTotal, length != expectedTotal {
+                return .reject(.contradictoryReply("Content-Length \(length), but the file was reported as \(expectedTotal) bytes"))
+            }
+            return .write(from: 0, total: head.contentLength ?? expectedTotal)
         case 206:
-            guard let range = head.contentRange, let first = range.first else {
+            guard offset > 0 || rangeRequested else {
+                // No Range was sent: a part is not the file, whatever it says.
+                return .reject(.contradictoryReply("206 Partial Content to a request for the whole file"))
+            }
+            guard let range = head.contentRange, let first = range.first, let last = range.last else {
                 return .reject(.rangeMismatch("206 without a usable Content-Range"))
             }
             guard first == offset else {
@@ -39,6 +57,12 @@ enum BodyPlacement: Equatable, Sendable {
             if let expectedTotal, let total = range.total, total != expectedTotal {
                 return .reject(.rangeMismatch("file size changed from \(expectedTotal) to \(total) bytes"))
             }
+            guard let total = range.total ?? expectedTotal else {
+                return .reject(.rangeMismatch("206 with no total size (`*`) and none known, so the file's end cannot be checked"))
+            }
+            guard last == total - 1 else {
+                return .reject(.rangeMismatch("asked for bytes \(offset) to the end (\(total) bytes), server sent bytes \(first)-\(last)"))
+            }
             if let startedFrom, let difference = differs(head, from: startedFrom) {
                 return .reject(.rangeMismatch("the server sent part of another version (\(difference))"))
             }
@@ -46,7 +70,7 @@ enum BodyPlacement: Equatable, Sendable {
                 let coding = head["content-encoding"] ?? ""
                 return .reject(.rangeMismatch("a part coded as \(coding) without a strong ETag that vouches it continues the same bytes"))
             }
-            return .write(from: offset, total: range.total ?? expectedTotal)
+            return .write(from: offset, total: total)
         case 416:
             // Complete only if the server's size is the local size *and* the size the
             // transfer was planned with, and the response is not of another version.

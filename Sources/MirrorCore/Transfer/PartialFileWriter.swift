@@ -69,7 +69,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     func begin(_ head: ResponseHead) -> BodyDisposition {
         self.head = head
         let placement = BodyPlacement.decide(
-            offset: requestedOffset, head: head, expectedTotal: expectedTotal, startedFrom: startedFrom)
+            offset: requestedOffset, head: head, expectedTotal: expectedTotal, startedFrom: startedFrom,
+            rangeRequested: !overlap.isEmpty)
         self.placement = placement
         switch placement {
         case .alreadyComplete:

@@ -33,9 +33,33 @@ public struct ResponseHead: Sendable, Equatable {
     /// Content-Length, when present and valid. mirror sends no `Accept-Encoding` and undoes no
     /// Content-Encoding (as curl without `--compressed`): the bytes as sent are the bytes
     /// stored, so this is the stored file's length even when the body is, say, gzip-coded.
+    /// The same length repeated (`100, 100`, or in two fields) is that length (RFC 9110 §8.6).
     public var contentLength: Int64? {
-        guard let text = field("content-length") else { return nil }
-        return Int64(decimal: Substring(text).trimmingSpaces)
+        let lengths = Set(values("content-length").map { Int64(decimal: $0) })
+        guard lengths.count == 1, let length = lengths.first else { return nil }
+        return length
+    }
+
+    /// What makes this reply contradict itself, if anything: two different lengths, or two
+    /// different ranges. libcurl believes one of them, so which bytes came is not known.
+    public var contradiction: String? {
+        for name in ["content-length", "content-range"] {
+            let distinct = values(name).reduce(into: [Substring]()) { seen, value in
+                if !seen.contains(value) { seen.append(value) }
+            }
+            if distinct.count > 1 {
+                return "\(name == "content-length" ? "Content-Length" : "Content-Range") given as \(distinct.map { "`\($0)`" }.joined(separator: " and "))"
+            }
+        }
+        return nil
+    }
+
+    /// Every value of a header, fields and comma-separated list items alike, trimmed. Only for
+    /// headers whose values hold no commas of their own.
+    private func values(_ lowercasedName: String) -> [Substring] {
+        fields.lazy.filter { $0.name == lowercasedName }.flatMap { field in
+            field.value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces }
+        }
     }
 
     /// A Content-Encoding other than identity: the server sent a coded representation.

@@ -57,6 +57,9 @@ final class TransferContext {
         try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBufferSize, "CURLOPT_BUFFERSIZE")
         try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
+        // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
+        // headers it is the only validator (see `currentHead`).
+        try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer), "CURLOPT_ERRORBUFFER")
         if request.method == .head {
             try easy.set(CURLOPT_NOBODY, 1, "CURLOPT_NOBODY")
@@ -80,8 +83,6 @@ final class TransferContext {
             try easy.set(CURLOPT_SSL_VERIFYHOST, 0, "CURLOPT_SSL_VERIFYHOST")
         }
         if request.isFTP {
-            // MDTM: the file's time is the only thing FTP says that tells a same-size change.
-            try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")
             try easy.set(CURLOPT_USE_SSL, Self.useSSL(request.ftpTLS), "CURLOPT_USE_SSL")
             // AUTH TLS, the command RFC 4217 names; libcurl would try the older AUTH SSL first.
             try easy.set(CURLOPT_FTPSSLAUTH, Int(CURLFTPAUTH_TLS.rawValue), "CURLOPT_FTPSSLAUTH")
@@ -137,7 +138,7 @@ final class TransferContext {
                 windowStart = now
                 windowBytes = received
             } else if now - windowStart >= request.minSpeedTime.milliseconds {
-                let rate = (received - windowBytes) * 1000 / max(1, now - windowStart)
+                let rate = (received - windowBytes).saturatingMultiplied(by: 1000) / max(1, now - windowStart)
                 if rate < minSpeed {
                     tooSlow = true
                     return false
@@ -248,12 +249,13 @@ final class TransferContext {
         if sawHTTPStatusLine { return ResponseHead(status: status, lowercasedFields: fields) }
         let length = easy.infoOffset(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T)
         var synthetic: [(name: String, value: String)] = []
-        if request.isFTP, let time = easy.infoOffset(CURLINFO_FILETIME_T) {
-            synthetic.append((name: "last-modified", value: HTTPDate.format(time)))
+        if let date = easy.infoOffset(CURLINFO_FILETIME_T).flatMap(HTTPDate.format) {
+            synthetic.append((name: "last-modified", value: date))
         }
         if let first = request.rangeFirst, first > 0 {
-            if let length {
-                synthetic.append((name: "content-range", value: "bytes \(first)-\(first + length - 1)/\(first + length)"))
+            // The length is the server's word: a total past Int64.max is no usable range.
+            if let length, length > 0, case let (total, overflow) = first.addingReportingOverflow(length), !overflow {
+                synthetic.append((name: "content-range", value: "bytes \(first)-\(total - 1)/\(total)"))
             }
             return ResponseHead(status: 206, fields: synthetic)
         }
@@ -311,6 +313,6 @@ enum MonotonicClock {
 extension Duration {
     var milliseconds: Int64 {
         let parts = components
-        return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+        return parts.seconds.saturatingMultiplied(by: 1000).saturatingAdding(parts.attoseconds / 1_000_000_000_000_000)
     }
 }

@@ -12,6 +12,9 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     case partialBody(received: Int64, expected: Int64)
     /// A reply to a range request that cannot be appended safely (wrong start, wrong total).
     case rangeMismatch(String)
+    /// A reply that contradicts itself or what the server said before (two different
+    /// lengths, a part for a request of the whole, a length other than the probe's).
+    case contradictoryReply(String)
     /// The body grew past the expected size or the `max_size` guard.
     case bodyTooLarge(limit: Int64)
     /// The finished file is not the size the server or the manifest promised.
@@ -47,7 +50,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return status == 408 || status == 429 || (500...599).contains(status)
         case .curl(let code, _, _):
             return !Self.permanentCurlCodes.contains(code)
-        case .partialBody, .rangeMismatch, .sizeMismatch, .checksumMismatch:
+        case .partialBody, .rangeMismatch, .contradictoryReply, .sizeMismatch, .checksumMismatch:
             // A cut or inconsistent body, or bytes that do not hash right, may be a passing
             // fault; the next attempt starts clean. Checksum and size failures are turned
             // permanent once their retries are spent.
@@ -80,6 +83,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return "connection closed after \(received) of \(expected) bytes"
         case .rangeMismatch(let detail):
             return "unusable reply to a range request: \(detail)"
+        case .contradictoryReply(let detail):
+            return "the server's reply contradicts itself: \(detail); refused"
         case .bodyTooLarge(let limit):
             return "body exceeds the expected \(limit) bytes; transfer stopped"
         case .sizeMismatch(let expected, let actual):

@@ -133,6 +133,25 @@ struct StateTests {
         #expect(FileManager.default.fileExists(atPath: directory.path("root/.mirror/state.sqlite")))
     }
 
+    /// A run killed between the rename and the store's write (or a store lost with its disk)
+    /// leaves a DEST with no record. The server then publishes a new version of the same size:
+    /// the old bytes must not be adopted under the new version's validators.
+    @Test func aFileWhoseRecordIsLostIsNeverAdoptedUnderANewVersionsValidators() async throws {
+        serve(Self.v1, etag: "\"v1\"", date: Self.date1)
+        _ = try await runner(manifest()).sync()
+        for suffix in ["", "-wal", "-shm"] { unlink(directory.path("root/.mirror/state.sqlite" + suffix)) }
+        serve(Self.v2, etag: "\"v2\"", date: Self.date2)
+
+        let plan = await runner(try manifest()).plan()
+        #expect(plan[0].action == .replace(reason: "no record says which version the local file is, and its date is not the server's Last-Modified"))
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].outcome == .transferred)
+        #expect(directory.contents(of: "root/f.bin") == Self.v2)
+        let verified = await runner(try manifest()).verify(rehash: true)
+        #expect(verified.map(\.status) == [.ok])
+        #expect(verified.first?.sha256 == SHA256Hasher.hex(of: Self.v2))
+    }
+
     @Test func aCorruptStoreIsReplacedAndSaidSo() async throws {
         serve(Self.v1, etag: "\"v1\"")
         _ = try await runner(manifest()).sync()
