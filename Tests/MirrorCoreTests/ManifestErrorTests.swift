@@ -220,7 +220,7 @@ let badManifests: [BadManifest] = [
     BadManifest(name: "forbidden header", text: "version: 1\ndefaults:\n  headers:\n    Range: bytes=0-\nfiles:\n  - url: https://example.org/a\n",
                 location: "m.yaml:4:5", key: "defaults.headers.Range", phrase: "header `Range` cannot be set in a manifest: mirror sets Range itself"),
     BadManifest(name: "forbidden header in any case", text: validEntry + "\n    headers:\n      accept-encoding: gzip\n", location: "m.yaml:5:7",
-                key: "files[0].headers.accept-encoding", phrase: "mirror always asks for the identity encoding"),
+                key: "files[0].headers.accept-encoding", phrase: "mirror sends none and saves the bytes as the server sends them"),
     BadManifest(name: "header name not a token", text: validEntry + "\n    headers:\n      \"X Api\": 1\n", location: "m.yaml:5:7",
                 key: "files[0].headers.X Api", phrase: "header name `X Api` is not a valid HTTP token: a space at position 2 is not allowed"),
     BadManifest(name: "header value with a line break", text: validEntry + "\n    headers:\n      X-A: \"1\\r\\nX-B: 2\"\n", location: "m.yaml:5:12",

@@ -75,6 +75,26 @@ struct FTPTests {
         #expect(work.local("plain.bin") == nil)
     }
 
+    @Test func ftpTLSTryGoesOnInTheClearWithAServerWithoutTLS() async throws {
+        let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
+        let data = randomData(count: 20_000, seed: 86)
+        try site.write(data, to: "t.bin")
+        let ftp = try VsftpdServer.start(serving: site)
+        let work = try LocalRoot()
+
+        let tried = try await work.sync(try work.manifest(url: ftp.url("/t.bin"), dest: "t.bin", lines: ["ftp_tls: try"]))
+        let required = try await work.sync(try work.manifest(url: ftp.url("/t.bin"), dest: "r.bin", lines: ["ftp_tls: required"]))
+
+        #expect(tried[0].outcome == .transferred, "\(tried[0].outcome)")
+        #expect(work.local("t.bin")?.fingerprint == data.fingerprint)
+        #expect(ftp.commands.contains("AUTH TLS"), "TLS was asked for: \(ftp.commands)")
+        guard case .failed = required[0].outcome else {
+            Issue.record("ftp_tls: required must not fall back to plain FTP: \(required[0].outcome)")
+            return
+        }
+        #expect(work.local("r.bin") == nil)
+    }
+
     @Test func explicitFTPSIsVerifiedLikeHTTPS() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         try site.write(randomData(count: 1_000, seed: 84), to: "v.bin")
