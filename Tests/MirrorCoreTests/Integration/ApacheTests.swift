@@ -27,7 +27,7 @@ struct ApacheTests {
 
     @Test func anUnchangedFileIsSkippedWhenItsWeakETagTurnsStrong() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-apache-site")
-        let apache = try ApacheServer.start(serving: site)
+        let apache = try await ApacheServer.start(serving: site)
         let work = try LocalRoot()
         let manifest = try work.manifest(url: apache.url("/w.bin"), dest: "w.bin")
         let data = try await Self.writeWhileWeak(site, "w.bin", count: 200_000, seed: 30) {
@@ -36,20 +36,20 @@ struct ApacheTests {
         }
         #expect(work.local("w.bin")?.fingerprint == data.fingerprint)
         try await Task.sleep(for: Self.untilTheTagIsStrong)
-        let before = apache.requests().count
+        let before = try await apache.requests().count
 
         let again = try await work.sync(manifest)
 
         #expect(again[0].outcome == .skipped, "\(again[0].action)")
         #expect(again[0].bytesTransferred == 0)
-        let requests = apache.requests(atLeast: before + 1).dropFirst(before)
+        let requests = try await apache.requests(atLeast: before + 1).dropFirst(before)
         #expect(requests.map(\.method) == ["HEAD"], "\(requests)")
         #expect(requests.first?.etag.map { !EntityTag($0).isWeak } == true, "the second answer's ETag is strong: \(requests)")
     }
 
     @Test func aPartialStartedUnderAWeakETagIsResumedWhenTheTagTurnsStrong() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-apache-site")
-        let apache = try ApacheServer.start(serving: site)
+        let apache = try await ApacheServer.start(serving: site)
         let work = try LocalRoot()
         let url = apache.url("/p.bin")
         var validators: (etag: String?, lastModified: String?) = (nil, nil)
@@ -63,7 +63,7 @@ struct ApacheTests {
         try work.save(StateRecord(dest: "p.bin", url: url, partial: RemoteValidators(
             etag: validators.etag, lastModified: validators.lastModified, size: 300_000)))
         try await Task.sleep(for: Self.untilTheTagIsStrong)
-        let before = apache.requests().count
+        let before = try await apache.requests().count
 
         let reports = try await work.sync(try work.manifest(url: url, dest: "p.bin"))
 
@@ -71,7 +71,7 @@ struct ApacheTests {
         #expect(reports[0].action == .resume(from: 100_000, source: .partial))
         #expect(reports[0].bytesTransferred == 200_000, "the 100,000 bytes on disk are kept")
         #expect(work.local("p.bin")?.fingerprint == data.fingerprint)
-        let gets = apache.requests(atLeast: before + 2).dropFirst(before).filter { $0.method == "GET" }
+        let gets = try await apache.requests(atLeast: before + 2).dropFirst(before).filter { $0.method == "GET" }
         // The weak tag never goes into If-Range: the server's strong one does, and the bytes
         // before the resume point are compared, since a weak tag promised no bytes.
         let weak = try #require(validators.etag)
@@ -81,22 +81,22 @@ struct ApacheTests {
     }
 
     /// A real gzip stream, as a `.tar.gz` is.
-    static func gzipped(_ data: Data) throws -> Data {
+    static func gzipped(_ data: Data) async throws -> Data {
         let scratch = try TemporaryDirectory(prefix: "mirror-gzip")
         try scratch.write(data, to: "plain")
         let gzip = Process()
         gzip.executableURL = URL(fileURLWithPath: "/bin/gzip")
         gzip.arguments = ["-n", "-6", scratch.path("plain")]
         try gzip.run()
-        gzip.waitUntilExit()
+        try await gzip.succeed("gzip")
         return try #require(scratch.contents(of: "plain.gz"))
     }
 
     @Test func aTarballServedAsContentEncodingGzipIsSavedAsSentAndItsPinChecked() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-apache-site")
-        let tarball = try Self.gzipped(Data(repeating: 0x61, count: 100_000) + randomData(count: 50_000, seed: 50))
+        let tarball = try await Self.gzipped(Data(repeating: 0x61, count: 100_000) + randomData(count: 50_000, seed: 50))
         try site.write(tarball, to: "a.tar.gz")
-        let apache = try ApacheServer.start(serving: site, extraConfiguration: "AddEncoding x-gzip .gz")
+        let apache = try await ApacheServer.start(serving: site, extraConfiguration: "AddEncoding x-gzip .gz")
         let head = try CurlCommand.run(["-sI", apache.url("/a.tar.gz")])
         try #require(head.output.lowercased().contains("content-encoding: x-gzip"), "\(head)")
         let work = try LocalRoot()
@@ -118,9 +118,9 @@ struct ApacheTests {
 
     @Test func aPartialOfACodedFileIsResumedUnderItsStrongETag() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-apache-site")
-        let tarball = try Self.gzipped(randomData(count: 400_000, seed: 60))
+        let tarball = try await Self.gzipped(randomData(count: 400_000, seed: 60))
         try site.write(tarball, to: "b.tar.gz")
-        let apache = try ApacheServer.start(serving: site, extraConfiguration: "AddEncoding x-gzip .gz")
+        let apache = try await ApacheServer.start(serving: site, extraConfiguration: "AddEncoding x-gzip .gz")
         try await Task.sleep(for: Self.untilTheTagIsStrong)
         let url = apache.url("/b.tar.gz")
         let validators = try headValidators(url)
@@ -128,14 +128,14 @@ struct ApacheTests {
         try work.putLocal(tarball.prefix(150_000), at: "b.tar.gz.part")
         try work.save(StateRecord(dest: "b.tar.gz", url: url, partial: RemoteValidators(
             etag: validators.etag, lastModified: validators.lastModified, size: Int64(tarball.count))))
-        let before = apache.requests().count
+        let before = try await apache.requests().count
 
         let reports = try await work.sync(try work.manifest(url: url, dest: "b.tar.gz"))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].bytesTransferred == Int64(tarball.count - 150_000))
         #expect(work.local("b.tar.gz") == tarball)
-        let gets = apache.requests(atLeast: before + 2).dropFirst(before).filter { $0.method == "GET" }
+        let gets = try await apache.requests(atLeast: before + 2).dropFirst(before).filter { $0.method == "GET" }
         #expect(gets.map(\.ifRange) == [validators.etag], "\(gets)")
         #expect(gets.map(\.status) == [206], "\(gets)")
     }

@@ -12,7 +12,7 @@ struct FTPTests {
         let path = try site.write(old, to: "f.bin")
         let firstTime = Date(timeIntervalSince1970: 1_700_000_000)
         try FileManager.default.setAttributes([.modificationDate: firstTime], ofItemAtPath: path)
-        let ftp = try VsftpdServer.start(serving: site)
+        let ftp = try await VsftpdServer.start(serving: site)
         let work = try LocalRoot()
         let manifest = try work.manifest(url: ftp.url("/f.bin"), dest: "f.bin")
 
@@ -39,7 +39,7 @@ struct FTPTests {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         let data = randomData(count: 300_000, seed: 82)
         try site.write(data, to: "r.bin")
-        let ftp = try VsftpdServer.start(serving: site)
+        let ftp = try await VsftpdServer.start(serving: site)
         let work = try LocalRoot()
         try work.putLocal(data.prefix(200_000), at: "r.bin.part")
 
@@ -55,7 +55,7 @@ struct FTPTests {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         let data = randomData(count: 150_000, seed: 83)
         try site.write(data, to: "s.bin")
-        let ftp = try VsftpdServer.start(serving: site, tls: .explicitRequired)
+        let ftp = try await VsftpdServer.start(serving: site, tls: .explicitRequired)
         let work = try LocalRoot()
 
         // Plain FTP to a server that insists on TLS: refused at login.
@@ -79,7 +79,7 @@ struct FTPTests {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         let data = randomData(count: 20_000, seed: 86)
         try site.write(data, to: "t.bin")
-        let ftp = try VsftpdServer.start(serving: site)
+        let ftp = try await VsftpdServer.start(serving: site)
         let work = try LocalRoot()
 
         let tried = try await work.sync(try work.manifest(url: ftp.url("/t.bin"), dest: "t.bin", lines: ["ftp_tls: try"]))
@@ -98,7 +98,7 @@ struct FTPTests {
     @Test func explicitFTPSIsVerifiedLikeHTTPS() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         try site.write(randomData(count: 1_000, seed: 84), to: "v.bin")
-        let ftp = try VsftpdServer.start(serving: site, tls: .explicitRequired)
+        let ftp = try await VsftpdServer.start(serving: site, tls: .explicitRequired)
         let work = try LocalRoot()
 
         let reports = try await work.sync(try work.manifest(url: ftp.url("/v.bin"), dest: "v.bin", lines: ["ftp_tls: required"]))
@@ -115,7 +115,7 @@ struct FTPTests {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         let data = randomData(count: 120_000, seed: 85)
         try site.write(data, to: "i.bin")
-        let ftp = try VsftpdServer.start(serving: site, tls: .implicit)
+        let ftp = try await VsftpdServer.start(serving: site, tls: .implicit)
         let work = try LocalRoot()
 
         let reports = try await work.sync(try work.manifest(url: ftp.url("/i.bin", scheme: "ftps"), dest: "i.bin", lines: ["insecure: true"]))

@@ -11,7 +11,7 @@ struct LighttpdTests {
         let data = randomData(count: 1_000_000, seed: 70)
         try site.write(data, to: "r.bin")
         try site.write(data, to: "o.bin")
-        let lighttpd = try LighttpdServer.start(serving: site)
+        let lighttpd = try await LighttpdServer.start(serving: site)
         let recorded = lighttpd.url("/r.bin")
         let validators = try headValidators(recorded)
         let etag = try #require(validators.etag)
@@ -29,7 +29,7 @@ struct LighttpdTests {
         #expect(second[0].outcome == .transferred && second[0].bytesTransferred == 750_000)
         #expect(work.local("r.bin")?.fingerprint == data.fingerprint)
         #expect(work.local("o.bin")?.fingerprint == data.fingerprint)
-        let gets = lighttpd.requests(atLeast: 5).filter { $0.method == "GET" }
+        let gets = try await lighttpd.requests(atLeast: 5).filter { $0.method == "GET" }
         #expect(gets.map(\.uri) == ["/r.bin", "/o.bin"], "\(gets)")
         #expect(gets.map(\.range) == ["bytes=400000-", "bytes=\(250_000 - 65_536)-"], "\(gets)")
         #expect(gets.map(\.ifRange) == [etag, nil], "\(gets)")
@@ -41,7 +41,7 @@ struct LighttpdTests {
         let old = randomData(count: 500_000, seed: 71)
         let new = randomData(count: 500_000, seed: 72)
         try site.write(old, to: "c.bin")
-        let lighttpd = try LighttpdServer.start(serving: site)
+        let lighttpd = try await LighttpdServer.start(serving: site)
         let url = lighttpd.url("/c.bin")
         let before = try headValidators(url)
         let work = try LocalRoot()
@@ -57,6 +57,6 @@ struct LighttpdTests {
 
         #expect(reports[0].outcome == .transferred && reports[0].bytesTransferred == 500_000)
         #expect(work.local("c.bin")?.fingerprint == new.fingerprint)
-        #expect(lighttpd.requests(atLeast: 3).filter { $0.method == "GET" }.map(\.range) == [nil])
+        #expect(try await lighttpd.requests(atLeast: 3).filter { $0.method == "GET" }.map(\.range) == [nil])
     }
 }

@@ -26,14 +26,14 @@ final class ApacheServer: Sendable {
 
     /// Starts Apache serving `directory`.
     /// - Parameter extraConfiguration: directives added at the end, e.g. `AddEncoding x-gzip .gz`.
-    static func start(serving directory: TemporaryDirectory, extraConfiguration: String = "") throws -> ApacheServer {
+    static func start(serving directory: TemporaryDirectory, extraConfiguration: String = "") async throws -> ApacheServer {
         let executable = try ServerProcess.locate(
             "apache2", among: ["/usr/sbin/apache2", "/usr/sbin/httpd", "/usr/local/apache2/bin/httpd"],
             install: "apt-get install -y apache2")
         let modules = ["/usr/lib/apache2/modules", "/usr/lib64/httpd/modules", "/usr/local/apache2/modules"]
             .first { FileManager.default.fileExists(atPath: $0 + "/mod_mime.so") } ?? "/usr/lib/apache2/modules"
         try directory.openForReading()
-        let server = try ServerProcess.start("apache2", executable: executable, logs: ["error.log"]) { port, work in
+        let server = try await ServerProcess.start("apache2", executable: executable, logs: ["error.log"]) { port, work in
             // Running as root, Apache must hand its work to an unprivileged user.
             let user = geteuid() == 0 ? "User nobody\nGroup nogroup\n" : ""
             let format = ServedRequest.format(
@@ -72,12 +72,12 @@ final class ApacheServer: Sendable {
 
     /// The access log so far. Apache writes a line as it finishes a response, so a line may
     /// trail the client by a moment: with `atLeast`, this waits up to 2 s for that many.
-    func requests(atLeast count: Int = 0) -> [ServedRequest] {
+    func requests(atLeast count: Int = 0) async throws -> [ServedRequest] {
         let deadline = ContinuousClock.now + .seconds(2)
         while true {
             let logged = ServedRequest.parse(log: server.contents(of: "access.log"))
             if logged.count >= count || ContinuousClock.now >= deadline { return logged }
-            Thread.sleep(forTimeInterval: 0.01)
+            try await Task.sleep(for: .milliseconds(10))
         }
     }
 

@@ -17,11 +17,11 @@ final class LighttpdServer: Sendable {
     /// The absolute URL of `path` (which starts with "/").
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
-    static func start(serving directory: TemporaryDirectory) throws -> LighttpdServer {
+    static func start(serving directory: TemporaryDirectory) async throws -> LighttpdServer {
         let executable = try ServerProcess.locate(
             "lighttpd", among: ["/usr/sbin/lighttpd", "/usr/local/sbin/lighttpd"], install: "apt-get install -y lighttpd")
         try directory.openForReading()
-        let server = try ServerProcess.start("lighttpd", executable: executable, logs: ["error.log"]) { port, work in
+        let server = try await ServerProcess.start("lighttpd", executable: executable, logs: ["error.log"]) { port, work in
             let format = ServedRequest.format(
                 method: "%m", uri: "%U", status: "%>s", requestHeader: { "%{\($0)}i" },
                 responseHeader: { "%{\($0)}o" }, bodyBytes: "%b")
@@ -47,12 +47,12 @@ final class LighttpdServer: Sendable {
 
     /// The access log so far. lighttpd writes it out about once a second, so with `atLeast`
     /// this waits up to 5 s for that many lines.
-    func requests(atLeast count: Int = 0) -> [ServedRequest] {
+    func requests(atLeast count: Int = 0) async throws -> [ServedRequest] {
         let deadline = ContinuousClock.now + .seconds(5)
         while true {
             let logged = ServedRequest.parse(log: server.contents(of: "access.log"))
             if logged.count >= count || ContinuousClock.now >= deadline { return logged }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
     }
 

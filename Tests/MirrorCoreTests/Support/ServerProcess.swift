@@ -51,10 +51,12 @@ final class ServerProcess: Sendable {
     /// connections. A port taken between picking and binding (the log says so) is picked again,
     /// up to five times.
     /// - Parameter logs: files in the work directory worth showing when the server fails.
+    ///
+    /// Waits with `Task.sleep`, never blocking a thread of the shared pool the other tests run on.
     static func start(
         _ name: String, executable: String, logs: [String], startupTimeout: Duration = .seconds(10),
         configure: (UInt16, TemporaryDirectory) throws -> [String]
-    ) throws -> ServerProcess {
+    ) async throws -> ServerProcess {
         let address = try LoopbackAddress("127.0.0.1")
         var lastFailure = ServerProcessError.failedToStart(server: name, reason: "no attempt made", log: "")
         for _ in 0..<5 {
@@ -90,7 +92,7 @@ final class ServerProcess: Sendable {
                 if LoopbackSocket.acceptsConnections(on: address, port: port) {
                     return ServerProcess(name: name, port: port, workDirectory: workDirectory, process: process)
                 }
-                Thread.sleep(forTimeInterval: 0.02)
+                try await Task.sleep(for: .milliseconds(20))
             }
             let text = log()
             terminate(process)
@@ -136,6 +138,17 @@ final class ServerProcess: Sendable {
             Thread.sleep(forTimeInterval: 0.01)
         }
         return true
+    }
+}
+
+extension Process {
+    /// Waits for a short-lived helper (openssl, gzip) to exit without blocking a pool thread;
+    /// throws when it did not exit with status 0.
+    func succeed(_ what: String) async throws {
+        while isRunning { try await Task.sleep(for: .milliseconds(10)) }
+        guard terminationStatus == 0 else {
+            throw ServerProcessError.failedToStart(server: what, reason: "exited with status \(terminationStatus)", log: "")
+        }
     }
 }
 

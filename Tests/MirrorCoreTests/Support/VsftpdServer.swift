@@ -25,10 +25,13 @@ final class VsftpdServer: Sendable {
     let server: ServerProcess
     /// Held so that the served directory outlives the server.
     let served: TemporaryDirectory
+    /// The certificate and key, when the server speaks TLS.
+    private let certificate: TemporaryDirectory?
 
-    private init(server: ServerProcess, served: TemporaryDirectory) {
+    private init(server: ServerProcess, served: TemporaryDirectory, certificate: TemporaryDirectory?) {
         self.server = server
         self.served = served
+        self.certificate = certificate
     }
 
     var port: UInt16 { server.port }
@@ -36,14 +39,15 @@ final class VsftpdServer: Sendable {
     /// `ftp://127.0.0.1:PORT/path`, or `ftps://` for an implicit FTPS server.
     func url(_ path: String, scheme: String = "ftp") -> String { "\(scheme)://127.0.0.1:\(port)\(path)" }
 
-    static func start(serving directory: TemporaryDirectory, tls: FTPServerTLS = .none) throws -> VsftpdServer {
+    static func start(serving directory: TemporaryDirectory, tls: FTPServerTLS = .none) async throws -> VsftpdServer {
         let executable = try ServerProcess.locate(
             "vsftpd", among: ["/usr/sbin/vsftpd", "/usr/local/sbin/vsftpd"], install: "apt-get install -y vsftpd")
         guard geteuid() == 0 else {
             throw ServerProcessError.failedToStart(server: "vsftpd", reason: "vsftpd chroots its sessions and must be started as root; run the tests as root (make test in CI does)", log: "")
         }
         try directory.openForReading()
-        let server = try ServerProcess.start("vsftpd", executable: executable, logs: ["vsftpd.log"]) { port, work in
+        let certificate = tls == .none ? nil : try await makeCertificate()
+        let server = try await ServerProcess.start("vsftpd", executable: executable, logs: ["vsftpd.log"]) { port, work in
             let empty = work.path("empty")
             try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
             var lines = [
@@ -54,10 +58,9 @@ final class VsftpdServer: Sendable {
                 "seccomp_sandbox=NO", "isolate=NO", "isolate_network=NO",
                 "vsftpd_log_file=\(work.path("vsftpd.log"))", "xferlog_enable=YES", "log_ftp_protocol=YES",
             ]
-            if tls != .none {
-                try makeCertificate(in: work)
+            if let certificate {
                 lines += [
-                    "ssl_enable=YES", "rsa_cert_file=\(work.path("cert.pem"))", "rsa_private_key_file=\(work.path("key.pem"))",
+                    "ssl_enable=YES", "rsa_cert_file=\(certificate.path("cert.pem"))", "rsa_private_key_file=\(certificate.path("key.pem"))",
                     "allow_anon_ssl=YES", "force_anon_logins_ssl=YES", "force_anon_data_ssl=YES",
                     // vsftpd's default cipher list is one that OpenSSL 3 no longer offers.
                     "ssl_ciphers=HIGH", "require_ssl_reuse=NO",
@@ -67,7 +70,7 @@ final class VsftpdServer: Sendable {
             try (lines.joined(separator: "\n") + "\n").write(toFile: work.path("vsftpd.conf"), atomically: true, encoding: .utf8)
             return [work.path("vsftpd.conf")]
         }
-        return VsftpdServer(server: server, served: directory)
+        return VsftpdServer(server: server, served: directory, certificate: certificate)
     }
 
     /// The FTP commands the server logged, in order (`RETR /f.bin`, `REST 100`, `AUTH TLS`).
@@ -81,7 +84,8 @@ final class VsftpdServer: Sendable {
     func stop() { server.stop() }
 
     /// A self-signed certificate for 127.0.0.1, valid for a day.
-    private static func makeCertificate(in work: TemporaryDirectory) throws {
+    private static func makeCertificate() async throws -> TemporaryDirectory {
+        let work = try TemporaryDirectory(prefix: "mirror-vsftpd-certificate")
         let openssl = try ServerProcess.locate("openssl", among: ["/usr/bin/openssl", "/usr/local/bin/openssl"],
                                                install: "apt-get install -y openssl")
         let process = Process()
@@ -91,9 +95,7 @@ final class VsftpdServer: Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ServerProcessError.failedToStart(server: "vsftpd", reason: "openssl could not make a certificate", log: "")
-        }
+        try await process.succeed("openssl req (a certificate for vsftpd)")
+        return work
     }
 }
