@@ -30,7 +30,7 @@ struct LockCommand: AsyncParsableCommand {
         let manifest = try options.loadManifest(console: console)
         do {
             // Refuse what cannot be pinned before anything is downloaded.
-            try ManifestPinWriter.checkPinnable(manifest)
+            try ManifestPinWriter.checkPinnable(manifest, environment: ProcessInfo.processInfo.environment)
         } catch {
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
