@@ -124,7 +124,7 @@ extension ManifestPinWriter {
         let placeholder = Pin(sha256: String(repeating: "0", count: 64), size: 0)
         let pins = Dictionary(manifest.entries.map { ($0.dest, placeholder) }, uniquingKeysWith: { first, _ in first })
         let path = try resolvedPath(of: manifest)
-        _ = try checkedPinnedText(try ManifestLoader.readFile(at: path), path: path, manifest: manifest, pins: pins, environment: environment)
+        _ = try checkedPinnedText(try ManifestLoader.readFile(at: path), manifest: manifest, pins: pins, environment: environment)
     }
 
     /// Rewrites the manifest file with the pins. The new text must load as the very manifest
@@ -137,7 +137,7 @@ extension ManifestPinWriter {
         }
         let path = try resolvedPath(of: manifest)
         let bytes = try checkedPinnedText(
-            try ManifestLoader.readFile(at: path), path: path, manifest: manifest, pins: pins, environment: environment)
+            try ManifestLoader.readFile(at: path), manifest: manifest, pins: pins, environment: environment)
         let directory = LexicalPath.directory(of: path)
         var info = stat()
         let mode = stat(path, &info) == 0 ? info.st_mode & 0o7777 : 0o644
@@ -178,16 +178,18 @@ extension ManifestPinWriter {
         return String(cString: resolved)
     }
 
-    /// `bytes` with the pins, once they load as `manifest` with the pins and nothing else changed.
-    private static func checkedPinnedText(
-        _ bytes: [UInt8], path: String, manifest: Manifest, pins: [String: Pin], environment: [String: String]
+    /// `bytes` (the text `manifest` was loaded from) with the pins, once they load as
+    /// `manifest` with the pins and nothing else changed.
+    static func checkedPinnedText(
+        _ bytes: [UInt8], manifest: Manifest, pins: [String: Pin], environment: [String: String]
     ) throws(ManifestError) -> [UInt8] {
         let updated = try pin(bytes, manifest: manifest, pins: pins)
         let reloaded: Manifest
         do throws(ManifestError) {
             reloaded = try ManifestLoader.decode(
                 updated, path: manifest.path,
-                rootResolution: .init(manifestDirectory: LexicalPath.directory(of: path), override: manifest.root, currentDirectory: "/"),
+                // The root is the one already resolved, so no directory is needed to resolve it.
+                rootResolution: .init(manifestDirectory: "/", override: manifest.root, currentDirectory: "/"),
                 environment: environment)
         } catch {
             // Its positions are in text that was never written: only the problem is named.
