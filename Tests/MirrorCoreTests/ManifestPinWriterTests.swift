@@ -157,9 +157,15 @@ struct ManifestPinWriterTests {
         let result = try checkedPinned(text, [
             "a.bin": .init(sha256: Self.a, size: 1), "b.bin": .init(sha256: Self.b, size: 2), "c.bin": .init(sha256: Self.a, size: 3),
         ])
-        #expect(result == "# assets\r\nversion: 1\r\nfiles:\r\n  - url: http://h/a.bin\r\n    sha256: \(Self.a)\r\n    size: 1\r\n"
+        let expected = "# assets\r\nversion: 1\r\nfiles:\r\n  - url: http://h/a.bin\r\n    sha256: \(Self.a)\r\n    size: 1\r\n"
             + "  - url: http://h/b.bin   # last\r\n    sha256: \(Self.b)\r\n    size: 2\r\n\r\n"
-            + "  - url: http://h/c.bin\r\n    sha256: \(Self.a)\r\n    size: 3\r\n")
+            + "  - url: http://h/c.bin\r\n    sha256: \(Self.a)\r\n    size: 3\r\n"
+        #expect(result == expected)
+        // libyaml counts from after a byte order mark; the edits land in the same places.
+        let withMark = try checkedPinned("\u{FEFF}" + text, [
+            "a.bin": .init(sha256: Self.a, size: 1), "b.bin": .init(sha256: Self.b, size: 2), "c.bin": .init(sha256: Self.a, size: 3),
+        ])
+        #expect(withMark == "\u{FEFF}" + expected)
     }
 
     /// An aliased entry was refused only after every download, at a line of the edited text.
