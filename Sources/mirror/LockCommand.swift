@@ -11,10 +11,11 @@ struct LockCommand: AsyncParsableCommand {
             Syncs the manifest first (downloading what is missing, as `mirror sync` does), then \
             writes each entry's sha256 and size into the manifest file: existing values are \
             replaced where they stand, missing keys are added as lines at the end of the entry. \
-            Comments, order and layout are kept. The new text must load with exactly those \
-            pins, and replaces the file atomically; if any entry fails, the manifest is left \
-            unchanged and the exit status is 1 (4 when a host stayed unreachable, \
-            130/143 when interrupted).
+            Comments, order, layout and line endings are kept. Entries in flow style or written \
+            as aliases are refused before anything is downloaded (exit status 2). The new text \
+            must load as the same manifest plus those pins, and replaces the file atomically; \
+            if any entry fails, the manifest is left unchanged and the exit status is 1 (4 when \
+            a host stayed unreachable, 130/143 when interrupted).
 
             From then on, sync refuses any file that does not match its pin, and a synced \
             pinned manifest plans without a single request.
@@ -30,7 +31,7 @@ struct LockCommand: AsyncParsableCommand {
         let manifest = try options.loadManifest(console: console)
         do {
             // Refuse what cannot be pinned before anything is downloaded.
-            try ManifestPinWriter.checkPinnable(manifest)
+            try ManifestPinWriter.checkPinnable(manifest, environment: ProcessInfo.processInfo.environment)
         } catch {
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)

@@ -2,7 +2,7 @@
 ///
 /// Every value here has been checked: URLs have an allowed scheme, destinations are relative
 /// paths inside `root`, `${VAR}` references are expanded. Build one with `ManifestLoader`.
-public struct Manifest: Sendable {
+public struct Manifest: Sendable, Equatable {
     /// The manifest file as it was named on the command line.
     public var path: String
     public var version: Int
@@ -96,7 +96,7 @@ public struct HTTPHeader: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// One file to mirror.
-public struct Entry: Sendable {
+public struct Entry: Sendable, Equatable {
     public var url: RemoteURL
     /// Fallback URLs for the same file, tried in order.
     public var mirrors: [RemoteURL]

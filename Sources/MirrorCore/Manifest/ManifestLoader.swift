@@ -76,7 +76,8 @@ public enum ManifestLoader {
             environment: environment)
     }
 
-    private static func decode(
+    /// Validates a manifest's bytes; `path` names it in messages and in `Manifest.path`.
+    static func decode(
         _ bytes: [UInt8], path: String, rootResolution: ManifestDecoder.RootResolution,
         environment: [String: String]
     ) throws(ManifestError) -> Manifest {
