@@ -51,7 +51,7 @@ struct NetrcTests {
         // host, user in the URL, expected login
         ("a.example", nil, NetrcLogin(user: "ua", password: "pa")),
         ("A.EXAMPLE", nil, NetrcLogin(user: "ua", password: "pa")),
-        ("b.example", nil, NetrcLogin(user: "ub1", password: "pb1")),
+        ("b.example", nil, NetrcLogin(user: "ub1", password: "pb1")),  // a machine entry before default
         ("b.example", "ub2", NetrcLogin(user: "ub2", password: "pb2")),
         ("b.example", "nobody", nil),
         ("c.example", nil, NetrcLogin(user: "anonymous", password: "guest")),
@@ -60,9 +60,9 @@ struct NetrcTests {
     func picksTheLoginAsCurlDoes(_ host: String, _ user: String?, _ expected: NetrcLogin?) throws {
         let netrc = try Netrc.parse(Array("""
             machine a.example login ua password pa
+            default login anonymous password guest
             machine b.example login ub1 password pb1
             machine b.example login ub2 password pb2
-            default login anonymous password guest
             """.utf8))
         #expect(netrc.login(forHost: host, user: user) == expected)
     }

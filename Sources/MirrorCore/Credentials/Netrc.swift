@@ -23,17 +23,17 @@ struct Netrc: Sendable, Equatable {
         var message: String
     }
 
-    /// The login for `host`, as curl's `--netrc-optional` picks it: the first entry whose
-    /// machine is `host` (ignoring case) or that is `default`. When the URL names a `user`, only
-    /// entries with that login count and the password is all they give.
+    /// The login for `host`, as curl's `--netrc-optional` picks it: from the first entry whose
+    /// machine is `host` (ignoring case), else from the `default` entry. When the URL names a
+    /// `user`, only entries with that login count and the password is all they give.
     func login(forHost host: String, user: String? = nil) -> NetrcLogin? {
         let lowercasedHost = host.lowercased()
-        let matching = entries.lazy.filter { $0.machine == nil || $0.machine!.lowercased() == lowercasedHost }
+        let candidates = entries.filter { $0.machine?.lowercased() == lowercasedHost } + entries.filter { $0.machine == nil }
         if let user, !user.isEmpty {
-            guard let entry = matching.first(where: { $0.login == user }), let password = entry.password else { return nil }
+            guard let entry = candidates.first(where: { $0.login == user }), let password = entry.password else { return nil }
             return NetrcLogin(user: user, password: password)
         }
-        guard let entry = matching.first, let login = entry.login else { return nil }
+        guard let entry = candidates.first, let login = entry.login else { return nil }
         return NetrcLogin(user: login, password: entry.password ?? "")
     }
 

@@ -107,13 +107,11 @@ extension ManifestDecoder {
         }
     }
 
-    /// A CA bundle's path, with `${VAR}`s expanded and made absolute against the manifest's
-    /// directory, checked to be a readable PEM file.
+    /// A CA bundle's path made absolute against the manifest's directory, checked to be a
+    /// readable PEM file.
     mutating func certificateBundle(_ node: YAMLNode, key: String) -> String? {
-        guard let raw = text(node, key: key, expected: "the path of a PEM file of CA certificates"),
-              let expansion = expand(raw, at: node, key: key)
-        else { return nil }
-        let path = LexicalPath.absolute(expansion.text, relativeTo: rootResolution.manifestDirectory)
+        guard let text = text(node, key: key, expected: "the path of a PEM file of CA certificates") else { return nil }
+        let path = LexicalPath.absolute(text, relativeTo: rootResolution.manifestDirectory)
         do {
             try CertificateFileCheck.checkBundle(path)
         } catch {
