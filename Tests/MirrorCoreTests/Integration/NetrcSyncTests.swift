@@ -57,7 +57,7 @@ struct NetrcSyncTests {
 
         let result = try MirrorBinary.run(["sync", "m.yaml"], in: fixture.directory.path, environment: ["NETRC": work.path("netrc")])
         #expect(result.status == 1, "\(result)")
-        #expect(result.stderr.contains("401"), "\(result)")
+        #expect(result.stderr.contains("FAILED a.bin: HTTP 401 Unauthorized") && result.stderr.contains("1 attempt)"), "\(result)")
         #expect(fixture.local("a.bin") == nil)
         #expect(try fixture.settledRequests().allSatisfy { $0.authorization == nil })
     }
