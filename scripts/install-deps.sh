@@ -11,6 +11,7 @@ packages=(
     nginx-light            # the loopback server of the tests and the demo
     curl                   # the tests' reference client
     groff-base             # make test checks that the man pages format cleanly
+    openssl                # the tests make their own CA and TLS certificates
 )
 
 missing=()

@@ -107,6 +107,20 @@ extension ManifestDecoder {
         }
     }
 
+    /// A CA bundle's path made absolute against the manifest's directory, checked to be a
+    /// readable PEM file.
+    mutating func certificateBundle(_ node: YAMLNode, key: String) -> String? {
+        guard let text = text(node, key: key, expected: "the path of a PEM file of CA certificates") else { return nil }
+        let path = LexicalPath.absolute(text, relativeTo: rootResolution.manifestDirectory)
+        do {
+            try CertificateFileCheck.checkBundle(path)
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
+        return path
+    }
+
     /// A mapping of header names to values, with `${VAR}`s in the values expanded.
     mutating func headers(_ node: YAMLNode, key: String) -> [HTTPHeader]? {
         guard let mapping = checkedMapping(node, path: key, section: nil, expected: "a mapping of header names to values") else {
@@ -167,11 +181,20 @@ extension ManifestDecoder {
         do {
             let components = try URLRules.check(
                 expansion.text, display: display, variables: expansion.referenced, role: role)
-            return (RemoteURL(string: expansion.text, display: display), components)
+            let remote = RemoteURL(string: expansion.text, display: display, login: netrcLogin(for: components, role: role))
+            return (remote, components)
         } catch {
             report(error, at: node, key: key)
             return nil
         }
+    }
+
+    /// The netrc login for a download URL's host, as curl picks it: none when the URL carries a
+    /// password of its own, and only the matching password when it names a user.
+    private func netrcLogin(for url: URLComponents, role: URLRules.Role) -> NetrcLogin? {
+        guard case .download = role, let netrc, url.scheme?.lowercased() != "file",
+              let host = url.host, !host.isEmpty, url.password == nil else { return nil }
+        return netrc.login(forHost: host, user: url.user)
     }
 
     /// "expected …, found …", with a hint when the value is a quoted number.

@@ -348,6 +348,7 @@ struct EntrySync {
             rangeFirst: firstByte > 0 || offset > 0 ? firstByte : nil, ifRange: validator,
             timeout: entry.settings.timeout, minSpeed: entry.settings.minSpeed,
             minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure,
+            certificateAuthorities: entry.settings.certificateAuthorities, login: source.login,
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
         let fetched = await runner.fetcher.fetch(request, sink: writer)

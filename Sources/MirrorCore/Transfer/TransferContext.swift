@@ -82,6 +82,18 @@ final class TransferContext {
             try easy.set(CURLOPT_SSL_VERIFYPEER, 0, "CURLOPT_SSL_VERIFYPEER")
             try easy.set(CURLOPT_SSL_VERIFYHOST, 0, "CURLOPT_SSL_VERIFYHOST")
         }
+        if let file = request.certificateAuthorities.file {
+            try easy.set(CURLOPT_CAINFO, file, "CURLOPT_CAINFO")
+        }
+        if let directory = request.certificateAuthorities.directory {
+            try easy.set(CURLOPT_CAPATH, directory, "CURLOPT_CAPATH")
+        }
+        // libcurl's own netrc lookup would hand a host's login to any port and scheme of it;
+        // `Fetcher` decides per hop instead, and libcurl only sends what it is given.
+        if let login = request.login {
+            try easy.set(CURLOPT_USERNAME, login.user, "CURLOPT_USERNAME")
+            try easy.set(CURLOPT_PASSWORD, login.password, "CURLOPT_PASSWORD")
+        }
         // libcurl drops a header written "Name:" with no value; "Name;" is how it sends one empty.
         var lines = request.headers.map { $0.value.isEmpty ? "\($0.name);" : "\($0.name): \($0.value)" }
         if let ifRange = request.ifRange, request.rangeFirst != nil {
