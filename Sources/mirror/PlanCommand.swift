@@ -109,7 +109,8 @@ struct PlanSummary {
         for entry in plan {
             counts[entry.action.name, default: 0] += 1
             if let bytes = entry.action.bytesToTransfer(remoteSize: entry.remoteSize) {
-                bytesToTransfer += bytes
+                // Two entries of `Content-Length: 9223372036854775807` must not trap the sum.
+                bytesToTransfer = bytesToTransfer.saturatingAdding(bytes)
             } else {
                 unknownSizes += 1
             }
