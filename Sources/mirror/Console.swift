@@ -104,7 +104,7 @@ final class Console: Sendable {
             notice("\(dest): \(failure); trying mirror \(url)")
         case .finished(let report):
             if case .failed(.cancelled) = report.outcome {
-                notice("stopped      \(report.dest): interrupted; a partial file is kept for the next run")
+                notice("stopped      \(report.dest): \(SyncText.interruptedDetail(report))")
             } else if case .failed(let failure) = report.outcome {
                 let tries = report.attempts == 1 ? "1 attempt" : "\(report.attempts) attempts"
                 error("FAILED \(report.dest): \(failure) (\(report.url), \(tries))")

@@ -80,6 +80,14 @@ enum TextFormat {
 
 /// The one-line descriptions of finished entries.
 enum SyncText {
+    /// Why an interrupted entry stopped, and what it leaves on disk.
+    static func interruptedDetail(_ report: EntryReport) -> String {
+        if let partial = report.partialSize, partial > 0 {
+            return "interrupted; the partial file (\(ByteCount.format(partial))) is kept for the next run"
+        }
+        return report.attempts == 0 ? "interrupted before it started" : "interrupted; no partial file was kept"
+    }
+
     static func finishedLine(_ report: EntryReport) -> String {
         let size = report.size.map(ByteCount.format) ?? "?"
         switch report.outcome {
@@ -90,7 +98,10 @@ enum SyncText {
         case .transferred:
             switch report.action {
             case .resume(let from, _):
-                return "resumed      \(report.dest) (\(size), \(ByteCount.format(report.bytesTransferred)) fetched from byte \(from))"
+                // What completed the file from `from`; bytes of earlier failed attempts are in
+                // the summary's total, not here.
+                let fetched = report.size.map { ByteCount.format(max(0, $0.saturatingSubtracting(from))) + " " } ?? ""
+                return "resumed      \(report.dest) (\(size), \(fetched)fetched from byte \(from))"
             case .finish:
                 return "completed    \(report.dest) (\(size), partial file was complete)"
             case .replace:

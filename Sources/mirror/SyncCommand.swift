@@ -53,7 +53,9 @@ struct SyncCommand: AsyncParsableCommand {
             console.json(SyncJSON.encode(reports))
         }
         if let signal {
-            console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM"); partial files are kept and the next sync resumes them")
+            let kept = reports.contains { ($0.partialSize ?? 0) > 0 }
+                ? "; partial files are kept and the next sync resumes them" : ""
+            console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM")\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
         if summary.failed > 0 {
