@@ -116,9 +116,11 @@ final class Console: Sendable {
 
     /// Local wall-clock time `duration` from now, as HH:MM:SS.
     static func clockTime(after duration: Duration) -> String {
-        var when = time(nil) + Int(duration.components.seconds)
+        // `connectivity.wait` may be as long as a manifest can spell: no trap, and no made-up
+        // time where the calendar gives out.
+        var when = time(nil).saturatingAdding(Int(duration.components.seconds))
         var parts = tm()
-        localtime_r(&when, &parts)
+        guard localtime_r(&when, &parts) != nil else { return "--:--:--" }
         return [parts.tm_hour, parts.tm_min, parts.tm_sec].map { TextFormat.twoDigits(Int($0)) }.joined(separator: ":")
     }
 

@@ -165,3 +165,11 @@ struct ExtremeNumberTests {
     }
 }
 
+
+extension ExtremeNumberTests {
+    @Test(arguments: [Duration.zero, .seconds(1), .milliseconds(Int64.max), .seconds(Int64.max)])
+    func theOutageClockTimeNeverTraps(_ wait: Duration) {
+        let text = Console.clockTime(after: wait)
+        #expect(text.count == 8, "\(text)")
+    }
+}
