@@ -75,9 +75,10 @@ enum MirrorBinary {
     /// Starts `mirror arguments` in `directory`, stdin closed, output captured through files.
     /// - Parameters:
     ///   - umask: when set, mirror runs under it (through /bin/sh, which sets it).
-    ///   - standardError: where stderr goes instead of a file (a `PseudoTerminal`'s device).
+    ///   - standardOutput, standardError: where stdout and stderr go instead of files (a
+    ///     `PseudoTerminal`'s device).
     static func start(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                      umask: mode_t? = nil, standardError: FileHandle? = nil,
+                      umask: mode_t? = nil, standardOutput: FileHandle? = nil, standardError: FileHandle? = nil,
                       timeout: Duration = .seconds(60)) throws -> Running {
         let scratch = try TemporaryDirectory(prefix: "mirror-cli")
         let out = scratch.path("stdout"), err = scratch.path("stderr")
@@ -99,7 +100,7 @@ enum MirrorBinary {
         for (key, value) in extra { environment[key] = value }
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        process.standardOutput = try standardOutput ?? FileHandle(forWritingTo: URL(fileURLWithPath: out))
         process.standardError = try standardError ?? FileHandle(forWritingTo: URL(fileURLWithPath: err))
         // Swift's worker threads block SIGINT/SIGTERM; the child must not inherit that mask.
         try process.runWithDefaultSignalMask()

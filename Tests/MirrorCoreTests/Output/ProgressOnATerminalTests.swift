@@ -13,8 +13,9 @@ struct ProgressOnATerminalTests {
     ]
     static let columns = 80
 
-    /// Runs a sync of `paths` (each `size` bytes) with stderr on the terminal.
-    static func syncOnTerminal(term: String, size: Int, rate: Int) throws -> (result: MirrorBinary.Result, terminal: String) {
+    /// Runs a sync of `paths` (each `size` bytes) with stderr (and, when asked, stdout) on the
+    /// terminal.
+    static func syncOnTerminal(term: String, size: Int, rate: Int, stdoutToo: Bool = false) throws -> (result: MirrorBinary.Result, terminal: String) {
         var files: [String: Data] = [:]
         for (index, path) in paths.enumerated() { files[path] = randomData(count: size, seed: UInt64(60 + index)) }
         let fixture = try SyncFixture(files: files, nginx: NginxOptions(rateLimit: rate))
@@ -23,7 +24,8 @@ struct ProgressOnATerminalTests {
         var environment = ["TERM": term]
         environment["COLUMNS"] = nil
         let running = try MirrorBinary.start(["sync", "-j", "2", "mirror.yaml"], in: fixture.directory.path,
-                                             environment: environment, standardError: terminal.device)
+                                             environment: environment, standardOutput: stdoutToo ? terminal.device : nil,
+                                             standardError: terminal.device)
         let result = try running.wait()
         let output = String(decoding: try terminal.finish(), as: UTF8.self)
         for path in paths {
@@ -60,6 +62,28 @@ struct ProgressOnATerminalTests {
         var screen = TerminalScreen(columns: Self.columns)
         try screen.receive(output)
         #expect(screen.text.isEmpty, "every frame was redrawn in place and cleared at the end; left on screen: \(screen.text)")
+    }
+
+    /// As a person runs it: the finished lines (stdout) and the progress (stderr) share the
+    /// terminal, and what stays on screen is the finished lines and the summary, nothing else.
+    @Test func finishedLinesAndProgressShareTheTerminalCleanly() throws {
+        let (result, output) = try Self.syncOnTerminal(term: "xterm-256color", size: 150_000, rate: 100_000, stdoutToo: true)
+        #expect(result.status == 0, "\(result)")
+        #expect(output.contains("\u{1B}[K"), "frames were drawn: \(output.debugDescription)")
+        var screen = TerminalScreen(columns: Self.columns)
+        try screen.receive(output)
+        // A finished line longer than the terminal wraps onto the next rows, as any text does;
+        // any other row is a progress frame left behind.
+        var previous: String?
+        for line in screen.text {
+            if !line.hasPrefix("downloaded ") && !line.hasPrefix("3 transferred") {
+                #expect(previous?.count == Self.columns, "a stale row: \(line)\n\(screen.text)")
+            }
+            previous = line
+        }
+        let finished = screen.text.filter { $0.hasPrefix("downloaded") }
+        #expect(finished.count == Self.paths.count, "\(screen.text)")
+        #expect(screen.text.last?.hasPrefix("3 transferred") == true, "\(screen.text)")
     }
 
     @Test func aDumbTerminalGetsPlainLinesOnly() throws {
