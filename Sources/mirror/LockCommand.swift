@@ -33,6 +33,7 @@ struct LockCommand: AsyncParsableCommand {
             // Refuse what cannot be pinned before anything is downloaded.
             try ManifestPinWriter.checkPinnable(manifest, environment: ProcessInfo.processInfo.environment)
         } catch {
+            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
         }
@@ -41,7 +42,8 @@ struct LockCommand: AsyncParsableCommand {
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let (reports, signal) = try await runner.syncInterruptibly(console: console)
         if let signal {
-            console.error("mirror: interrupted; \(manifest.path) was left unchanged and partial files are kept")
+            let kept = reports.contains { ($0.partialSize ?? 0) > 0 } ? " and partial files are kept" : ""
+            console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
         guard let pins = runner.pins(after: reports) else {
@@ -51,6 +53,7 @@ struct LockCommand: AsyncParsableCommand {
         do {
             try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)
         } catch {
+            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
         }

@@ -46,18 +46,19 @@ func userinfoIsRedacted(_ text: String, _ expected: String) {
 }
 
 @Test(arguments: [
-    ("plain", "plain", [], []),
-    ("${A}/${B}", "1/", ["A", "B"], []),
-    ("$${A}", "${A}", [], []),
-    ("$$$$", "$$", [], []),
-    ("$A ${ A} ${1A} ${A-B} $", "$A ${ A} ${1A} ${A-B} $", [], []),
-    ("${_x9}${MISSING}${MISSING}", "", ["_x9", "MISSING"], ["MISSING"]),
-    ("${A", "${A", [], []),
-    ("a${A}é${A}", "a1é1", ["A"], []),
-] as [(String, String, [String], [String])])
-func variablesExpand(_ source: String, _ text: String, _ referenced: [String], _ unset: [String]) {
+    ("plain", "plain", [], [], []),
+    ("${A}/${B}", "1/", ["A", "B"], [], []),
+    ("$${A}", "${A}", [], [], []),
+    ("$$$$", "$$", [], [], []),
+    ("$A ${ A} ${1A} ${A-B} $", "$A ${ A} ${1A} ${A-B} $", [], [], ["A"]),
+    ("$1 $$B $_x9/$A", "$1 $B $_x9/$A", [], [], ["_x9", "A"]),
+    ("${_x9}${MISSING}${MISSING}", "", ["_x9", "MISSING"], ["MISSING"], []),
+    ("${A", "${A", [], [], []),
+    ("a${A}é${A}", "a1é1", ["A"], [], []),
+] as [(String, String, [String], [String], [String])])
+func variablesExpand(_ source: String, _ text: String, _ referenced: [String], _ unset: [String], _ unbraced: [String]) {
     let expansion = VariableExpansion(expanding: source, environment: ["A": "1", "B": "", "_x9": ""])
-    #expect(expansion == VariableExpansion(text: text, referenced: referenced, unset: unset))
+    #expect(expansion == VariableExpansion(text: text, referenced: referenced, unset: unset, unbraced: unbraced))
 }
 
 @Test(arguments: [

@@ -159,13 +159,17 @@ extension ManifestDecoder {
         return diagnostics.count == countBefore ? headers : nil
     }
 
-    /// `raw` with its `${VAR}`s expanded, or nil after reporting each variable that is not set.
+    /// `raw` with its `${VAR}`s expanded, or nil after reporting each variable that is not set
+    /// and each `$VAR` written without braces (which would reach the server as it stands).
     mutating func expand(_ raw: String, at node: YAMLNode, key: String) -> VariableExpansion? {
         let expansion = VariableExpansion(expanding: raw, environment: environment)
         for name in expansion.unset {
             report("environment variable `\(name)` is not set (referenced as ${\(name)}); set it, or write $$ for a literal $", at: node, key: key)
         }
-        return expansion.unset.isEmpty ? expansion : nil
+        for name in expansion.unbraced {
+            report("`$\(name)` is not expanded: write `${\(name)}` for the environment variable, or `$$\(name)` for a literal `$\(name)`", at: node, key: key)
+        }
+        return expansion.unset.isEmpty && expansion.unbraced.isEmpty ? expansion : nil
     }
 
     /// A URL with its `${VAR}`s expanded and its scheme and host checked, and its parts.

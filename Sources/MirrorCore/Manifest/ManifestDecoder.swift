@@ -82,7 +82,14 @@ struct ManifestDecoder {
                 report("root contains a NUL character, which no path can hold", at: node, key: "root")
                 return nil
             }
-            manifestRoot = text
+            // `${VAR}` and a leading `~` are expanded as in a shell, not taken as directory names.
+            guard let expansion = expand(text, at: node, key: "root") else { return nil }
+            do {
+                manifestRoot = try HomeDirectorySyntax.expand(expansion.text, home: environment["HOME"])
+            } catch {
+                report(error, at: node, key: "root")
+                return nil
+            }
         }
         if let override = resolution.override {
             // An empty --root is most likely an unset shell variable; taking it as the current

@@ -166,9 +166,12 @@ struct EntrySync {
     }
 
     private func failedReport(_ failure: TransferFailure, source: RemoteURL, action: Action, bytes: Int64, attempts: Int) -> EntryReport {
-        EntryReport(
+        // What is on disk now, not what an attempt meant to keep: "a partial file is kept"
+        // must be true when it is said.
+        let partial = attempts == 0 ? nil : (try? LocalFacts.inspect(paths, resolved: runner.directories))?.partial.size
+        return EntryReport(
             dest: entry.dest, url: source.display, action: action, outcome: .failed(failure),
-            bytesTransferred: bytes, size: nil, attempts: attempts, sha256: nil
+            bytesTransferred: bytes, size: nil, attempts: attempts, sha256: nil, partialSize: partial
         )
     }
 
