@@ -160,7 +160,7 @@ final class TransferContext {
 
     /// The response headers mirror reads; the others are skipped before any string is made.
     static let wantedHeaders: [[UInt8]] = [
-        "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after",
+        "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after", "transfer-encoding",
     ].map { Array($0.utf8) }
 
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
