@@ -12,9 +12,9 @@ packages=(
     apache2                # a second real server: weak ETags, AddEncoding
     lighttpd               # a third real server: Range/If-Range
     vsftpd                 # FTP, explicit FTPS (AUTH TLS) and implicit FTPS
-    openssl                # throwaway certificates for the TLS tests
     curl                   # the tests' reference client
     groff-base             # make test checks that the man pages format cleanly
+    openssl                # the tests make their own CA and TLS certificates
 )
 
 missing=()

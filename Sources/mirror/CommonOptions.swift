@@ -43,6 +43,7 @@ struct CommonOptions: ParsableArguments {
         do {
             loaded = try ManifestLoader.load(path: manifest, rootOverride: root)
         } catch {
+            if json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics {
                 console.error("mirror: \(diagnostic)")
             }

@@ -5,6 +5,8 @@ import Synchronization
 
 /// All of the CLI's writing goes through here, under one lock, so lines from concurrent
 /// entries never interleave and the live progress block is cleared before any line is written.
+/// Every human line has its control characters escaped here (`TerminalText.escaped`): what a
+/// server sends reaches the terminal only as visible text.
 final class Console: Sendable {
     enum Mode: Sendable {
         /// Human lines on stdout, failures on stderr.
@@ -46,6 +48,7 @@ final class Console: Sendable {
 
     /// The JSON document, alone on stdout.
     func json(_ text: String) {
+        // JSONValue escapes every control character itself; the text has none left.
         write(text + "\n", to: STDOUT_FILENO)
     }
 
@@ -53,7 +56,7 @@ final class Console: Sendable {
     func drawProgress(_ lines: [String]) {
         drawnLines.withLock { drawn in
             var text = Self.clearing(drawn)
-            for line in lines { text += line + "\u{1B}[K\n" }
+            for line in lines { text += TerminalText.escaped(line) + "\u{1B}[K\n" }
             drawn = lines.count
             Self.writeAll(text, to: STDERR_FILENO)
         }
@@ -101,7 +104,7 @@ final class Console: Sendable {
             notice("\(dest): \(failure); trying mirror \(url)")
         case .finished(let report):
             if case .failed(.cancelled) = report.outcome {
-                notice("stopped      \(report.dest): interrupted; a partial file is kept for the next run")
+                notice("stopped      \(report.dest): \(SyncText.interruptedDetail(report))")
             } else if case .failed(let failure) = report.outcome {
                 let tries = report.attempts == 1 ? "1 attempt" : "\(report.attempts) attempts"
                 error("FAILED \(report.dest): \(failure) (\(report.url), \(tries))")
@@ -113,13 +116,17 @@ final class Console: Sendable {
 
     /// Local wall-clock time `duration` from now, as HH:MM:SS.
     static func clockTime(after duration: Duration) -> String {
-        var when = time(nil) + Int(duration.components.seconds)
+        // `connectivity.wait` may be as long as a manifest can spell: no trap, and no made-up
+        // time where the calendar gives out.
+        var when = time(nil).saturatingAdding(Int(duration.components.seconds))
         var parts = tm()
-        localtime_r(&when, &parts)
+        guard localtime_r(&when, &parts) != nil else { return "--:--:--" }
         return [parts.tm_hour, parts.tm_min, parts.tm_sec].map { TextFormat.twoDigits(Int($0)) }.joined(separator: ":")
     }
 
+    /// Writes human text, escaped, after clearing the progress block.
     private func write(_ text: String, to fd: Int32) {
+        let text = TerminalText.escapedLines(text)
         drawnLines.withLock { drawn in
             if drawn > 0 {
                 Self.writeAll(Self.clearing(drawn), to: STDERR_FILENO)
@@ -131,7 +138,7 @@ final class Console: Sendable {
 
     /// For messages written before any Console exists (argument errors).
     static func writeToStandardError(_ text: String) {
-        writeAll(text, to: STDERR_FILENO)
+        writeAll(TerminalText.escapedLines(text), to: STDERR_FILENO)
     }
 
     private static func clearing(_ lines: Int) -> String {

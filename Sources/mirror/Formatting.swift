@@ -1,9 +1,15 @@
 import MirrorCore
 
-/// Byte counts for people: binary units, three significant figures.
+/// Byte counts for people: binary units, three significant figures. Every Int64, including
+/// a server's `Content-Length: 9223372036854775807` and the sums it saturates, fits in
+/// `maxWidth` characters.
 enum ByteCount {
+    static let maxWidth = 8
+    private static let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+
     static func format(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+        // No count of bytes is below zero; a negative one is a bug upstream, shown as nothing.
+        let bytes = max(0, bytes)
         var value = Double(bytes)
         var unit = 0
         while value >= 1024 && unit < units.count - 1 {
@@ -11,32 +17,50 @@ enum ByteCount {
             unit += 1
         }
         if unit == 0 { return "\(bytes) B" }
+        // 1023.96 rounds to "1024" with no decimals: still four digits, still fits.
         let digits = value < 10 ? 2 : value < 100 ? 1 : 0
         return TextFormat.fixed(value, digits: digits) + " " + units[unit]
+    }
+
+    /// A transfer rate, bytes per second; rates below one byte a second show as `0 B/s`.
+    static func rate(_ bytesPerSecond: Double) -> String {
+        format(Int64(saturating: bytesPerSecond.isFinite ? bytesPerSecond : 0)) + "/s"
     }
 }
 
 enum DurationText {
+    /// Durations this long or longer (a transfer dripping under a byte a second) are not spelled out.
+    static let longest: Double = 100 * 86_400
+    static let maxWidth = 8
+
     static func format(_ duration: Duration) -> String {
         let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
         return format(seconds: seconds)
     }
 
+    /// `500ms`, `12.5s`, `4:05`, `1:02:03`, `3d04h`; `>100d` beyond `longest` and `--` for a
+    /// value that is not a duration (NaN, negative). At most `maxWidth` characters.
     static func format(seconds: Double) -> String {
-        if seconds < 1 { return TextFormat.fixed(seconds * 1000, digits: 0) + "ms" }
-        if seconds < 60 { return TextFormat.fixed(seconds, digits: 1) + "s" }
+        guard !seconds.isNaN, seconds >= 0 else { return "--" }
+        guard seconds < longest else { return ">100d" }
+        if seconds < 0.9995 { return TextFormat.fixed(seconds * 1000, digits: 0) + "ms" }
+        if seconds < 59.95 { return TextFormat.fixed(seconds, digits: 1) + "s" }
         let whole = Int(seconds.rounded())
         if whole < 3600 { return "\(whole / 60):" + TextFormat.twoDigits(whole % 60) }
-        return "\(whole / 3600):" + TextFormat.twoDigits((whole / 60) % 60) + ":" + TextFormat.twoDigits(whole % 60)
+        if whole < 86_400 {
+            return "\(whole / 3600):" + TextFormat.twoDigits((whole / 60) % 60) + ":" + TextFormat.twoDigits(whole % 60)
+        }
+        return "\(whole / 86_400)d" + TextFormat.twoDigits((whole / 3600) % 24) + "h"
     }
 }
 
 /// The few number and column formats the output needs, without Foundation's formatter.
 enum TextFormat {
-    /// `value` rounded to `digits` decimals (0 to 3).
+    /// `value` rounded to `digits` decimals (0 to 3); values beyond Int64 are held at its
+    /// bounds, NaN shows as 0.
     static func fixed(_ value: Double, digits: Int) -> String {
         let scale = [1.0, 10.0, 100.0, 1000.0][min(max(digits, 0), 3)]
-        let scaled = Int64((value * scale).rounded())
+        let scaled = Int64(saturating: (value * scale).rounded())
         guard digits > 0 else { return String(scaled) }
         let sign = scaled < 0 ? "-" : ""
         let magnitude = scaled.magnitude
@@ -56,6 +80,14 @@ enum TextFormat {
 
 /// The one-line descriptions of finished entries.
 enum SyncText {
+    /// Why an interrupted entry stopped, and what it leaves on disk.
+    static func interruptedDetail(_ report: EntryReport) -> String {
+        if let partial = report.partialSize, partial > 0 {
+            return "interrupted; the partial file (\(ByteCount.format(partial))) is kept for the next run"
+        }
+        return report.attempts == 0 ? "interrupted before it started" : "interrupted; no partial file was kept"
+    }
+
     static func finishedLine(_ report: EntryReport) -> String {
         let size = report.size.map(ByteCount.format) ?? "?"
         switch report.outcome {
@@ -66,7 +98,10 @@ enum SyncText {
         case .transferred:
             switch report.action {
             case .resume(let from, _):
-                return "resumed      \(report.dest) (\(size), \(ByteCount.format(report.bytesTransferred)) fetched from byte \(from))"
+                // What completed the file from `from`; bytes of earlier failed attempts are in
+                // the summary's total, not here.
+                let fetched = report.size.map { ByteCount.format(max(0, $0.saturatingSubtracting(from))) + " " } ?? ""
+                return "resumed      \(report.dest) (\(size), \(fetched)fetched from byte \(from))"
             case .finish:
                 return "completed    \(report.dest) (\(size), partial file was complete)"
             case .replace:

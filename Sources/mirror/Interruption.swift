@@ -64,6 +64,7 @@ extension ManifestRunner {
             return (reports, interruption.received)
         } catch let error as RunLockError {
             await cleanUp()
+            if console.mode == .json { console.json(ErrorJSON.document(kind: "lock", message: error.description)) }
             console.error("mirror: \(error)")
             throw ExitWith(status: LockWaitOption.status(for: error, interruption: interruption))
         }

@@ -52,7 +52,9 @@ enum JSONValue {
             case "\n": output += "\\n"
             case "\r": output += "\\r"
             case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
+            // Every control character, not only the C0 ones JSON requires: the document is
+            // often read on a terminal, and DEL or a C1 CSI there is as live as ESC.
+            case _ where TerminalText.isControl(scalar):
                 let hex = String(scalar.value, radix: 16)
                 output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: output.unicodeScalars.append(scalar)

@@ -11,10 +11,11 @@ struct LockCommand: AsyncParsableCommand {
             Syncs the manifest first (downloading what is missing, as `mirror sync` does), then \
             writes each entry's sha256 and size into the manifest file: existing values are \
             replaced where they stand, missing keys are added as lines at the end of the entry. \
-            Comments, order and layout are kept. The new text must load with exactly those \
-            pins, and replaces the file atomically; if any entry fails, the manifest is left \
-            unchanged and the exit status is 1 (4 when a host stayed unreachable, \
-            130/143 when interrupted).
+            Comments, order, layout and line endings are kept. Entries in flow style or written \
+            as aliases are refused before anything is downloaded (exit status 2). The new text \
+            must load as the same manifest plus those pins, and replaces the file atomically; \
+            if any entry fails, the manifest is left unchanged and the exit status is 1 (4 when \
+            a host stayed unreachable, 130/143 when interrupted).
 
             From then on, sync refuses any file that does not match its pin, and a synced \
             pinned manifest plans without a single request.
@@ -30,8 +31,9 @@ struct LockCommand: AsyncParsableCommand {
         let manifest = try options.loadManifest(console: console)
         do {
             // Refuse what cannot be pinned before anything is downloaded.
-            try ManifestPinWriter.checkPinnable(manifest)
+            try ManifestPinWriter.checkPinnable(manifest, environment: ProcessInfo.processInfo.environment)
         } catch {
+            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
         }
@@ -40,7 +42,8 @@ struct LockCommand: AsyncParsableCommand {
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let (reports, signal) = try await runner.syncInterruptibly(console: console)
         if let signal {
-            console.error("mirror: interrupted; \(manifest.path) was left unchanged and partial files are kept")
+            let kept = reports.contains { ($0.partialSize ?? 0) > 0 } ? " and partial files are kept" : ""
+            console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
         guard let pins = runner.pins(after: reports) else {
@@ -50,6 +53,7 @@ struct LockCommand: AsyncParsableCommand {
         do {
             try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)
         } catch {
+            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
         }

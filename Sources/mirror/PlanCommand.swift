@@ -62,7 +62,9 @@ enum PlanTable {
                 detail = "from \(ByteCount.format(from))\(of)\(why)"
             }
             let size = entry.remoteSize.map(ByteCount.format) ?? "-"
-            rows.append([entry.action.name, size, entry.dest, detail])
+            // Escaped before the columns are measured, so a server's control characters
+            // (in a reason) neither reach the terminal nor shift the columns.
+            rows.append([entry.action.name, size, TerminalText.escaped(entry.dest), TerminalText.escaped(detail)])
         }
         // The last column is not padded, so only the first three need a width.
         var widths = [0, 0, 0]
@@ -109,7 +111,8 @@ struct PlanSummary {
         for entry in plan {
             counts[entry.action.name, default: 0] += 1
             if let bytes = entry.action.bytesToTransfer(remoteSize: entry.remoteSize) {
-                bytesToTransfer += bytes
+                // Two entries of `Content-Length: 9223372036854775807` must not trap the sum.
+                bytesToTransfer = bytesToTransfer.saturatingAdding(bytes)
             } else {
                 unknownSizes += 1
             }

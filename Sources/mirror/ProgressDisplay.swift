@@ -3,31 +3,63 @@ import Glibc
 import MirrorCore
 import Synchronization
 
-/// Redraws live progress on a terminal's stderr a few times a second: overall bytes of the
-/// expected total, rate, ETA, files done, and the running transfers.
+/// Live progress of a sync on a terminal's stderr (see `ProgressLayout` for what it shows).
+///
+/// On a terminal that can move its cursor the block is redrawn in place a few times a second,
+/// every line fitted to the terminal's current width. A `dumb` terminal (or none named in
+/// `TERM`, as under Emacs or a CI log viewer) gets no escape sequence at all: a plain summary
+/// line now and then.
 final class ProgressDisplay: Sendable {
+    enum Style: Equatable {
+        /// Redraw the block in place.
+        case redraw
+        /// A plain line every `plainInterval`, nothing else.
+        case plainLines
+    }
+
     private let progress: SyncProgress
     private let console: Console
+    private let style: Style
     private let task = Mutex<Task<Void, Never>?>(nil)
     static let interval: Duration = .milliseconds(200)
-    static let shownTransfers = 6
+    static let plainInterval: Duration = .seconds(5)
 
-    init(progress: SyncProgress, console: Console) {
+    /// The style for stderr, or nil when no progress should be shown there.
+    static func style(stderrIsTerminal: Bool, term: String?) -> Style? {
+        guard stderrIsTerminal else { return nil }
+        guard let term, !term.isEmpty, term != "dumb" else { return .plainLines }
+        return .redraw
+    }
+
+    init(progress: SyncProgress, console: Console, style: Style) {
         self.progress = progress
         self.console = console
+        self.style = style
     }
 
     func start() {
         let progress = self.progress
         let console = self.console
+        let style = self.style
         task.withLock { task in
             task = Task {
-                var rate = RateWindow()
+                var rates = TransferRates()
+                let pause = style == .redraw ? Self.interval : Self.plainInterval
+                var lastPlain: String?
                 while !Task.isCancelled {
-                    let snapshot = progress.snapshot()
-                    rate.add(bytes: snapshot.bytesReceived, at: ContinuousClock.now)
-                    console.drawProgress(Self.lines(snapshot, bytesPerSecond: rate.bytesPerSecond))
-                    try? await Task.sleep(for: Self.interval)
+                    // Nothing is drawn before the first pause: a sync that has nothing to fetch
+                    // ends without a frame.
+                    try? await Task.sleep(for: pause)
+                    if Task.isCancelled { break }
+                    let frame = rates.frame(progress.snapshot(), at: .now)
+                    switch style {
+                    case .redraw:
+                        console.drawProgress(ProgressLayout.lines(frame, width: Terminal.columns() - 1))
+                    case .plainLines:
+                        let line = ProgressLayout.summary(frame, width: Terminal.columns() - 1)
+                        if line != lastPlain { console.notice(line) }
+                        lastPlain = line
+                    }
                 }
             }
         }
@@ -42,29 +74,30 @@ final class ProgressDisplay: Sendable {
         await running?.value
         console.clearProgress()
     }
+}
 
-    static func lines(_ snapshot: SyncProgress.Snapshot, bytesPerSecond: Double) -> [String] {
-        let done = snapshot.bytesReceived
-        let total = snapshot.bytesExpected
-        let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 0
-        let width = 24
-        let filled = Int(fraction * Double(width))
-        let bar = "[" + String(repeating: "=", count: filled) + String(repeating: " ", count: width - filled) + "]"
-        var eta = "--"
-        if bytesPerSecond > 0, total > done {
-            eta = DurationText.format(seconds: Double(total - done) / bytesPerSecond)
+/// Turns snapshots into frames, keeping a rate window for the run and one per running transfer.
+struct TransferRates {
+    private var overall = RateWindow()
+    private var perDest: [String: RateWindow] = [:]
+
+    mutating func frame(_ snapshot: SyncProgress.Snapshot, at now: ContinuousClock.Instant) -> ProgressFrame {
+        overall.add(bytes: snapshot.bytesReceived, at: now)
+        var windows: [String: RateWindow] = [:]
+        var transfers: [ProgressFrame.Transfer] = []
+        for transfer in snapshot.active {
+            var window = perDest[transfer.dest] ?? RateWindow()
+            window.add(bytes: transfer.bytesDone, at: now)
+            windows[transfer.dest] = window
+            transfers.append(.init(dest: transfer.dest, bytesDone: transfer.bytesDone, bytesTotal: transfer.bytesTotal,
+                                   bytesPerSecond: window.bytesPerSecond))
         }
-        var lines = [
-            "\(bar) \(ByteCount.format(done)) of \(ByteCount.format(total))  \(ByteCount.format(Int64(bytesPerSecond)))/s  ETA \(eta)  \(snapshot.entriesDone)/\(snapshot.entriesTotal) files"
-        ]
-        for transfer in snapshot.active.prefix(shownTransfers) {
-            let of = transfer.bytesTotal.map { " of \(ByteCount.format($0))" } ?? ""
-            lines.append("  \(transfer.dest)  \(ByteCount.format(transfer.bytesDone))\(of)")
-        }
-        if snapshot.active.count > shownTransfers {
-            lines.append("  … and \(snapshot.active.count - shownTransfers) more")
-        }
-        return lines
+        // Finished transfers' windows go; a retried one starts a new window.
+        perDest = windows
+        return ProgressFrame(
+            bytesReceived: snapshot.bytesReceived, bytesRemaining: snapshot.bytesRemaining,
+            entriesOfUnknownSize: snapshot.entriesOfUnknownSize, entriesDone: snapshot.entriesDone,
+            entriesTotal: snapshot.entriesTotal, bytesPerSecond: overall.bytesPerSecond, transfers: transfers)
     }
 }
 
@@ -78,10 +111,26 @@ struct RateWindow {
         while let first = samples.first, time - first.time > Self.span { samples.removeFirst() }
     }
 
+    /// Never negative (a restarted transfer counts from zero again) and never NaN.
     var bytesPerSecond: Double {
         guard let first = samples.first, let last = samples.last, last.time > first.time else { return 0 }
         let elapsed = last.time - first.time
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return Double(last.bytes - first.bytes) / seconds
+        return max(0, Double(last.bytes) - Double(first.bytes)) / seconds
+    }
+}
+
+/// The terminal stderr is drawn on.
+enum Terminal {
+    /// Its width in columns: what the terminal says, else `COLUMNS`, else 80.
+    static func columns() -> Int {
+        var size = winsize()
+        if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 {
+            return Int(size.ws_col)
+        }
+        if let text = getenv("COLUMNS").map({ String(cString: $0) }), let columns = Int(text), columns > 0 {
+            return min(columns, 1000)
+        }
+        return 80
     }
 }

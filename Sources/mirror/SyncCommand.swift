@@ -39,7 +39,9 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
-        let display = console.stderrIsTerminal && !options.quiet ? ProgressDisplay(progress: progress, console: console) : nil
+        let style = options.quiet ? nil : ProgressDisplay.style(
+            stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])
+        let display = style.map { ProgressDisplay(progress: progress, console: console, style: $0) }
 
         let started = ContinuousClock.now
         display?.start()
@@ -51,7 +53,9 @@ struct SyncCommand: AsyncParsableCommand {
             console.json(SyncJSON.encode(reports))
         }
         if let signal {
-            console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM"); partial files are kept and the next sync resumes them")
+            let kept = reports.contains { ($0.partialSize ?? 0) > 0 }
+                ? "; partial files are kept and the next sync resumes them" : ""
+            console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM")\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
         if summary.failed > 0 {
@@ -71,7 +75,7 @@ struct SyncSummary {
 
     init(_ reports: [EntryReport]) {
         for report in reports {
-            bytes += report.bytesTransferred
+            bytes = bytes.saturatingAdding(report.bytesTransferred)
             switch report.outcome {
             case .transferred: transferred += 1
             case .skipped: skipped += 1

@@ -128,7 +128,7 @@ private func parse(
     ("https://example.org/x.tar?mirror=${MIRROR_HOST}", "x.tar"),
     ("https://example.org/x.tar?name=${MIRROR_HOST}/y", "x.tar"),
     ("https://u:p@example.org/x.tar", "x.tar"),
-    ("https://example.org/$x.tar", "$x.tar"),
+    ("https://example.org/$$x.tar", "$x.tar"),
     ("https://example.org/x%7B$%7D", "x{$}"),
 ])
 func destDefaultsToTheURLsFileName(_ url: String, _ dest: String) throws {

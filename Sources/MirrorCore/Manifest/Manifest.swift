@@ -2,7 +2,7 @@
 ///
 /// Every value here has been checked: URLs have an allowed scheme, destinations are relative
 /// paths inside `root`, `${VAR}` references are expanded. Build one with `ManifestLoader`.
-public struct Manifest: Sendable {
+public struct Manifest: Sendable, Equatable {
     /// The manifest file as it was named on the command line.
     public var path: String
     public var version: Int
@@ -64,6 +64,9 @@ public struct TransferSettings: Sendable, Equatable {
     /// `minSpeedTime` window is abandoned (and retried). Nil: off.
     public var minSpeed: Int64?
     public var minSpeedTime: Duration = TransferSettings.defaultMinSpeedTime
+    /// The CAs TLS connections trust: `ca_file`, else the environment's `CURL_CA_BUNDLE`,
+    /// `SSL_CERT_FILE` and `SSL_CERT_DIR`, else libcurl's own.
+    public var certificateAuthorities = CertificateAuthorities()
 
     public static let defaultRetries = 5
     public static let defaultTimeout: Duration = .seconds(30)
@@ -100,7 +103,7 @@ public struct HTTPHeader: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// One file to mirror.
-public struct Entry: Sendable {
+public struct Entry: Sendable, Equatable {
     public var url: RemoteURL
     /// Fallback URLs for the same file, tried in order.
     public var mirrors: [RemoteURL]
@@ -138,10 +141,14 @@ public struct RemoteURL: Sendable, Hashable, CustomStringConvertible {
     /// The URL as the manifest wrote it (`${VAR}` unexpanded) with any userinfo replaced by
     /// `***`. Safe for output, logs, JSON and the state store.
     public var display: String
+    /// The netrc login for this URL's host, sent with requests to this URL and to redirects
+    /// that keep its scheme, host and port. A secret: use only for requests.
+    public var login: NetrcLogin?
 
-    public init(string: String, display: String) {
+    public init(string: String, display: String, login: NetrcLogin? = nil) {
         self.string = string
         self.display = display
+        self.login = login
     }
 
     public var description: String { display }

@@ -125,6 +125,20 @@ extension ManifestDecoder {
         }
     }
 
+    /// A CA bundle's path made absolute against the manifest's directory, checked to be a
+    /// readable PEM file.
+    mutating func certificateBundle(_ node: YAMLNode, key: String) -> String? {
+        guard let text = text(node, key: key, expected: "the path of a PEM file of CA certificates") else { return nil }
+        let path = LexicalPath.absolute(text, relativeTo: rootResolution.manifestDirectory)
+        do {
+            try CertificateFileCheck.checkBundle(path)
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
+        return path
+    }
+
     /// A mapping of header names to values, with `${VAR}`s in the values expanded.
     mutating func headers(_ node: YAMLNode, key: String) -> [HTTPHeader]? {
         guard let mapping = checkedMapping(node, path: key, section: nil, expected: "a mapping of header names to values") else {
@@ -163,13 +177,17 @@ extension ManifestDecoder {
         return diagnostics.count == countBefore ? headers : nil
     }
 
-    /// `raw` with its `${VAR}`s expanded, or nil after reporting each variable that is not set.
+    /// `raw` with its `${VAR}`s expanded, or nil after reporting each variable that is not set
+    /// and each `$VAR` written without braces (which would reach the server as it stands).
     mutating func expand(_ raw: String, at node: YAMLNode, key: String) -> VariableExpansion? {
         let expansion = VariableExpansion(expanding: raw, environment: environment)
         for name in expansion.unset {
             report("environment variable `\(name)` is not set (referenced as ${\(name)}); set it, or write $$ for a literal $", at: node, key: key)
         }
-        return expansion.unset.isEmpty ? expansion : nil
+        for name in expansion.unbraced {
+            report("`$\(name)` is not expanded: write `${\(name)}` for the environment variable, or `$$\(name)` for a literal `$\(name)`", at: node, key: key)
+        }
+        return expansion.unset.isEmpty && expansion.unbraced.isEmpty ? expansion : nil
     }
 
     /// A URL with its `${VAR}`s expanded and its scheme and host checked, and its parts.
@@ -185,11 +203,20 @@ extension ManifestDecoder {
         do {
             let components = try URLRules.check(
                 expansion.text, display: display, variables: expansion.referenced, role: role)
-            return (RemoteURL(string: expansion.text, display: display), components)
+            let remote = RemoteURL(string: expansion.text, display: display, login: netrcLogin(for: components, role: role))
+            return (remote, components)
         } catch {
             report(error, at: node, key: key)
             return nil
         }
+    }
+
+    /// The netrc login for a download URL's host, as curl picks it: none when the URL carries a
+    /// password of its own, and only the matching password when it names a user.
+    private func netrcLogin(for url: URLComponents, role: URLRules.Role) -> NetrcLogin? {
+        guard case .download = role, let netrc, url.scheme?.lowercased() != "file",
+              let host = url.host, !host.isEmpty, url.password == nil else { return nil }
+        return netrc.login(forHost: host, user: url.user)
     }
 
     /// "expected …, found …", with a hint when the value is a quoted number.

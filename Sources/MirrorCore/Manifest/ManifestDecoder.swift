@@ -8,11 +8,16 @@ struct ManifestDecoder {
     /// The manifest's name in messages.
     let file: String
     let environment: [String: String]
+    let rootResolution: RootResolution
+    /// Where the logins of URLs come from; nil when there is no netrc file.
+    let netrc: Netrc?
     private(set) var diagnostics: [ManifestDiagnostic] = []
 
-    init(file: String, environment: [String: String]) {
+    init(file: String, environment: [String: String], rootResolution: RootResolution, netrc: Netrc? = nil) {
         self.file = file
         self.environment = environment
+        self.rootResolution = rootResolution
+        self.netrc = netrc
     }
 
     /// Where a relative `root` is resolved, and what replaces it.
@@ -26,7 +31,7 @@ struct ManifestDecoder {
     }
 
     /// The manifest `root` describes, or nil when a problem was recorded in `diagnostics`.
-    mutating func decodeManifest(_ root: YAMLNode, rootResolution: RootResolution) -> Manifest? {
+    mutating func decodeManifest(_ root: YAMLNode) -> Manifest? {
         guard case .mapping(let pairs) = root.content else {
             report("expected a mapping at the top level, starting with `version: 1`; found \(root.summary)", at: root, key: nil)
             return nil
@@ -53,7 +58,8 @@ struct ManifestDecoder {
         } ?? 4
         let defaults = top?["defaults"].flatMap { decodeTransferOverrides($0, path: "defaults") }
         let connectivity = top?["connectivity"].flatMap { decodeConnectivity($0) } ?? ConnectivitySettings()
-        let baseSettings = defaults?.applied(to: TransferSettings()) ?? TransferSettings()
+        let environmentSettings = settingsFromEnvironment()
+        let baseSettings = defaults?.applied(to: environmentSettings) ?? environmentSettings
 
         var entries: [Entry] = []
         if let files = top?["files"] {
@@ -76,7 +82,14 @@ struct ManifestDecoder {
                 report("root contains a NUL character, which no path can hold", at: node, key: "root")
                 return nil
             }
-            manifestRoot = text
+            // `${VAR}` and a leading `~` are expanded as in a shell, not taken as directory names.
+            guard let expansion = expand(text, at: node, key: "root") else { return nil }
+            do {
+                manifestRoot = try HomeDirectorySyntax.expand(expansion.text, home: environment["HOME"])
+            } catch {
+                report(error, at: node, key: "root")
+                return nil
+            }
         }
         if let override = resolution.override {
             // An empty --root is most likely an unset shell variable; taking it as the current
@@ -100,6 +113,31 @@ struct ManifestDecoder {
         if let wait = mapping["wait"], let duration = duration(wait, key: "connectivity.wait") {
             settings.wait = duration
         }
+        return settings
+    }
+
+    /// The settings the environment changes: the CAs of `CURL_CA_BUNDLE`, `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR`, each checked now so that a wrong one stops the run before any transfer.
+    private mutating func settingsFromEnvironment() -> TransferSettings {
+        var settings = TransferSettings()
+        var variables = CertificateAuthorities.variables(in: environment)
+        for index in variables.indices {
+            // libcurl would read a relative one from the current directory; say which file that is.
+            let path = LexicalPath.absolute(variables[index].value, relativeTo: rootResolution.currentDirectory)
+            variables[index].value = path
+            do {
+                if variables[index].isDirectory {
+                    try CertificateFileCheck.checkDirectory(path)
+                } else {
+                    try CertificateFileCheck.checkBundle(path)
+                }
+            } catch {
+                diagnostics.append(ManifestDiagnostic(
+                    location: nil, key: variables[index].name,
+                    message: "\(error.message) (the environment variable names it; fix it or unset it)"))
+            }
+        }
+        settings.certificateAuthorities = CertificateAuthorities(variables)
         return settings
     }
 
@@ -134,6 +172,9 @@ struct ManifestDecoder {
         }
         if let node = mapping["min_speed_time"] {
             overrides.minSpeedTime = duration(node, key: mapping.path(of: "min_speed_time"))
+        }
+        if let node = mapping["ca_file"] {
+            overrides.caFile = certificateBundle(node, key: mapping.path(of: "ca_file"))
         }
         return overrides
     }

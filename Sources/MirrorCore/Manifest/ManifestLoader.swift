@@ -76,7 +76,8 @@ public enum ManifestLoader {
             environment: environment)
     }
 
-    private static func decode(
+    /// Validates a manifest's bytes; `path` names it in messages and in `Manifest.path`.
+    static func decode(
         _ bytes: [UInt8], path: String, rootResolution: ManifestDecoder.RootResolution,
         environment: [String: String]
     ) throws(ManifestError) -> Manifest {
@@ -85,9 +86,18 @@ public enum ManifestLoader {
                 location: SourceLocation(file: path, line: 1, column: 1), key: nil,
                 message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
         }
-        var decoder = ManifestDecoder(file: path, environment: environment)
-        guard let manifest = decoder.decodeManifest(root, rootResolution: rootResolution) else {
-            throw ManifestError(diagnostics: decoder.diagnostics.inFileOrder())
+        var netrc: Netrc?
+        var problems: [ManifestDiagnostic] = []
+        do {
+            netrc = try NetrcFile.load(environment: environment)
+        } catch {
+            problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
+        }
+        var decoder = ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc)
+        let manifest = decoder.decodeManifest(root)
+        problems += decoder.diagnostics
+        guard let manifest, problems.isEmpty else {
+            throw ManifestError(diagnostics: problems.inFileOrder())
         }
         return manifest
     }

@@ -1,7 +1,8 @@
 /// Writes `sha256` and `size` pins into a manifest's own text for `mirror lock`, keeping its
-/// comments, order and layout: an existing value is replaced where it stands, a missing key is
-/// added as a line at the end of its entry, with the entry's indentation. Everything else is
-/// left byte for byte.
+/// comments, order, layout and line endings: an existing value is replaced where it stands, a
+/// missing key is added as a line at the end of its entry, with the entry's indentation.
+/// Everything else is left byte for byte. Edits are placed by libyaml's own character offsets
+/// (see `ManifestTextEdit`).
 public enum ManifestPinWriter {
     public struct Pin: Sendable, Equatable {
         public var sha256: String
@@ -17,13 +18,34 @@ public enum ManifestPinWriter {
     ///   - text: the manifest's text, as `manifest` was loaded from.
     ///   - pins: by entry `dest`; every entry of `manifest` must have one.
     /// - Returns: the new text. It is checked by the caller by loading it again.
+    /// - Throws: `ManifestError` naming the place that cannot be edited: an entry in flow style
+    ///   or written as an alias, a value carrying an anchor, `files` itself an alias.
     public static func pin(text: String, manifest: Manifest, pins: [String: Pin]) throws(ManifestError) -> String {
-        guard let document = try YAMLDocumentParser.parse(Array(text.utf8), file: manifest.path),
+        String(decoding: try pin(Array(text.utf8), manifest: manifest, pins: pins), as: UTF8.self)
+    }
+
+    static func pin(_ bytes: [UInt8], manifest: Manifest, pins: [String: Pin]) throws(ManifestError) -> [UInt8] {
+        func refusal(_ line: Int, _ column: Int, _ key: String?, _ message: String) -> ManifestError {
+            ManifestError(ManifestDiagnostic(
+                location: SourceLocation(file: manifest.path, line: line, column: column), key: key, message: message))
+        }
+        if bytes.starts(with: [0xFE, 0xFF]) || bytes.starts(with: [0xFF, 0xFE]) {
+            throw refusal(1, 1, nil, "the manifest is UTF-16 text; mirror lock edits UTF-8 manifests only: convert it (iconv -f UTF-16 -t UTF-8)")
+        }
+        guard let document = try YAMLDocumentParser.parse(bytes, file: manifest.path),
               case .mapping(let top) = document.content,
-              let files = top.first(where: { $0.key.text == "files" })?.value,
-              case .sequence(let items) = files.content
+              let files = top.first(where: { $0.key.text == "files" })?.value
         else {
-            throw ManifestError(diagnostics: [ManifestDiagnostic(location: nil, key: "files", message: "no `files` sequence to pin")])
+            throw ManifestError(ManifestDiagnostic(location: nil, key: "files", message: "no `files` sequence to pin"))
+        }
+        if let alias = files.alias {
+            throw refusal(alias.line, alias.column, "files", """
+                `files` is the alias `*\(alias.name)`; mirror lock can only pin entries written out \
+                in full: write the list here
+                """)
+        }
+        guard case .sequence(let items) = files.content else {
+            throw refusal(files.line, files.column, "files", "no `files` sequence to pin")
         }
         var pinByLocation: [SourceLocation: Pin] = [:]
         for entry in manifest.entries {
@@ -31,134 +53,97 @@ public enum ManifestPinWriter {
             for location in [entry.location] + entry.repeatLocations { pinByLocation[location] = pin }
         }
 
-        var edits: [Edit] = []
+        var edits: [ManifestTextEdit] = []
         for (index, item) in items.enumerated() {
+            let key = "files[\(index)]"
+            // An alias's copy carries the anchored entry's location, so it is refused before
+            // being looked up: its pins would land in the other entry's text.
+            if let alias = item.alias {
+                throw refusal(alias.line, alias.column, key, """
+                    this entry is the alias `*\(alias.name)` of the entry at line \(item.line); \
+                    mirror lock can only pin entries written out in full: write it out, or remove it \
+                    if it only repeats that entry
+                    """)
+            }
             let location = SourceLocation(file: manifest.path, line: item.line, column: item.column)
             guard let pin = pinByLocation[location] else { continue }
-            guard case .mapping(let pairs) = item.content, !item.isFlow, let last = pairs.last else {
-                throw ManifestError(diagnostics: [ManifestDiagnostic(
-                    location: location, key: "files[\(index)]",
-                    message: "written in flow style ({…}); write the entry as a block mapping so mirror lock can add its pins")])
+            guard case .mapping(let pairs) = item.content, !item.isFlow, let first = pairs.first, let last = pairs.last else {
+                throw refusal(item.line, item.column, key, """
+                    written in flow style ({…}); write the entry as a block mapping so mirror lock can add its pins
+                    """)
             }
-            let values = [("sha256", pin.sha256), ("size", String(pin.size))]
             var added: [String] = []
-            for (key, value) in values {
-                if let existing = pairs.first(where: { $0.key.text == key })?.value {
-                    edits.append(Edit(line: existing.line, column: existing.column,
-                                      endLine: existing.endLine, endColumn: existing.endColumn, text: value))
+            for (name, value) in [("sha256", pin.sha256), ("size", String(pin.size))] {
+                guard let existing = pairs.first(where: { $0.key.text == name })?.value else {
+                    added.append("\(name): \(value)")
+                    continue
+                }
+                if let alias = existing.alias {
+                    edits.append(.replace(alias.characterRange, with: value))
+                } else if existing.hasAnchor {
+                    throw refusal(existing.line, existing.column, "\(key).\(name)", """
+                        the value carries an anchor (`&…`) that aliases elsewhere may refer to, so \
+                        mirror lock cannot replace it: remove the anchor
+                        """)
                 } else {
-                    added.append(String(repeating: " ", count: item.column - 1) + "\(key): \(value)")
+                    edits.append(.replace(existing.characterRange, with: value))
                 }
             }
             if !added.isEmpty {
-                edits.append(Edit(insertBeforeLine: lastContentLine(of: last.value) + 1, lines: added))
+                // Block mapping keys all stand at the column of the first one.
+                let indentation = (first.key.alias?.column ?? first.key.column) - 1
+                edits.append(.insertLines(added, indentation: indentation, afterContentEndingAt: contentEnd(of: last.value)))
             }
         }
-        return apply(edits, to: text)
+        return ManifestTextEdit.apply(edits, to: bytes)
     }
 
-    /// The last line that holds any of the node's text. A block collection's end is where the
-    /// next token starts, so it is found through its last child; a block scalar's end is the
-    /// start of the line after it.
-    private static func lastContentLine(of node: YAMLNode) -> Int {
+    /// The character offset where the last text of a node ends. A block collection's end is
+    /// where the next token starts, so it is found through its last child; an alias's copy ends
+    /// where the alias does.
+    private static func contentEnd(of node: YAMLNode) -> Int {
+        if let alias = node.alias { return alias.characterRange.upperBound }
         switch node.content {
         case .mapping(let pairs) where !node.isFlow && !pairs.isEmpty:
-            return lastContentLine(of: pairs.last!.value)
+            return contentEnd(of: pairs.last!.value)
         case .sequence(let items) where !node.isFlow && !items.isEmpty:
-            return lastContentLine(of: items.last!)
+            return contentEnd(of: items.last!)
         default:
-            return node.endColumn == 1 && node.endLine > node.line ? node.endLine - 1 : node.endLine
+            return node.characterRange.upperBound
         }
-    }
-
-    /// A replacement of the text between two positions, or lines inserted before a line.
-    private struct Edit {
-        var line: Int
-        var column: Int
-        var endLine: Int
-        var endColumn: Int
-        var text: String
-        var insertedLines: [String]?
-
-        init(line: Int, column: Int, endLine: Int, endColumn: Int, text: String) {
-            self.line = line
-            self.column = column
-            self.endLine = endLine
-            self.endColumn = endColumn
-            self.text = text
-        }
-
-        init(insertBeforeLine line: Int, lines: [String]) {
-            self.init(line: line, column: 1, endLine: line, endColumn: 1, text: "")
-            insertedLines = lines
-        }
-    }
-
-    /// Applies edits from the last to the first, so earlier positions stay valid. Lines and
-    /// columns count Unicode scalars from 1, as libyaml reports them.
-    private static func apply(_ edits: [Edit], to text: String) -> String {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { Array($0.unicodeScalars) }
-        let sorted = edits.sorted { ($0.line, $0.column, $0.insertedLines == nil ? 1 : 0) > ($1.line, $1.column, $1.insertedLines == nil ? 1 : 0) }
-        for edit in sorted {
-            if let inserted = edit.insertedLines {
-                var at = min(edit.line - 1, lines.count)
-                // A file without a final newline: the last line is the empty string after it.
-                if at == lines.count, lines.last?.isEmpty == false { lines.append([]); at = lines.count - 1 }
-                lines.insert(contentsOf: inserted.map { Array($0.unicodeScalars) }, at: at)
-                continue
-            }
-            let start = edit.line - 1, end = edit.endLine - 1
-            guard start < lines.count, end < lines.count else { continue }
-            let head = Array(lines[start].prefix(edit.column - 1))
-            let tail = Array(lines[end].dropFirst(edit.endColumn - 1))
-            lines.replaceSubrange(start...end, with: [head + Array(edit.text.unicodeScalars) + tail])
-        }
-        var result = String.UnicodeScalarView()
-        for (index, line) in lines.enumerated() {
-            if index > 0 { result.append("\n") }
-            result.append(contentsOf: line)
-        }
-        return String(result)
     }
 }
 
 import Glibc
 
 extension ManifestPinWriter {
-    /// Fails, as `rewrite` would, when the manifest's text cannot take pins (flow-style
-    /// entries), so that `mirror lock` can refuse before downloading anything.
-    public static func checkPinnable(_ manifest: Manifest) throws(ManifestError) {
-        let text = String(decoding: try ManifestLoader.readFile(at: manifest.path), as: UTF8.self)
+    /// Fails, as `rewrite` would, when the manifest's text cannot take pins, so that
+    /// `mirror lock` can refuse before downloading anything: the text is pinned with placeholder
+    /// values and loaded again, with the same checks as `rewrite`.
+    public static func checkPinnable(_ manifest: Manifest, environment: [String: String]) throws(ManifestError) {
         let placeholder = Pin(sha256: String(repeating: "0", count: 64), size: 0)
-        _ = try pin(text: text, manifest: manifest, pins: Dictionary(uniqueKeysWithValues: manifest.entries.map { ($0.dest, placeholder) }))
+        let pins = Dictionary(manifest.entries.map { ($0.dest, placeholder) }, uniquingKeysWith: { first, _ in first })
+        let path = try resolvedPath(of: manifest)
+        _ = try checkedPinnedText(try ManifestLoader.readFile(at: path), manifest: manifest, pins: pins, environment: environment)
     }
 
-    /// Rewrites the manifest file with the pins: the new text must load as a manifest with
-    /// exactly these pins, then it replaces the file atomically (same directory, fsync, rename,
-    /// same permissions and owner; through a symlink, the file it points to). On any failure
-    /// the manifest is left as it was.
+    /// Rewrites the manifest file with the pins. The new text must load as the very manifest
+    /// that was loaded, entry by entry, but for the pins (`PinnedManifestCheck`); then it
+    /// replaces the file atomically (same directory, fsync, rename, same permissions and owner;
+    /// through a symlink, the file it points to). On any failure the manifest is left as it was.
     public static func rewrite(_ manifest: Manifest, pins: [String: Pin], environment: [String: String]) throws(ManifestError) {
         func failure(_ message: String) -> ManifestError {
             ManifestError(diagnostics: [ManifestDiagnostic(location: nil, key: nil, message: "\(manifest.path): \(message)")])
         }
-        guard let resolved = realpath(manifest.path, nil) else { throw failure("cannot resolve: \(String(cString: strerror(errno)))") }
-        let path = String(cString: resolved)
-        free(resolved)
-        let original = String(decoding: try ManifestLoader.readFile(at: path), as: UTF8.self)
-        let updated = try pin(text: original, manifest: manifest, pins: pins)
-        let slash = path.lastSlash
-        let directory = slash.map { String(path[..<$0]) } ?? "."
-        let reloaded = try ManifestLoader.parse(
-            text: updated, path: path, baseDirectory: directory, rootOverride: manifest.root, environment: environment)
-        for entry in reloaded.entries where pins[entry.dest] != Pin(sha256: entry.sha256 ?? "", size: entry.size ?? -1) {
-            throw failure("the rewritten manifest does not pin \(entry.dest) as intended; it was left unchanged")
-        }
+        let path = try resolvedPath(of: manifest)
+        let bytes = try checkedPinnedText(
+            try ManifestLoader.readFile(at: path), manifest: manifest, pins: pins, environment: environment)
+        let directory = LexicalPath.directory(of: path)
         var info = stat()
         let mode = stat(path, &info) == 0 ? info.st_mode & 0o7777 : 0o644
         let temporary = path + ".mirror-lock.tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
         if fd < 0 { throw failure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        let bytes = Array(updated.utf8)
         var written = 0
         while written < bytes.count {
             let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
@@ -181,6 +166,41 @@ extension ManifestPinWriter {
         // The manifest is in place by now; a directory that cannot be fsync'd is not a reason
         // to report the pins unwritten.
         _ = FileSystem.syncDirectory(directory)
+    }
+
+    /// The file the manifest's path names, through any symlinks.
+    private static func resolvedPath(of manifest: Manifest) throws(ManifestError) -> String {
+        guard let resolved = realpath(manifest.path, nil) else {
+            throw ManifestError(diagnostics: [ManifestDiagnostic(
+                location: nil, key: nil, message: "\(manifest.path): cannot resolve: \(String(cString: strerror(errno)))")])
+        }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// `bytes` (the text `manifest` was loaded from) with the pins, once they load as
+    /// `manifest` with the pins and nothing else changed.
+    static func checkedPinnedText(
+        _ bytes: [UInt8], manifest: Manifest, pins: [String: Pin], environment: [String: String]
+    ) throws(ManifestError) -> [UInt8] {
+        let updated = try pin(bytes, manifest: manifest, pins: pins)
+        let reloaded: Manifest
+        do throws(ManifestError) {
+            reloaded = try ManifestLoader.decode(
+                updated, path: manifest.path,
+                // The root is the one already resolved, so no directory is needed to resolve it.
+                rootResolution: .init(manifestDirectory: "/", override: manifest.root, currentDirectory: "/"),
+                environment: environment)
+        } catch {
+            // Its positions are in text that was never written: only the problem is named.
+            let problem = error.diagnostics.first.map { ($0.key.map { "\($0): " } ?? "") + $0.message } ?? "\(error)"
+            throw ManifestError(ManifestDiagnostic(location: nil, key: nil, message: """
+                \(manifest.path): mirror lock cannot pin this manifest safely: with the pins written \
+                it would not load (\(problem)); it was left unchanged
+                """))
+        }
+        try PinnedManifestCheck.check(reloaded, against: manifest, pins: pins)
+        return updated
     }
 }
 

@@ -9,6 +9,8 @@ struct TransferOverrides: Equatable {
     var maxSize: Int64?
     var minSpeed: Int64?
     var minSpeedTime: Duration?
+    /// `ca_file`, made absolute.
+    var caFile: String?
 
     /// `base` with these overrides applied. Headers merge by case-insensitive name: a header
     /// named here replaces the one in `base` in its place (taking this spelling of the name),
@@ -22,6 +24,8 @@ struct TransferOverrides: Equatable {
         if let maxSize { settings.maxSize = maxSize }
         if let minSpeed { settings.minSpeed = minSpeed == 0 ? nil : minSpeed }
         if let minSpeedTime { settings.minSpeedTime = minSpeedTime }
+        // As curl's --cacert: the file replaces the CAs the environment names, directory too.
+        if let caFile { settings.certificateAuthorities = CertificateAuthorities(file: caFile) }
         for header in headers ?? [] {
             if let index = settings.headers.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
                 settings.headers[index] = header

@@ -29,7 +29,9 @@ enum URLRules {
             throw ValueProblem(invalidURLMessage(expanded, display: display, variables: variables))
         }
         guard let scheme = components.scheme?.lowercased(), !scheme.isEmpty else {
-            throw ValueProblem("`\(display)` has no scheme; write it in full, like `https://\(display)`")
+            // `//host/path` (a scheme-relative reference) already has the slashes.
+            let rest = display.drop(while: { $0 == "/" })
+            throw ValueProblem("`\(display)` has no scheme; write it in full, like `https://\(rest)`")
         }
         switch role {
         case .download(let allowFile):

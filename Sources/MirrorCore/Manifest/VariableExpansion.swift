@@ -1,7 +1,9 @@
 /// `${NAME}` references in manifest text, replaced by environment variables.
 ///
-/// `NAME` is `[A-Za-z_][A-Za-z0-9_]*`. `$$` stands for one literal `$`. Any other `$`, including
-/// a `${` that does not form a reference, is kept as it is.
+/// `NAME` is `[A-Za-z_][A-Za-z0-9_]*`. `$$` stands for one literal `$`. A `$NAME` without braces
+/// is not expanded; it is listed in `unbraced`, for the manifest to refuse (it is almost always
+/// a `${NAME}` with its braces forgotten). Any other `$`, including a `${` that does not form a
+/// reference, is kept as it is.
 struct VariableExpansion: Equatable {
     /// The text with every set variable substituted. May hold secrets.
     var text: String
@@ -10,11 +12,14 @@ struct VariableExpansion: Equatable {
     /// Names referenced but absent from the environment, in order of first appearance. An empty
     /// value counts as set.
     var unset: [String]
+    /// Names written as `$NAME`, without braces, in order of first appearance.
+    var unbraced: [String] = []
 
-    init(text: String, referenced: [String], unset: [String]) {
+    init(text: String, referenced: [String], unset: [String], unbraced: [String] = []) {
         self.text = text
         self.referenced = referenced
         self.unset = unset
+        self.unbraced = unbraced
     }
 
     init(expanding source: String, environment: [String: String]) {
@@ -26,6 +31,7 @@ struct VariableExpansion: Equatable {
         var output = String.UnicodeScalarView()
         var referenced: [String] = []
         var unset: [String] = []
+        var unbraced: [String] = []
         let scalars = source.unicodeScalars
         var index = scalars.startIndex
         while index < scalars.endIndex {
@@ -51,10 +57,16 @@ struct VariableExpansion: Equatable {
                 index = end
                 continue
             }
+            if Self.isNameStart(scalars[next]) {
+                var end = scalars.index(after: next)
+                while end < scalars.endIndex, Self.isNameContinuation(scalars[end]) { end = scalars.index(after: end) }
+                let name = String(scalars[next..<end])
+                if !unbraced.contains(name) { unbraced.append(name) }
+            }
             output.append(scalar)
             index = next
         }
-        self.init(text: String(output), referenced: referenced, unset: unset)
+        self.init(text: String(output), referenced: referenced, unset: unset, unbraced: unbraced)
     }
 
     /// The name of the `${NAME}` whose `{` is at `brace`, and the index just past its `}`.

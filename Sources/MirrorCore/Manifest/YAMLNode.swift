@@ -1,5 +1,5 @@
-/// A node of a parsed YAML document, copied out of libyaml so it can be walked without the C
-/// document. Aliases are expanded into copies of the node they name.
+/// A node of a parsed YAML document, built from libyaml's events. Aliases are expanded into
+/// copies of the node they name.
 struct YAMLNode: Sendable {
     enum Content: Sendable {
         /// `isPlain` is false for quoted and block scalars: those are always strings, never
@@ -24,6 +24,15 @@ struct YAMLNode: Sendable {
     var endColumn: Int
     /// A flow collection (`{…}`, `[…]`) or a flow scalar, as opposed to block style.
     var isFlow: Bool
+    /// Where the node's text is, counted as libyaml's marks count: in Unicode scalars (a CRLF
+    /// is two) from the start of the text, after any byte order mark. It includes the node's
+    /// anchor and tag; a block collection ends where the next token starts.
+    var characterRange: Range<Int> = 0..<0
+    /// Whether the node carries an anchor (`&name`) that aliases may refer to.
+    var hasAnchor = false
+    /// Set when an alias (`*name`) put this copy here; the node's own positions are those of
+    /// the anchored node.
+    var alias: YAMLAliasSite?
 
     init(_ content: Content, line: Int, column: Int, endLine: Int? = nil, endColumn: Int? = nil, isFlow: Bool = false) {
         self.content = content
@@ -72,4 +81,13 @@ struct YAMLNode: Sendable {
             return isPlain ? "`\(shown)`" : "the quoted string \"\(shown)\""
         }
     }
+}
+
+/// Where an alias (`*name`) stands in the text.
+struct YAMLAliasSite: Sendable {
+    var name: String
+    var line: Int
+    var column: Int
+    /// As `YAMLNode.characterRange` counts.
+    var characterRange: Range<Int>
 }

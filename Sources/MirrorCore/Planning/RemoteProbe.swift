@@ -9,7 +9,8 @@ struct RemoteProbe: Sendable {
     func probe(_ url: RemoteURL, settings: TransferSettings) async -> RemoteFacts {
         let head = TransferRequest(
             url: url.string, method: .head, headers: settings.headers, timeout: settings.timeout,
-            insecure: settings.insecure, ftpTLS: settings.ftpTLS, protocols: RedirectRule.protocols(forScheme: Self.scheme(of: url.string))
+            insecure: settings.insecure, certificateAuthorities: settings.certificateAuthorities,
+            login: url.login, ftpTLS: settings.ftpTLS, protocols: RedirectRule.protocols(forScheme: Self.scheme(of: url.string))
         )
         let headResult = await fetcher.fetch(head)
         if let failure = headResult.redirectFailure { return .unavailable(failure) }

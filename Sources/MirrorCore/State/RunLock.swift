@@ -37,7 +37,7 @@ public final class RunLock: Sendable {
             if ContinuousClock.now >= deadline {
                 let holder = readHolder(fd)
                 close(fd)
-                throw .held(path: path, pid: holder)
+                throw .held(path: path, pid: holder, waited: wait.flatMap { $0 > .zero ? $0 : nil })
             }
             do {
                 try await Task.sleep(for: .milliseconds(100))
@@ -71,17 +71,21 @@ public final class RunLock: Sendable {
 }
 
 public enum RunLockError: Error, Sendable, CustomStringConvertible {
-    /// Another run holds the lock.
-    case held(path: String, pid: Int32?)
+    /// Another run holds the lock (still, after `waited`, when the caller waited for it).
+    case held(path: String, pid: Int32?, waited: Duration?)
     case unusable(path: String, errno: Int32)
     /// The wait for the lock was interrupted.
     case cancelled
 
     public var description: String {
         switch self {
-        case .held(let path, let pid):
+        case .held(let path, let pid, let waited):
             let who = pid.map { "process \($0)" } ?? "another process"
-            return "another mirror run (\(who)) holds \(path); try again later or use --wait-lock"
+            guard let waited else {
+                return "another mirror run (\(who)) holds \(path); try again later or use --wait-lock"
+            }
+            // Suggesting --wait-lock to someone who used it helps no one.
+            return "another mirror run (\(who)) still holds \(path) after waiting \(DurationSyntax.text(waited)); try again once it has finished, or wait longer"
         case .unusable(let path, let code):
             return "cannot lock \(path): \(String(cString: strerror(code)))"
         case .cancelled:

@@ -43,10 +43,18 @@ public struct RemoteValidators: Sendable, Equatable {
     /// The validator to send as `If-Range`: a strong ETag, else Last-Modified.
     public var ifRangeValue: String? { strongETag ?? lastModified }
 
-    /// Whether `other` describes a different version: a size, ETag or Last-Modified that both
-    /// sides know and that differ. ETags are compared weakly (RFC 9110 §8.8.3.2): `W/"x"` and
-    /// `"x"` are the same version. Returns the first difference found, for messages.
+    /// Whether `other` may describe a different version: a size, ETag or Last-Modified that both
+    /// sides know and that differ, or validators that cannot be compared at all (one side has
+    /// only an ETag, the other only a Last-Modified: a server that changed how it names
+    /// versions says nothing about whether the version changed). ETags are compared weakly
+    /// (RFC 9110 §8.8.3.2): `W/"x"` and `"x"` are the same version. Returns the first
+    /// difference found, for messages.
     public func difference(from other: RemoteValidators) -> String? {
+        let comparable = (etag != nil && other.etag != nil) || (lastModified != nil && other.lastModified != nil)
+        let anyNamed = etag != nil || lastModified != nil || other.etag != nil || other.lastModified != nil
+        if anyNamed && !comparable {
+            return "the server now names its versions by \(other.names) where the record has \(names)"
+        }
         if let size, let otherSize = other.size, size != otherSize {
             return "size changed from \(size) to \(otherSize) bytes"
         }
@@ -57,6 +65,18 @@ public struct RemoteValidators: Sendable, Equatable {
             return "Last-Modified changed from \(lastModified) to \(otherDate)"
         }
         return nil
+    }
+}
+
+extension RemoteValidators {
+    /// Which validators these are, for messages.
+    fileprivate var names: String {
+        switch (etag != nil, lastModified != nil) {
+        case (true, true): return "ETag and Last-Modified"
+        case (true, false): return "ETag"
+        case (false, true): return "Last-Modified"
+        case (false, false): return "nothing"
+        }
     }
 }
 

@@ -33,6 +33,9 @@ public struct EntryReport: Sendable {
     public var attempts: Int
     /// SHA-256 of `DEST`: computed while downloading, or known from the state store.
     public var sha256: String?
+    /// Size of the `DEST.part` a failed or interrupted entry leaves for the next run to
+    /// resume; nil when it leaves none.
+    public var partialSize: Int64? = nil
 
     public var failed: Bool {
         if case .failed = outcome { return true }

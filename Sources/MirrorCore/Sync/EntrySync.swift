@@ -166,9 +166,12 @@ struct EntrySync {
     }
 
     private func failedReport(_ failure: TransferFailure, source: RemoteURL, action: Action, bytes: Int64, attempts: Int) -> EntryReport {
-        EntryReport(
+        // What is on disk now, not what an attempt meant to keep: "a partial file is kept"
+        // must be true when it is said.
+        let partial = attempts == 0 ? nil : (try? LocalFacts.inspect(paths, resolved: runner.directories))?.partial.size
+        return EntryReport(
             dest: entry.dest, url: source.display, action: action, outcome: .failed(failure),
-            bytesTransferred: bytes, size: nil, attempts: attempts, sha256: nil
+            bytesTransferred: bytes, size: nil, attempts: attempts, sha256: nil, partialSize: partial
         )
     }
 
@@ -236,7 +239,8 @@ struct EntrySync {
                 // A new download: what the store said about an earlier partial file is void.
                 updateRecord { $0.partial = nil }
             }
-            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil, hasPartialRecord: hasPartialRecord, slot: slot)
+            return await transfer(source, action: action, offset: 0, remote: file, startedFrom: nil, hasPartialRecord: hasPartialRecord,
+                                  slot: slot, keeping: Planner.verifiedVersion(local: local, state: record))
         case .resume(let from, .partial):
             return await transfer(source, action: action, offset: from, remote: file, startedFrom: record?.partial, hasPartialRecord: hasPartialRecord, slot: slot)
         case .resume(let from, .destination):
@@ -266,9 +270,11 @@ struct EntrySync {
     ///   - startedFrom: validators of the version the partial file holds, if recorded.
     ///   - hasPartialRecord: the store held a partial-file record for this entry when the
     ///     attempt began (perhaps of another version, perhaps cleared since).
+    ///   - keeping: the version `DEST` is known to hold; a download of the same bytes leaves
+    ///     `DEST` as it is (see `verifyAndCommitNow`).
     private func transfer(
         _ source: RemoteURL, action: Action, offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?,
-        hasPartialRecord: Bool, slot: TransferSlots.Slot
+        hasPartialRecord: Bool, slot: TransferSlots.Slot, keeping: CompleteVersion? = nil
     ) async -> Attempt {
         let paths = self.paths
         var attempt = Attempt(action: action, result: .failure(.cancelled))
@@ -348,7 +354,8 @@ struct EntrySync {
             url: source.string, method: .get, headers: entry.settings.headers,
             rangeFirst: firstByte > 0 || offset > 0 ? firstByte : nil, ifRange: validator,
             timeout: entry.settings.timeout, minSpeed: entry.settings.minSpeed,
-            minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure, ftpTLS: entry.settings.ftpTLS,
+            minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure,
+            certificateAuthorities: entry.settings.certificateAuthorities, login: source.login, ftpTLS: entry.settings.ftpTLS,
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
         let fetched = await runner.fetcher.fetch(request, sink: writer)
@@ -385,9 +392,17 @@ struct EntrySync {
         switch placement {
         case .alreadyComplete(let total):
             size = total
-        case .write(_, let total):
-            if let total, writer.position < total {
-                attempt.result = .failure(.partialBody(received: writer.position, expected: total))
+        case .write(_, var total):
+            if total == nil, remote == nil, !head.isChunked,
+               case .available(let probed) = await runner.probe.probe(source, settings: entry.settings) {
+                // The body ended when the connection closed and nothing said how long it is:
+                // ask, as the probe skipped for a new file would have.
+                total = probed.size
+            }
+            if let total, writer.position != total {
+                attempt.result = .failure(writer.position < total
+                    ? .partialBody(received: writer.position, expected: total)
+                    : .sizeMismatch(expected: total, actual: writer.position))
                 return attempt
             }
             size = writer.position
@@ -401,7 +416,9 @@ struct EntrySync {
         // checked, fsync'd and renamed. (A failed attempt keeps the slot until its Retry-After,
         // if any, is in force; see `run`.)
         slot.release()
-        attempt.result = await verifyAndCommit(fd: fd, size: size, digest: { () throws(TransferFailure) in try hasher.finish(size: size) }, validators: validators)
+        attempt.result = await verifyAndCommit(
+            fd: fd, size: size, digest: { () throws(TransferFailure) in try hasher.finish(size: size) }, validators: validators,
+            keeping: keeping)
         if case .success = attempt.result { committed = true }
         return attempt
     }
@@ -440,15 +457,21 @@ struct EntrySync {
     /// Runs on the run's blocking pool: `digest` may wait for the hashing thread, and the
     /// fsyncs wait for the disk.
     private func verifyAndCommit(
-        fd: Int32, size: Int64, digest: @escaping @Sendable () throws(TransferFailure) -> String, validators: RemoteValidators
+        fd: Int32, size: Int64, digest: @escaping @Sendable () throws(TransferFailure) -> String, validators: RemoteValidators,
+        keeping: CompleteVersion? = nil
     ) async -> Swift.Result<Success, TransferFailure> {
         await runner.blocking.run { [self] in
-            verifyAndCommitNow(fd: fd, size: size, digest: digest, validators: validators)
+            verifyAndCommitNow(fd: fd, size: size, digest: digest, validators: validators, keeping: keeping)
         }
     }
 
+    /// - Parameter keeping: the version `DEST` held when the attempt began. When the download
+    ///   has the same bytes and `DEST` was not touched since, `DEST` stays as it is (its date,
+    ///   its inode) and the entry is up to date: a file fetched again only to compare it (the
+    ///   server names no version) or one whose server changed its validators but not its bytes.
     private func verifyAndCommitNow(
-        fd: Int32, size: Int64, digest: () throws(TransferFailure) -> String, validators: RemoteValidators
+        fd: Int32, size: Int64, digest: () throws(TransferFailure) -> String, validators: RemoteValidators,
+        keeping: CompleteVersion? = nil
     ) -> Swift.Result<Success, TransferFailure> {
         let paths = self.paths
         do {
@@ -464,6 +487,16 @@ struct EntrySync {
             if let pin = entry.sha256, digest != pin {
                 discardPartial()
                 return .failure(.checksumMismatch(expected: pin, actual: digest))
+            }
+            if let keeping, keeping.sha256 == digest, keeping.local.size == size,
+               let (_, identity, _) = try? LocalFacts.inspectFile(paths.destination), identity == keeping.local {
+                close(fd)
+                FileSystem.remove(paths.partial)
+                updateRecord { record in
+                    record.partial = nil
+                    record.complete = CompleteVersion(validators: validators, sha256: digest, local: keeping.local)
+                }
+                return .success(Success(outcome: .skipped, size: size, sha256: digest))
             }
             try FileSystem.commit(
                 fd: fd, partial: paths.partial, destination: paths.destination,

@@ -2,8 +2,8 @@ import FoundationEssentials
 
 /// Sends a request through the engine and follows redirects itself, hop by hop, so that it
 /// decides what travels to each new location: at most `maxRedirects` hops, only to http/https
-/// (ftp/ftps only when the original URL was ftp), and the manifest's headers and any URL
-/// credentials only while scheme, host and port stay the same.
+/// (ftp/ftps only when the original URL was ftp), and the manifest's headers, any URL
+/// credentials and the netrc login only while scheme, host and port stay the same.
 struct Fetcher: Sendable {
     let engine: TransferEngine
     static let maxRedirects = 10
@@ -35,7 +35,10 @@ struct Fetcher: Sendable {
                 return Result(outcome: outcome, redirectFailure: .redirectRefused(reason))
             case .follow(let url, let sameOrigin):
                 request.url = url
-                if !sameOrigin { request.headers = [] }
+                if !sameOrigin {
+                    request.headers = []
+                    request.login = nil
+                }
                 request.protocols = RedirectRule.protocols(forScheme: URLComponents(string: url)?.scheme ?? "")
             }
         }

@@ -68,6 +68,11 @@ public struct ResponseHead: Sendable, Equatable {
         return !encoding.isEmpty && encoding != "identity"
     }
 
+    /// The body came in chunks, whose end libcurl checks: a cut one is an error, not a short file.
+    var isChunked: Bool {
+        values("transfer-encoding").contains { $0.lowercased() == "chunked" }
+    }
+
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init) }
 
     public var etag: String? { field("etag").map { String(Substring($0).trimmingSpaces) } }

@@ -82,6 +82,18 @@ final class TransferContext {
             try easy.set(CURLOPT_SSL_VERIFYPEER, 0, "CURLOPT_SSL_VERIFYPEER")
             try easy.set(CURLOPT_SSL_VERIFYHOST, 0, "CURLOPT_SSL_VERIFYHOST")
         }
+        if let file = request.certificateAuthorities.file {
+            try easy.set(CURLOPT_CAINFO, file, "CURLOPT_CAINFO")
+        }
+        if let directory = request.certificateAuthorities.directory {
+            try easy.set(CURLOPT_CAPATH, directory, "CURLOPT_CAPATH")
+        }
+        // libcurl's own netrc lookup would hand a host's login to any port and scheme of it;
+        // `Fetcher` decides per hop instead, and libcurl only sends what it is given.
+        if let login = request.login {
+            try easy.set(CURLOPT_USERNAME, login.user, "CURLOPT_USERNAME")
+            try easy.set(CURLOPT_PASSWORD, login.password, "CURLOPT_PASSWORD")
+        }
         if request.isFTP {
             try easy.set(CURLOPT_USE_SSL, Self.useSSL(request.ftpTLS), "CURLOPT_USE_SSL")
             // AUTH TLS, the command RFC 4217 names; libcurl would try the older AUTH SSL first.
@@ -162,7 +174,7 @@ final class TransferContext {
 
     /// The response headers mirror reads; the others are skipped before any string is made.
     static let wantedHeaders: [[UInt8]] = [
-        "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after",
+        "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after", "transfer-encoding",
     ].map { Array($0.utf8) }
 
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {

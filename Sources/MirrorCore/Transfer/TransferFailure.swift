@@ -132,6 +132,14 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
 enum HTTPStatusText {
     static func phrase(for status: Int) -> String {
         switch status {
+        case 300: return "Multiple Choices"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 303: return "See Other"
+        // Not a redirect: the server answered a condition mirror never sets.
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 308: return "Permanent Redirect"
         case 400: return "Bad Request"
         case 401: return "Unauthorized"
         case 403: return "Forbidden"
@@ -148,7 +156,7 @@ enum HTTPStatusText {
         case 504: return "Gateway Timeout"
         default:
             switch status {
-            case 300..<400: return "Redirect"
+            case 300..<400: return "Redirection"
             case 400..<500: return "Client Error"
             case 500..<600: return "Server Error"
             default: return "Unexpected Status"

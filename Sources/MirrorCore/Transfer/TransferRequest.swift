@@ -17,6 +17,10 @@ struct TransferRequest: Sendable {
     var minSpeed: Int64?
     var minSpeedTime: Duration = .seconds(30)
     var insecure: Bool
+    /// The CAs to trust; parts left nil keep libcurl's.
+    var certificateAuthorities: CertificateAuthorities
+    /// The netrc login for this request's origin. A secret, dropped on cross-origin redirects.
+    var login: NetrcLogin?
     /// Whether an `ftp://` request asks for TLS (`ftps://` is TLS from the start).
     var ftpTLS: FTPTLS
     /// Comma-separated libcurl protocol names this request may use.
@@ -26,8 +30,11 @@ struct TransferRequest: Sendable {
         url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,
         rangeLast: Int64? = nil, ifRange: String? = nil, timeout: Duration = .seconds(30),
         minSpeed: Int64? = nil, minSpeedTime: Duration = .seconds(30),
-        insecure: Bool = false, ftpTLS: FTPTLS = .no, protocols: String = "http,https"
+        insecure: Bool = false, certificateAuthorities: CertificateAuthorities = .init(),
+        login: NetrcLogin? = nil, ftpTLS: FTPTLS = .no, protocols: String = "http,https"
     ) {
+        self.certificateAuthorities = certificateAuthorities
+        self.login = login
         self.ftpTLS = ftpTLS
         self.minSpeed = minSpeed
         self.minSpeedTime = minSpeedTime

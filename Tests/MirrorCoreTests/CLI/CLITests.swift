@@ -290,6 +290,40 @@ struct LockAndVerifyCLITests {
         #expect(try fixture.settledRequests().isEmpty)
     }
 
+    /// An aliased entry was refused only after every download, naming a line of text that was
+    /// never written.
+    @Test func lockRefusesAnAliasedEntryBeforeDownloadingAnything() throws {
+        let fixture = try SyncFixture(files: ["a.bin": Self.a])
+        let text = "version: 1\nroot: root\nfiles:\n  - &a\n    url: \(fixture.nginx.url("/a.bin"))\n  - *a\n"
+        try fixture.directory.write(Data(text.utf8), to: "mirror.yaml")
+        let result = try MirrorBinary.run(["lock", "mirror.yaml"], in: fixture.directory.path)
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stderr.contains("mirror.yaml:6:5: files[1]: this entry is the alias `*a` of the entry at line 4"), "\(result)")
+        #expect(fixture.local("a.bin") == nil)
+        #expect(try fixture.settledRequests().isEmpty)
+        #expect(manifestText(fixture) == text)
+    }
+
+    /// A CRLF manifest, with a comment holding U+2028 (a line break to libyaml, not to an
+    /// editor), is pinned in the right lines and stays CRLF; the pinned manifest plans offline.
+    @Test func lockKeepsLineEndingsAndPinsTheRightLinesPastALineSeparator() throws {
+        let fixture = try Self.setUp()
+        let text = manifestText(fixture).replacing("files:\n", with: "files:  # pinned by\u{2028}# mirror lock\n")
+            .replacing("\n", with: "\r\n")
+        try fixture.directory.write(Data(text.utf8), to: "mirror.yaml")
+        let locked = try MirrorBinary.run(["lock", "mirror.yaml"], in: fixture.directory.path)
+        #expect(locked.status == 0, "\(locked)")
+        let pinned = manifestText(fixture)
+        #expect(pinned.contains("/a.bin\r\n    dest: a.bin\r\n    sha256: \(SHA256Hasher.hex(of: Self.a))\r\n    size: 120000\r\n"), "\(pinned.debugDescription)")
+        #expect(pinned.contains("/b.bin\r\n    dest: b.bin\r\n    sha256: \(SHA256Hasher.hex(of: Self.b))\r\n    size: 7000\r\n"), "\(pinned.debugDescription)")
+        #expect(pinned.replacing("\r\n", with: "").contains("\n") == false)
+
+        fixture.nginx.stop()
+        let plan = try MirrorBinary.run(["plan", "--exit-code", "mirror.yaml"], in: fixture.directory.path)
+        #expect(plan.status == 0, "\(plan)")
+        #expect(plan.stdout.contains("2 skip"))
+    }
+
     @Test func lockThroughASymlinkPinsTheFileItPointsTo() throws {
         let fixture = try Self.setUp()
         try FileManager.default.createSymbolicLink(

@@ -73,9 +73,13 @@ enum MirrorBinary {
     }
 
     /// Starts `mirror arguments` in `directory`, stdin closed, output captured through files.
-    /// - Parameter umask: when set, mirror runs under it (through /bin/sh, which sets it).
+    /// - Parameters:
+    ///   - umask: when set, mirror runs under it (through /bin/sh, which sets it).
+    ///   - standardOutput, standardError: where stdout and stderr go instead of files (a
+    ///     `PseudoTerminal`'s device).
     static func start(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                      umask: mode_t? = nil, timeout: Duration = .seconds(60)) throws -> Running {
+                      umask: mode_t? = nil, standardOutput: FileHandle? = nil, standardError: FileHandle? = nil,
+                      timeout: Duration = .seconds(60)) throws -> Running {
         let scratch = try TemporaryDirectory(prefix: "mirror-cli")
         let out = scratch.path("stdout"), err = scratch.path("stderr")
         _ = FileManager.default.createFile(atPath: out, contents: nil)
@@ -96,8 +100,8 @@ enum MirrorBinary {
         for (key, value) in extra { environment[key] = value }
         process.environment = environment
         process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
+        process.standardOutput = try standardOutput ?? FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        process.standardError = try standardError ?? FileHandle(forWritingTo: URL(fileURLWithPath: err))
         // Swift's worker threads block SIGINT/SIGTERM; the child must not inherit that mask.
         try process.runWithDefaultSignalMask()
         return Running(process: process, scratch: scratch, arguments: arguments, timeout: timeout)

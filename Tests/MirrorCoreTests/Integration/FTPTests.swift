@@ -66,7 +66,7 @@ struct FTPTests {
         }
 
         let secured = try await work.sync(try work.manifest(
-            url: ftp.url("/s.bin"), dest: "s.bin", lines: ["ftp_tls: required", "insecure: true"]))
+            url: ftp.url("/s.bin"), dest: "s.bin", lines: ["ftp_tls: required", "ca_file: \(try #require(ftp.authority).caCertificate)"]))
 
         #expect(secured[0].outcome == .transferred, "\(secured[0].outcome)")
         #expect(work.local("s.bin")?.fingerprint == data.fingerprint)
@@ -104,7 +104,7 @@ struct FTPTests {
         let reports = try await work.sync(try work.manifest(url: ftp.url("/v.bin"), dest: "v.bin", lines: ["ftp_tls: required"]))
 
         guard case .failed(let failure) = reports[0].outcome else {
-            Issue.record("a self-signed certificate must not be trusted without insecure: true")
+            Issue.record("a certificate of an unknown CA must not be trusted without ca_file")
             return
         }
         #expect(!failure.isRetryable, "\(failure)")
@@ -118,7 +118,7 @@ struct FTPTests {
         let ftp = try await VsftpdServer.start(serving: site, tls: .implicit)
         let work = try LocalRoot()
 
-        let reports = try await work.sync(try work.manifest(url: ftp.url("/i.bin", scheme: "ftps"), dest: "i.bin", lines: ["insecure: true"]))
+        let reports = try await work.sync(try work.manifest(url: ftp.url("/i.bin", scheme: "ftps"), dest: "i.bin", lines: ["ca_file: \(try #require(ftp.authority).caCertificate)"]))
 
         #expect(reports[0].outcome == .transferred, "\(reports[0].outcome)")
         #expect(work.local("i.bin")?.fingerprint == data.fingerprint)

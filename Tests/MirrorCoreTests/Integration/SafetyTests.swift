@@ -125,17 +125,20 @@ struct SafetyTests {
             root: root
             connectivity:
               wait: 1s
-            defaults:
-              headers:
-                Authorization: "Bearer ${ASSET_TOKEN}"
             files:
               - url: \(base)/a.bin
+                headers: &token
+                  Authorization: "Bearer ${ASSET_TOKEN}"
               - url: \(fixture.nginx.baseURL)/missing.bin?key=${ASSET_TOKEN}
                 dest: missing.bin
+                headers: *token
               - url: http://${PRIVATE_HOST}:\(closedPort)/c.bin
+                headers: *token
+              - url: \(fixture.nginx.baseURL)/netrc-only.bin
             """
         try fixture.directory.write(Data(text.utf8), to: "m.yaml")
-        let environment = ["ASSET_TOKEN": "tok-7c1e0b5a", "PRIVATE_HOST": "localhost"]
+        let netrc = try fixture.directory.write(Data("machine 127.0.0.1 login deploy password nrc-5d1a77\n".utf8), to: "netrc")
+        let environment = ["ASSET_TOKEN": "tok-7c1e0b5a", "PRIVATE_HOST": "localhost", "NETRC": netrc]
         var everything = ""
         for arguments in [["plan", "-v", "m.yaml"], ["plan", "--json", "m.yaml"], ["sync", "-v", "m.yaml"],
                           ["sync", "--json", "m.yaml"], ["verify", "--json", "m.yaml"]] {
@@ -147,6 +150,9 @@ struct SafetyTests {
         #expect(everything.contains("${ASSET_TOKEN}") && everything.contains("***@"))
         #expect(!everything.contains("tok-7c1e0b5a"))
         #expect(!everything.contains("pw-9f3k2"))
+        let netrcLogin = "Basic " + Data("deploy:nrc-5d1a77".utf8).base64EncodedString()
+        #expect(try fixture.settledRequests().contains { $0.authorization == netrcLogin }, "the netrc login was used")
+        #expect(!everything.contains("nrc-5d1a77") && !everything.contains(netrcLogin.dropFirst(6)))
         #expect(everything.contains("<host>:\(closedPort)"), "the failures are still reported")
         #expect(!everything.contains("localhost"), "a host written as ${VAR} is not printed either")
         var store = Data()
@@ -155,5 +161,6 @@ struct SafetyTests {
         }
         #expect(!store.isEmpty)
         #expect(store.range(of: Data("tok-7c1e0b5a".utf8)) == nil && store.range(of: Data("pw-9f3k2".utf8)) == nil)
+        #expect(store.range(of: Data("nrc-5d1a77".utf8)) == nil)
     }
 }

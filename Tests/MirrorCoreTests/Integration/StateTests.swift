@@ -152,6 +152,32 @@ struct StateTests {
         #expect(verified.first?.sha256 == SHA256Hasher.hex(of: Self.v2))
     }
 
+    /// A dynamic server that sends no ETag, no Last-Modified and no size: nothing tells one
+    /// version from the next, so the file is fetched again on every run and compared. The same
+    /// bytes leave DEST as it is (same inode); other bytes replace it. Never a silent skip.
+    @Test func aServerThatNamesNoVersionIsFetchedAgainAndComparedNeverSkippedForever() async throws {
+        func serveDynamic(_ data: Data) {
+            for method in ["GET", "HEAD"] { server.route("/f.bin", method: method, reply: .file(data).chunked()) }
+        }
+        serveDynamic(Self.v1)
+        #expect(try await runner(manifest()).sync().map(\.outcome) == [.transferred])
+        let inode = try FileManager.default.attributesOfItem(atPath: directory.path("root/f.bin"))[.systemFileNumber] as? Int
+
+        let plan = await runner(try manifest()).plan()
+        #expect(plan[0].action == .replace(reason: Planner.noVersion + ", so the local file is fetched again and compared"))
+        server.clearRequests()
+        let same = try await runner(manifest()).sync()
+        #expect(same.map(\.outcome) == [.skipped], "the same bytes: up to date")
+        #expect(server.requests.filter { $0.method == "GET" && $0.headers["Range"] == nil }.count == 1, "fetched to compare")
+        #expect(try FileManager.default.attributesOfItem(atPath: directory.path("root/f.bin"))[.systemFileNumber] as? Int == inode)
+        #expect(directory.files("root") == ["f.bin"], "no partial file left")
+
+        serveDynamic(Self.v2)
+        let changed = try await runner(manifest()).sync()
+        #expect(changed.map(\.outcome) == [.transferred])
+        #expect(directory.contents(of: "root/f.bin") == Self.v2)
+    }
+
     @Test func aCorruptStoreIsReplacedAndSaidSo() async throws {
         serve(Self.v1, etag: "\"v1\"")
         _ = try await runner(manifest()).sync()

@@ -13,12 +13,22 @@ struct NginxOptions: Sendable {
     var extraServerConfiguration: String
     /// How long nginx may take to accept connections before `start` gives up.
     var startupTimeout: Duration
+    /// Serve HTTPS with this certificate chain and key (PEM files) instead of plain HTTP.
+    var tls: NginxTLS?
 
-    init(rateLimit: Int? = nil, extraServerConfiguration: String = "", startupTimeout: Duration = .seconds(5)) {
+    init(rateLimit: Int? = nil, extraServerConfiguration: String = "", startupTimeout: Duration = .seconds(5),
+         tls: NginxTLS? = nil) {
         self.rateLimit = rateLimit
         self.extraServerConfiguration = extraServerConfiguration
         self.startupTimeout = startupTimeout
+        self.tls = tls
     }
+}
+
+/// The certificate an HTTPS `NginxServer` presents: PEM files of the chain and its key.
+struct NginxTLS: Sendable {
+    var certificate: String
+    var key: String
 }
 
 /// One line of `NginxServer`'s access log: a request as nginx saw and answered it. Request
@@ -81,15 +91,18 @@ final class NginxServer: Sendable {
     let port: UInt16
     /// The served directory.
     let root: String
+    /// "http", or "https" when started with `NginxOptions.tls`.
+    let scheme: String
     private let workDirectory: TemporaryDirectory
     /// Held so that a served temporary directory outlives the server that reads it.
     private let servedDirectory: TemporaryDirectory?
     private let process: Mutex<Process?>
 
-    private init(port: UInt16, root: String, servedDirectory: TemporaryDirectory?,
+    private init(port: UInt16, root: String, scheme: String, servedDirectory: TemporaryDirectory?,
                  workDirectory: TemporaryDirectory, process: consuming sending Process) {
         self.port = port
         self.root = root
+        self.scheme = scheme
         self.servedDirectory = servedDirectory
         self.workDirectory = workDirectory
         self.process = Mutex(process)
@@ -97,8 +110,8 @@ final class NginxServer: Sendable {
 
     deinit { stop() }
 
-    /// "http://127.0.0.1:PORT", without a trailing slash.
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// "http://127.0.0.1:PORT" (https with TLS), without a trailing slash.
+    var baseURL: String { "\(scheme)://127.0.0.1:\(port)" }
 
     /// The absolute URL of `path` (which starts with "/").
     func url(_ path: String) -> String { baseURL + path }
@@ -148,7 +161,7 @@ final class NginxServer: Sendable {
             switch waitUntilReady(process, port: port, address: address, workDirectory: workDirectory,
                                   timeout: options.startupTimeout) {
             case .ready:
-                return NginxServer(port: port, root: root, servedDirectory: servedDirectory,
+                return NginxServer(port: port, root: root, scheme: options.tls == nil ? "http" : "https", servedDirectory: servedDirectory,
                                    workDirectory: workDirectory, process: process)
             case .portTaken(let log):
                 lastFailure = .failedToStart(reason: "port \(port) was taken", errorLog: log)
@@ -217,6 +230,9 @@ final class NginxServer: Sendable {
         // directories mkdtemp makes; as anyone else nginx cannot switch users at all.
         let user = geteuid() == 0 ? "user root;\n" : ""
         let rateLimit = options.rateLimit.map { "        limit_rate \($0);\n" } ?? ""
+        let tls = options.tls.map {
+            "        ssl_certificate \(quoted($0.certificate));\n        ssl_certificate_key \(quoted($0.key));\n"
+        } ?? ""
         return """
             # Written by NginxServer for one test run; everything nginx writes stays in this directory.
             \(user)daemon off;
@@ -254,10 +270,10 @@ final class NginxServer: Sendable {
                 access_log \(quoted(prefix + "/access.log")) mirror_test;
 
                 server {
-                    listen 127.0.0.1:\(port);
+                    listen 127.0.0.1:\(port)\(options.tls == nil ? "" : " ssl");
                     server_name localhost;
                     root \(quoted(root));
-            \(rateLimit)
+            \(rateLimit)\(tls)
                     location / {
                     }
 

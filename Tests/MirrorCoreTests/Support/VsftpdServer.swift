@@ -16,7 +16,8 @@ enum FTPServerTLS: Sendable {
 }
 
 /// A real vsftpd (Debian's package) serving a directory to anonymous clients on 127.0.0.1 and
-/// a random port, plain or with TLS and a throwaway self-signed certificate made by openssl.
+/// a random port, plain or with TLS under a certificate that a test's own `PrivateCA` signed
+/// for `IP:127.0.0.1` (trust it with `ca_file: authority.caCertificate`).
 ///
 /// vsftpd runs in the foreground (`background=NO`) and forks a process per session, which ends
 /// with its client's connection; stopping it stops the listener by its pid. It chroots its
@@ -25,13 +26,13 @@ final class VsftpdServer: Sendable {
     let server: ServerProcess
     /// Held so that the served directory outlives the server.
     let served: TemporaryDirectory
-    /// The certificate and key, when the server speaks TLS.
-    private let certificate: TemporaryDirectory?
+    /// The CA that signed the server's certificate, when the server speaks TLS.
+    let authority: PrivateCA?
 
-    private init(server: ServerProcess, served: TemporaryDirectory, certificate: TemporaryDirectory?) {
+    private init(server: ServerProcess, served: TemporaryDirectory, authority: PrivateCA?) {
         self.server = server
         self.served = served
-        self.certificate = certificate
+        self.authority = authority
     }
 
     var port: UInt16 { server.port }
@@ -46,7 +47,7 @@ final class VsftpdServer: Sendable {
             throw ServerProcessError.failedToStart(server: "vsftpd", reason: "vsftpd chroots its sessions and must be started as root; run the tests as root (make test in CI does)", log: "")
         }
         try directory.openForReading()
-        let certificate = tls == .none ? nil : try await makeCertificate()
+        let authority = tls == .none ? nil : try PrivateCA(name: "mirror vsftpd test CA")
         let server = try await ServerProcess.start("vsftpd", executable: executable, logs: ["vsftpd.log"]) { port, work in
             let empty = work.path("empty")
             try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
@@ -58,9 +59,9 @@ final class VsftpdServer: Sendable {
                 "seccomp_sandbox=NO", "isolate=NO", "isolate_network=NO",
                 "vsftpd_log_file=\(work.path("vsftpd.log"))", "xferlog_enable=YES", "log_ftp_protocol=YES",
             ]
-            if let certificate {
+            if let authority {
                 lines += [
-                    "ssl_enable=YES", "rsa_cert_file=\(certificate.path("cert.pem"))", "rsa_private_key_file=\(certificate.path("key.pem"))",
+                    "ssl_enable=YES", "rsa_cert_file=\(authority.serverTLS.certificate)", "rsa_private_key_file=\(authority.serverTLS.key)",
                     "allow_anon_ssl=YES", "force_anon_logins_ssl=YES", "force_anon_data_ssl=YES",
                     // vsftpd's default cipher list is one that OpenSSL 3 no longer offers.
                     "ssl_ciphers=HIGH", "require_ssl_reuse=NO",
@@ -70,10 +71,10 @@ final class VsftpdServer: Sendable {
             try (lines.joined(separator: "\n") + "\n").write(toFile: work.path("vsftpd.conf"), atomically: true, encoding: .utf8)
             return [work.path("vsftpd.conf")]
         }
-        return VsftpdServer(server: server, served: directory, certificate: certificate)
+        return VsftpdServer(server: server, served: directory, authority: authority)
     }
 
-    /// The FTP commands the server logged, in order (`RETR /f.bin`, `REST 100`, `AUTH TLS`).
+    /// The FTP commands the server logged, in order (`RETR f.bin`, `REST 100`, `AUTH TLS`).
     var commands: [String] {
         server.contents(of: "vsftpd.log").split(separator: "\n").compactMap { line in
             guard let range = line.range(of: "FTP command: Client \"127.0.0.1\", \"") else { return nil }
@@ -82,20 +83,4 @@ final class VsftpdServer: Sendable {
     }
 
     func stop() { server.stop() }
-
-    /// A self-signed certificate for 127.0.0.1, valid for a day.
-    private static func makeCertificate() async throws -> TemporaryDirectory {
-        let work = try TemporaryDirectory(prefix: "mirror-vsftpd-certificate")
-        let openssl = try ServerProcess.locate("openssl", among: ["/usr/bin/openssl", "/usr/local/bin/openssl"],
-                                               install: "apt-get install -y openssl")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: openssl)
-        process.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                             "-keyout", work.path("key.pem"), "-out", work.path("cert.pem")]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        try await process.succeed("openssl req (a certificate for vsftpd)")
-        return work
-    }
 }

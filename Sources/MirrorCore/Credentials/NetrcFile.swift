@@ -1,0 +1,52 @@
+import Glibc
+
+/// Finds and reads the netrc file curl's `--netrc-optional` would: `$NETRC` when set and not
+/// empty, else `.netrc` in `$HOME` (or, without `HOME`, the user's home directory). A file that
+/// does not exist means no logins, as in curl.
+enum NetrcFile {
+    /// No netrc file needs more than this.
+    static let maximumSize = 1 << 20
+
+    /// Why the netrc file cannot be used. The message names the file and a line, never a token.
+    struct Problem: Error, Equatable {
+        var message: String
+    }
+
+    /// The path curl would read, or nil when there is no home directory to look in.
+    static func path(in environment: [String: String]) -> String? {
+        if let path = environment["NETRC"], !path.isEmpty { return path }
+        if let home = environment["HOME"], !home.isEmpty { return home + "/.netrc" }
+        guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return nil }
+        return String(cString: directory) + "/.netrc"
+    }
+
+    /// The netrc in effect for `environment`; nil when there is none.
+    static func load(environment: [String: String]) throws(Problem) -> Netrc? {
+        guard let path = path(in: environment) else { return nil }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw Problem(message: "cannot read the netrc file `\(path)`: \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                throw Problem(message: "cannot read the netrc file `\(path)`: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[..<count])
+            guard bytes.count <= maximumSize else {
+                throw Problem(message: "the netrc file `\(path)` is larger than \(maximumSize >> 20) MiB")
+            }
+        }
+        do {
+            return try Netrc.parse(bytes)
+        } catch {
+            throw Problem(message: "the netrc file `\(path)`, line \(error.line): \(error.message)")
+        }
+    }
+}
