@@ -12,11 +12,11 @@ struct ApacheTests {
 
     /// Writes `count` bytes as `name` until Apache's answer to `use` shows a weak ETag: that
     /// holds only within a second of the write, which a loaded machine may miss, so it tries
-    /// again with a fresh file, up to five times. Returns the data written.
+    /// again with a fresh file, up to ten times. Returns the data written.
     static func writeWhileWeak(
         _ site: TemporaryDirectory, _ name: String, count: Int, seed: UInt64, use: () async throws -> String?
     ) async throws -> Data {
-        for attempt in 0..<5 {
+        for attempt in 0..<10 {
             let data = randomData(count: count, seed: seed + UInt64(attempt))
             try site.write(data, to: name)
             if let etag = try await use(), EntityTag(etag).isWeak { return data }

@@ -71,9 +71,9 @@ final class ApacheServer: Sendable {
     }
 
     /// The access log so far. Apache writes a line as it finishes a response, so a line may
-    /// trail the client by a moment: with `atLeast`, this waits up to 2 s for that many.
+    /// trail the client by a moment: with `atLeast`, this waits up to 5 s for that many.
     func requests(atLeast count: Int = 0) async throws -> [ServedRequest] {
-        let deadline = ContinuousClock.now + .seconds(2)
+        let deadline = ContinuousClock.now + .seconds(5)
         while true {
             let logged = ServedRequest.parse(log: server.contents(of: "access.log"))
             if logged.count >= count || ContinuousClock.now >= deadline { return logged }

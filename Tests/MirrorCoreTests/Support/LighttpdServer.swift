@@ -46,9 +46,9 @@ final class LighttpdServer: Sendable {
     }
 
     /// The access log so far. lighttpd writes it out about once a second, so with `atLeast`
-    /// this waits up to 5 s for that many lines.
+    /// this waits up to 10 s for that many lines.
     func requests(atLeast count: Int = 0) async throws -> [ServedRequest] {
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(10)
         while true {
             let logged = ServedRequest.parse(log: server.contents(of: "access.log"))
             if logged.count >= count || ContinuousClock.now >= deadline { return logged }
