@@ -34,11 +34,14 @@ struct ResilienceTests {
                 if case .waitingForNetwork(let host, _) = event { waits.withLock { $0.append(host) } }
             }).sync()
         }
-        // Mid-body, the server is gone: the connection drops and new ones are refused.
-        let deadline = ContinuousClock.now + .seconds(10)
+        // Mid-body, the server is gone: the connection drops and new ones are refused. (A full
+        // test run can keep this run from starting for many seconds: the wait ends as soon as
+        // the bytes are there, and the server holds the rest back for 30 s anyway.)
+        let deadline = ContinuousClock.now + .seconds(60)
         while (directory.contents(of: "root/a.bin.part")?.count ?? 0) < 150_000 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
+        try #require((directory.contents(of: "root/a.bin.part")?.count ?? 0) >= 150_000, "the transfer never got going")
         first.stop()
         // While it is gone, the port stays refused: no other test's server may answer on it.
         try await Self.holdClosed(port, for: .seconds(8))
