@@ -14,6 +14,12 @@ static inline int mirror_start_writeback(int fd, long long offset, long long len
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
 }
 
+/// open(2) with O_PATH: a descriptor that locates a file without opening it, so that neither
+/// a FIFO (which would block) nor a device (which might act on an open) is opened.
+static inline int mirror_open_location(const char *path) {
+    return open(path, O_PATH | O_CLOEXEC);
+}
+
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif
