@@ -22,8 +22,16 @@ public final class RootDirectory: Sendable {
     private static let kernelHasOpenat2 = Atomic<Bool>(true)
     private static let directoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 
-    public init(path: String) {
+    /// Whether openat2 is tried before the walk; off only to test the walk on any kernel.
+    private let kernelResolution: Bool
+
+    public convenience init(path: String) {
+        self.init(path: path, kernelResolution: true)
+    }
+
+    init(path: String, kernelResolution: Bool) {
         self.path = path
+        self.kernelResolution = kernelResolution
     }
 
     deinit {
@@ -89,7 +97,7 @@ public final class RootDirectory: Sendable {
             if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
             return fd
         }
-        if Self.kernelHasOpenat2.load(ordering: .relaxed) {
+        if kernelResolution && Self.kernelHasOpenat2.load(ordering: .relaxed) {
             let fd = mirror_openat_beneath(root, relative, Self.directoryFlags)
             if fd >= 0 { return fd }
             switch errno {
