@@ -486,14 +486,26 @@ struct EntrySync {
                 return .failure(.checksumMismatch(expected: pin, actual: digest))
             }
             if let keeping, keeping.sha256 == digest, keeping.local.size == size,
-               (try? runner.rootDirectory.inspect(paths))?.destinationIdentity == keeping.local {
-                close(fd)
-                runner.rootDirectory.removePartial(paths)
-                updateRecord { record in
-                    record.partial = nil
-                    record.complete = CompleteVersion(validators: validators, sha256: digest, local: keeping.local)
+               let destination = try? runner.rootDirectory.openDestination(paths) {
+                defer { close(destination) }
+                if (try? LocalIdentity.of(fd: destination, path: paths.destination)) == keeping.local {
+                    close(fd)
+                    runner.rootDirectory.removePartial(paths)
+                    // The same bytes, perhaps under a new date: DEST takes it, as a download would,
+                    // so that its date still names its version if the record is ever lost.
+                    var local = keeping.local
+                    let modified = validators.lastModified.flatMap(HTTPDate.parse)
+                    if modified != nil,
+                       (try? FileSystem.prepareForCommit(fd: destination, path: paths.destination, modified: modified, durable: false)) != nil,
+                       let identity = try? LocalIdentity.of(fd: destination, path: paths.destination) {
+                        local = identity
+                    }
+                    updateRecord { record in
+                        record.partial = nil
+                        record.complete = CompleteVersion(validators: validators, sha256: digest, local: local)
+                    }
+                    return .success(Success(outcome: .skipped, size: size, sha256: digest))
                 }
-                return .success(Success(outcome: .skipped, size: size, sha256: digest))
             }
             try runner.rootDirectory.commit(
                 fd: fd, paths, modified: validators.lastModified.flatMap(HTTPDate.parse),
