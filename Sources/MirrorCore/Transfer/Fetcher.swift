@@ -3,7 +3,8 @@ import FoundationEssentials
 /// Sends a request through the engine and follows redirects itself, hop by hop, so that it
 /// decides what travels to each new location: at most `maxRedirects` hops, only to http/https
 /// (ftp/ftps only when the original URL was ftp), and the manifest's headers and any URL
-/// credentials only while scheme, host and port stay the same.
+/// credentials only while scheme, host and port stay the same (default ports filled in): to
+/// that same origin both go along, to any other neither.
 struct Fetcher: Sendable {
     let engine: TransferEngine
     static let maxRedirects = 10
@@ -64,6 +65,11 @@ enum RedirectRule: Equatable {
             // Credentials written into the manifest's URL are for that host only.
             to.user = nil
             to.password = nil
+        } else if to.percentEncodedUser == nil && to.percentEncodedPassword == nil {
+            // The same server: the credentials it was given go along, as `curl -L` sends them.
+            // A Location (or libcurl's resolution of a relative one) carries none of its own.
+            to.percentEncodedUser = from.percentEncodedUser
+            to.percentEncodedPassword = from.percentEncodedPassword
         }
         guard let url = to.string else { return .refuse("unusable Location") }
         return .follow(url: url, sameOrigin: sameOrigin)
