@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import MirrorCore
 
@@ -33,6 +34,17 @@ struct RetryPolicyTests {
         #expect(TransferFailure.curl(code: 6, message: "", osErrno: 0).isNetworkLevel)
         #expect(!TransferFailure.httpStatus(503).isNetworkLevel)
         #expect(!TransferFailure.curl(code: 60, message: "", osErrno: 0).isNetworkLevel)
+    }
+
+    /// A refused connection proves the network works: it is the entry's failure, retried with
+    /// backoff, never an outage. An unreachable route or a timeout is not an answer.
+    @Test func aRefusedConnectionIsNotAnOutage() {
+        let refused = TransferFailure.curl(code: 7, message: "Failed to connect", osErrno: ECONNREFUSED)
+        #expect(!refused.isNetworkLevel)
+        #expect(refused.isRetryable)
+        #expect(TransferFailure.curl(code: 7, message: "Failed to connect", osErrno: ENETUNREACH).isNetworkLevel)
+        #expect(TransferFailure.curl(code: 7, message: "Failed to connect", osErrno: EHOSTUNREACH).isNetworkLevel)
+        #expect(TransferFailure.curl(code: 28, message: "Connection timed out", osErrno: ETIMEDOUT).isNetworkLevel)
     }
 }
 

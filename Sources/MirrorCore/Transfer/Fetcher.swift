@@ -4,9 +4,11 @@ import FoundationEssentials
 /// decides what travels to each new location: at most `maxRedirects` hops, only to http/https
 /// (ftp/ftps only when the original URL was ftp), and the manifest's headers and any URL
 /// credentials only while scheme, host and port stay the same (default ports filled in): to
-/// that same origin both go along, to any other neither.
+/// that same origin both go along, to any other neither. Each hop goes through the proxy that
+/// `proxies` chooses for its URL.
 struct Fetcher: Sendable {
     let engine: TransferEngine
+    let proxies: ProxyEnvironment
     static let maxRedirects = 10
 
     struct Result: Sendable {
@@ -21,6 +23,7 @@ struct Fetcher: Sendable {
         var originalScheme: String?
         var hops = 0
         while true {
+            request.proxy = proxies.proxy(for: request.url)?.url
             let outcome = await engine.perform(request, sink: sink)
             guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
                 return Result(outcome: outcome, redirectFailure: nil)

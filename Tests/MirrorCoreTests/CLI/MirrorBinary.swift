@@ -73,9 +73,11 @@ enum MirrorBinary {
     }
 
     /// Starts `mirror arguments` in `directory`, stdin closed, output captured through files.
-    /// - Parameter umask: when set, mirror runs under it (through /bin/sh, which sets it).
+    /// - Parameters:
+    ///   - umask: when set, mirror runs under it (through /bin/sh, which sets it).
+    ///   - launcher: a command line that runs mirror, e.g. `NetworkNamespace.launcher`.
     static func start(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                      umask: mode_t? = nil, timeout: Duration = .seconds(60)) throws -> Running {
+                      umask: mode_t? = nil, launcher: [String] = [], timeout: Duration = .seconds(60)) throws -> Running {
         let scratch = try TemporaryDirectory(prefix: "mirror-cli")
         let out = scratch.path("stdout"), err = scratch.path("stderr")
         _ = FileManager.default.createFile(atPath: out, contents: nil)
@@ -84,6 +86,9 @@ enum MirrorBinary {
         if let umask {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", "umask \(String(umask, radix: 8)) && exec \"$0\" \"$@\"", try path()] + arguments
+        } else if let command = launcher.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = launcher.dropFirst() + [try path()] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: try path())
             process.arguments = arguments
@@ -105,7 +110,7 @@ enum MirrorBinary {
 
     /// Runs `mirror arguments` to completion.
     static func run(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                    umask: mode_t? = nil, timeout: Duration = .seconds(60)) throws -> Result {
-        try start(arguments, in: directory, environment: extra, umask: umask, timeout: timeout).wait()
+                    umask: mode_t? = nil, launcher: [String] = [], timeout: Duration = .seconds(60)) throws -> Result {
+        try start(arguments, in: directory, environment: extra, umask: umask, launcher: launcher, timeout: timeout).wait()
     }
 }

@@ -40,6 +40,16 @@ final class FaultServer: Sendable {
         return FaultServer(engine: engine)
     }
 
+    /// Starts listening inside `namespace` (on its loopback, which the test can take down):
+    /// only processes in there reach it.
+    static func start(in namespace: NetworkNamespace, port: UInt16 = 0) throws -> FaultServer {
+        let address = try LoopbackAddress("127.0.0.1")
+        let (descriptor, boundPort) = try namespace.entered { try LoopbackSocket.listen(on: address, port: port) }
+        let engine = Engine(listener: descriptor, address: address, port: boundPort)
+        engine.startAccepting()
+        return FaultServer(engine: engine)
+    }
+
     deinit { engine.stop() }
 
     /// "http://HOST:PORT", without a trailing slash.
