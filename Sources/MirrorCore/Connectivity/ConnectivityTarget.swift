@@ -1,5 +1,7 @@
 /// What the connectivity check connects to for a URL: the first thing a request to it talks
-/// to. Every entry with the same target shares one outage.
+/// to. Every entry with the same target shares one outage: targets are equal when their
+/// endpoints are, whatever their roles (one proxy named by both `http_proxy` and `https_proxy`
+/// is one outage).
 public struct ConnectivityTarget: Sendable, Hashable, CustomStringConvertible {
     public enum Role: Sendable, Hashable {
         /// The URL's own host.
@@ -17,6 +19,9 @@ public struct ConnectivityTarget: Sendable, Hashable, CustomStringConvertible {
         self.endpoint = endpoint
         self.role = role
     }
+
+    public static func == (lhs: ConnectivityTarget, rhs: ConnectivityTarget) -> Bool { lhs.endpoint == rhs.endpoint }
+    public func hash(into hasher: inout Hasher) { hasher.combine(endpoint) }
 
     /// The target of requests to `url`, checked instead through `probe` when the manifest sets
     /// one; a proxy that `proxies` chooses for the URL checked is the target. Nil for a URL
