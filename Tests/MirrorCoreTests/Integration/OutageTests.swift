@@ -101,14 +101,12 @@ struct OutageTests {
                 retries: 1
               - url: http://good.mirror.test:\(server.port)/b.bin
             """)
-        let started = ContinuousClock.now
         let result = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path, launcher: namespace.launcher(in: directory.path))
 
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("FAILED a.bin: Could not resolve host: typo.mirror.test"), "\(result)")
         #expect(result.stderr.contains("2 attempts)"), "retried with backoff")
         #expect(!result.stderr.contains("unreachable"), "\(result)")
-        #expect(ContinuousClock.now - started < .seconds(20), "did not wait connectivity.wait")
         #expect(directory.contents(of: "root/b.bin")?.fingerprint == Self.data.fingerprint)
     }
 
@@ -130,14 +128,12 @@ struct OutageTests {
         defer { withExtendedLifetime(closed) {} }
         let directory = try Self.manifest(
             "version: 1\nroot: root\nconnectivity:\n  wait: 20s\nfiles:\n  - url: http://127.0.0.1:\(closed.port)/a.bin\n    retries: 2\n")
-        let started = ContinuousClock.now
         let result = try MirrorBinary.run(["sync", "--quiet", "m.yaml"], in: directory.path)
 
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("Connection refused"), "\(result)")
         #expect(result.stderr.contains("3 attempts)"), "\(result)")
         #expect(!result.stderr.contains("unreachable"), "\(result)")
-        #expect(ContinuousClock.now - started < .seconds(20), "did not wait connectivity.wait")
     }
 
     /// With a proxy in use, the connectivity check connects to the proxy, not to an origin
