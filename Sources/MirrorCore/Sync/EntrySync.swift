@@ -65,17 +65,18 @@ struct EntrySync {
                 runner.emit(.fallingBack(dest: entry.dest, to: source.display, after: lastFailure))
             }
             let host = HostKey(source)
+            let target = conditions.target(for: source)
             lastSource = source
             var failuresHere = 0
             attempting: while true {
                 // Outages and Retry-After pauses are waited out without a transfer slot, so a
                 // host that asked for ten minutes' rest does not hold up the others.
-                if let host {
+                if let host, let target {
                     do {
-                        try await conditions.gate.beforeAttempt(talkingTo: host)
+                        try await conditions.gate.beforeAttempt(talkingTo: target)
                         try await conditions.pauses.waitOut(host)
                     } catch let unreachable as ConnectivityGate.Unreachable {
-                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: unreachable.host.description, waited: unreachable.waited)
+                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: unreachable.target.description, waited: unreachable.waited)
                         break attempting
                     } catch {
                         lastFailure = .cancelled
@@ -89,7 +90,7 @@ struct EntrySync {
                 }
                 // While this entry waited for its turn, a pause or an outage may have begun
                 // (the entry that met it holds its slot until it is in force): wait again.
-                if let host, conditions.pauses.isPaused(host) || conditions.gate.hasTrouble(host) {
+                if let host, let target, conditions.pauses.isPaused(host) || conditions.gate.hasTrouble(target) {
                     slot.release()
                     continue attempting
                 }
@@ -124,9 +125,9 @@ struct EntrySync {
                 }
                 if Task.isCancelled || lastFailure == .cancelled { break attempting }
 
-                if lastFailure.isNetworkLevel, let host {
+                if lastFailure.isNetworkLevel, let target {
                     do {
-                        if try await conditions.gate.afterFailure(talkingTo: host) == .cameBack,
+                        if try await conditions.gate.afterFailure(talkingTo: target) == .cameBack,
                            forgivenOutages < Self.maxForgivenOutages {
                             // The network was down, not the server: that attempt is not held
                             // against the entry, and the retry goes out at once.
@@ -134,7 +135,7 @@ struct EntrySync {
                             continue attempting
                         }
                     } catch {
-                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: error.host.description, waited: error.waited)
+                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: error.target.description, waited: error.waited)
                         break attempting
                     }
                 }

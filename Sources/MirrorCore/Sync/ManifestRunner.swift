@@ -25,7 +25,7 @@ public final class ManifestRunner: Sendable {
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
         self.options = options
-        fetcher = Fetcher(engine: TransferEngine())
+        fetcher = Fetcher(engine: TransferEngine(), proxies: options.proxies)
         probe = RemoteProbe(fetcher: fetcher)
         entryWidth = options.concurrency * Self.entriesPerTransfer
         blocking = BlockingPool(limit: entryWidth)
@@ -59,11 +59,12 @@ public final class ManifestRunner: Sendable {
         let conditions = HostConditions(
             gate: ConnectivityGate(
                 wait: manifest.connectivity.wait,
-                probe: manifest.connectivity.probe.flatMap { HostKey($0) },
                 interval: options.connectivityCheckInterval,
-                onOutage: { host, wait in self.emit(.waitingForNetwork(host: host.description, wait: wait)) }
+                onOutage: { target, wait in self.emit(.waitingForNetwork(host: target.description, wait: wait)) }
             ),
-            pauses: HostPauses()
+            pauses: HostPauses(),
+            probe: manifest.connectivity.probe,
+            proxies: options.proxies
         )
         options.progress?.expect(manifest.entries.map { ($0.dest, $0.size) })
         let reports = await Self.boundedMap(manifest.entries, width: entryWidth) { entry in

@@ -58,6 +58,11 @@ final class TransferContext {
         let url = request.protocols == RedirectRule.protocols(forScheme: "file") ? try fileSourceURL() : request.url
         try easy.set(CURLOPT_URL, url, "CURLOPT_URL")
         try easy.set(CURLOPT_PROTOCOLS_STR, request.protocols, "CURLOPT_PROTOCOLS_STR")
+        // The proxy was chosen with `no_proxy` already applied (see `ProxyEnvironment`): libcurl
+        // must not read the environment again, so that the connectivity check and the transfer
+        // agree. An empty string means no proxy; an empty no-proxy list means no exceptions.
+        try easy.set(CURLOPT_PROXY, request.proxy ?? "", "CURLOPT_PROXY")
+        try easy.set(CURLOPT_NOPROXY, "", "CURLOPT_NOPROXY")
         // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
         try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
         try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
