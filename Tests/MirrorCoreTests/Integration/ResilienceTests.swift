@@ -56,7 +56,9 @@ struct ResilienceTests {
         let a2 = try #require(paused.requests(for: "/a2.bin").first?.receivedAt)
         let b1 = try #require(other.requests(for: "/b1.bin").first?.receivedAt)
         #expect(a2 - first >= .milliseconds(2_900), "the paused host's next entry waited")
-        #expect(b1 - first < .milliseconds(1_500), "the other host's entry did not wait for the pause")
+        // Ordered, not timed: on a loaded machine the test's own threads may run late, but the
+        // other host's entry still goes before the pause ends.
+        #expect(b1 < a2, "the other host's entry did not wait for the pause")
     }
 
     @Test(arguments: [("120", 120), ("0", 0), ("99999", 600), ("soon", -1)])
