@@ -15,6 +15,10 @@ packages=(
     curl                   # the tests' reference client
     groff-base             # make test checks that the man pages format cleanly
     openssl                # the tests make their own CA and TLS certificates
+    tinyproxy-bin          # the forward proxy of the proxy tests
+    dnsmasq-base           # the resolver the tests run inside their own network namespace
+    iproute2               # ip: the tests' network namespaces bring their loopback up and down
+    util-linux             # unshare, nsenter: the tests' network namespaces
 )
 
 missing=()

@@ -4,11 +4,35 @@
 
 #define _GNU_SOURCE 1
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /// Starts writeback of a file range without waiting for it (SYNC_FILE_RANGE_WRITE), so that a
 /// later fsync has little left to do.
 static inline int mirror_start_writeback(int fd, long long offset, long long length) {
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+/// open(2) with O_PATH: a descriptor that locates a file without opening it, so that neither
+/// a FIFO (which would block) nor a device (which might act on an open) is opened.
+static inline int mirror_open_location(const char *path) {
+    return open(path, O_PATH | O_CLOEXEC);
+}
+
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+
+/// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: opens `path` relative to `directory`
+/// only if no component of it is a symbolic link and it stays beneath `directory`. glibc has no
+/// wrapper, and Swift cannot call the variadic syscall(2). Returns -1 with errno set; ENOSYS on
+/// kernels before 5.6 (or EPERM under a seccomp filter that does not know the call).
+static inline int mirror_openat_beneath(int directory, const char *path, int flags) {
+    struct open_how how = {0};
+    how.flags = (unsigned long long)flags;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
+    return (int)syscall(SYS_openat2, directory, path, &how, sizeof how);
 }
 
 #endif

@@ -21,7 +21,7 @@ struct LockWaitOption: ParsableArguments {
         switch error {
         case .held: return .locked
         case .cancelled: return .interrupted
-        case .unusable: return .usage
+        case .unusable, .refused: return .usage
         }
     }
 }

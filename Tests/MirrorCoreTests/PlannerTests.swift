@@ -101,6 +101,19 @@ struct PlannerTests {
         Row(name: "DEST equal, sha256 pin differs → replace", destination: .file(size: 100), partial: .missing,
             remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
             expected: .replace(reason: "local file does not match its sha256 pin")),
+        Row(name: "DEST fails its pin, a partial of the pinned version → resume it, not replace", destination: .file(size: 100),
+            partial: .file(size: 60), remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            expected: .resume(from: 60, source: .partial)),
+        Row(name: "DEST matches its pin though the server's size changed → skip, record or not", destination: .file(size: 100),
+            partial: .missing, remote: .available(RemoteFile(size: 150, etag: "\"c\"")), pins: Pins(sha256: pin),
+            destinationSHA256: pin, expected: .skip),
+        Row(name: "DEST matches the sha256 pin but not the size pin → not skipped", destination: .file(size: 100),
+            partial: .missing, remote: .available(RemoteFile(size: 90, etag: "\"c\"")), pins: Pins(size: 90, sha256: pin),
+            destinationSHA256: pin,
+            expected: .replace(reason: "local file does not match its sha256 pin")),
+        Row(name: "shorter DEST failing its pin → resumed: it may be the pinned file's start", destination: .file(size: 40),
+            partial: .missing, remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            expected: .resume(from: 40, source: .destination)),
         Row(name: "DEST is a directory → fail", destination: .other(kind: "a directory"), partial: .missing,
             remote: size100, expected: .fail(.localConflict("the destination is a directory; mirror will not replace it"))),
         Row(name: "DEST.part is a symlink → fail", destination: .missing, partial: .other(kind: "a symbolic link"),
@@ -197,12 +210,15 @@ struct PlannerTests {
         #expect(action == row.expected)
     }
 
-    @Test func hashIsWantedOnlyForAPinnedDestinationOfTheRightSize() {
+    /// The pin decides whatever the server's size: with or without a record, the same bytes get
+    /// the same verdict.
+    @Test func hashIsWantedForAPinnedDestinationOfAnySize() {
         let equal = LocalFacts(destination: .file(size: 100), partial: .missing)
         let shorter = LocalFacts(destination: .file(size: 10), partial: .missing)
         #expect(Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins(sha256: Self.pin)))
         #expect(!Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins()))
-        #expect(!Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins()))
         #expect(!Planner.needsDestinationHash(local: equal, remote: .unavailable(.httpStatus(404)), pins: Pins(sha256: Self.pin)))
     }
 

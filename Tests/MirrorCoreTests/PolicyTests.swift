@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import MirrorCore
 
@@ -34,6 +35,17 @@ struct RetryPolicyTests {
         #expect(!TransferFailure.httpStatus(503).isNetworkLevel)
         #expect(!TransferFailure.curl(code: 60, message: "", osErrno: 0).isNetworkLevel)
     }
+
+    /// A refused connection proves the network works: it is the entry's failure, retried with
+    /// backoff, never an outage. An unreachable route or a timeout is not an answer.
+    @Test func aRefusedConnectionIsNotAnOutage() {
+        let refused = TransferFailure.curl(code: 7, message: "Failed to connect", osErrno: ECONNREFUSED)
+        #expect(!refused.isNetworkLevel)
+        #expect(refused.isRetryable)
+        #expect(TransferFailure.curl(code: 7, message: "Failed to connect", osErrno: ENETUNREACH).isNetworkLevel)
+        #expect(TransferFailure.curl(code: 7, message: "Failed to connect", osErrno: EHOSTUNREACH).isNetworkLevel)
+        #expect(TransferFailure.curl(code: 28, message: "Connection timed out", osErrno: ETIMEDOUT).isNetworkLevel)
+    }
 }
 
 struct RedirectRuleTests {
@@ -44,6 +56,13 @@ struct RedirectRuleTests {
         ("http://a/x", "http://a:8080/y", "http", .follow(url: "http://a:8080/y", sameOrigin: false)),
         ("http://a:80/x", "http://a/y", "http", .follow(url: "http://a/y", sameOrigin: true)),
         ("http://u:p@a/x", "http://u:p@b/y", "http", .follow(url: "http://b/y", sameOrigin: false)),
+        // Same scheme, host and port: the URL's credentials go along, as with curl -L.
+        ("http://u:p@a/x", "http://a/private/x", "http", .follow(url: "http://u:p@a/private/x", sameOrigin: true)),
+        ("http://u:p%40s@a:80/x", "http://a/y", "http", .follow(url: "http://u:p%40s@a/y", sameOrigin: true)),
+        ("https://u@a/x", "https://a:443/y", "https", .follow(url: "https://u@a:443/y", sameOrigin: true)),
+        ("http://u:p@a/x", "http://v:q@a/y", "http", .follow(url: "http://v:q@a/y", sameOrigin: true)),
+        ("http://u:p@a/x", "https://a/y", "http", .follow(url: "https://a/y", sameOrigin: false)),
+        ("http://u:p@a/x", "http://a:8080/y", "http", .follow(url: "http://a:8080/y", sameOrigin: false)),
         ("http://a/x", "ftp://a/y", "http", .refuse("to a ftp: URL; only http, https are followed")),
         ("http://a/x", "file:///etc/passwd", "http", .refuse("to a file: URL; only http, https are followed")),
         ("http://a/x", "http:///nohost", "http", .refuse("unusable Location")),

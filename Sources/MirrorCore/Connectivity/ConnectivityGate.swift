@@ -3,15 +3,19 @@ import Synchronization
 /// Holds back retries while the network is down.
 ///
 /// After a network-level failure an entry asks the gate before retrying. The gate checks the
-/// host (or the manifest's `connectivity.probe`) with `ReachabilityCheck`; while that fails,
-/// every entry for the host waits on the same outage, retries unspent, until a check passes or
-/// `connectivity.wait` runs out. Entries about to start also wait on an outage in progress.
+/// entry's `ConnectivityTarget` (its host, the manifest's `connectivity.probe`, or the proxy in
+/// use) with `ReachabilityCheck`. While nothing answers, every entry for that target waits on
+/// the same outage, retries unspent, until the network answers or `connectivity.wait` runs
+/// out. An answer that is no (a refused connection, an authoritative "no such host") is not an
+/// outage: it passes as `reachable`, and the entry's failure stands. Entries about to start
+/// also wait on an outage in progress.
 public actor ConnectivityGate {
-    public typealias Check = @Sendable (HostKey) async -> Bool
+    public typealias Check = @Sendable (HostKey) async -> Reachability
 
     /// How an entry's wait ended.
     public enum Passage: Sendable, Equatable {
-        /// The host answered at once: the failure was the server's, not the network's.
+        /// The network answered at once (yes, or a no that proves it works): the failure was
+        /// the server's or the entry's, not the network's.
         case reachable
         /// The host was unreachable and answered again later: the wait should not count as a
         /// spent retry.
@@ -19,70 +23,65 @@ public actor ConnectivityGate {
     }
 
     private let wait: Duration
-    private let probe: HostKey?
     private let interval: Duration
     private let check: Check
-    private let onOutage: @Sendable (HostKey, Duration) -> Void
-    private var outages: [HostKey: Task<Bool, Never>] = [:]
-    /// Hosts whose outage outlasted the wait: the rest of their queue fails at once rather
+    private let onOutage: @Sendable (ConnectivityTarget, Duration) -> Void
+    private var outages: [ConnectivityTarget: Task<Bool, Never>] = [:]
+    /// Targets whose outage outlasted the wait: the rest of their queue fails at once rather
     /// than waiting all over again.
-    private var givenUp: Set<HostKey> = []
+    private var givenUp: Set<ConnectivityTarget> = []
     /// The targets of `outages` and `givenUp`, readable without entering the actor: an entry
-    /// about to start while its host is fine (nearly always) passes without queueing here.
-    private nonisolated let troubled = Mutex(Set<HostKey>())
+    /// about to start while its target is fine (nearly always) passes without queueing here.
+    private nonisolated let troubled = Mutex(Set<ConnectivityTarget>())
 
     /// - Parameters:
-    ///   - probe: checked instead of each entry's own host, when set.
-    ///   - interval: time between checks while the host is down.
+    ///   - interval: time between checks while the target is down.
     ///   - onOutage: told once per outage, when it starts, how long it will be waited for.
     public init(
-        wait: Duration, probe: HostKey?, interval: Duration = .seconds(1),
-        check: @escaping Check = { await ReachabilityCheck.isReachable($0) },
-        onOutage: @escaping @Sendable (HostKey, Duration) -> Void = { _, _ in }
+        wait: Duration, interval: Duration = .seconds(1),
+        check: @escaping Check = { await ReachabilityCheck.check($0) },
+        onOutage: @escaping @Sendable (ConnectivityTarget, Duration) -> Void = { _, _ in }
     ) {
         self.wait = wait
-        self.probe = probe
         self.interval = interval
         self.check = check
         self.onOutage = onOutage
     }
 
-    /// Call after a network-level failure talking to `host`.
-    public func afterFailure(talkingTo host: HostKey) async throws(Unreachable) -> Passage {
-        let target = probe ?? host
-        if givenUp.contains(target) { throw Unreachable(host: target, waited: wait) }
+    /// Call after a network-level failure talking to `target`.
+    public func afterFailure(talkingTo target: ConnectivityTarget) async throws(Unreachable) -> Passage {
+        if givenUp.contains(target) { throw Unreachable(target: target, waited: wait) }
         if let outage = outages[target] {
             return try await outcome(of: outage, for: target)
         }
-        if await check(target) { return .reachable }
+        if await check(target.endpoint).networkAnswered { return .reachable }
         // The check suspended this actor: another entry may have started the outage (or seen
-        // it given up) meanwhile. One outage per host, one notice.
-        if givenUp.contains(target) { throw Unreachable(host: target, waited: wait) }
+        // it given up) meanwhile. One outage per target, one notice.
+        if givenUp.contains(target) { throw Unreachable(target: target, waited: wait) }
         let outage = outages[target] ?? startOutage(target)
         return try await outcome(of: outage, for: target)
     }
 
-    /// Whether an outage of `host` is in progress or was given up: `beforeAttempt` would wait
+    /// Whether an outage of `target` is in progress or was given up: `beforeAttempt` would wait
     /// or refuse. Does not wait.
-    public nonisolated func hasTrouble(_ host: HostKey) -> Bool {
-        let target = probe ?? host
-        return troubled.withLock { $0.contains(target) }
+    public nonisolated func hasTrouble(_ target: ConnectivityTarget) -> Bool {
+        troubled.withLock { $0.contains(target) }
     }
 
-    /// Call before starting an attempt: waits out an outage already in progress for `host`.
-    public nonisolated func beforeAttempt(talkingTo host: HostKey) async throws(Unreachable) {
-        guard hasTrouble(host) else { return }
-        try await waitForTrouble(of: probe ?? host)
+    /// Call before starting an attempt: waits out an outage already in progress for `target`.
+    public nonisolated func beforeAttempt(talkingTo target: ConnectivityTarget) async throws(Unreachable) {
+        guard hasTrouble(target) else { return }
+        try await waitForTrouble(of: target)
     }
 
-    private func waitForTrouble(of target: HostKey) async throws(Unreachable) {
-        if givenUp.contains(target) { throw Unreachable(host: target, waited: wait) }
+    private func waitForTrouble(of target: ConnectivityTarget) async throws(Unreachable) {
+        if givenUp.contains(target) { throw Unreachable(target: target, waited: wait) }
         if let outage = outages[target] {
             _ = try await outcome(of: outage, for: target)
         }
     }
 
-    private func startOutage(_ target: HostKey) -> Task<Bool, Never> {
+    private func startOutage(_ target: ConnectivityTarget) -> Task<Bool, Never> {
         onOutage(target, wait)
         let deadline = ContinuousClock.now + wait
         let check = self.check
@@ -94,7 +93,8 @@ public actor ConnectivityGate {
                 } catch {
                     return false
                 }
-                if await check(target) { return true }
+                // Any answer ends the outage, a no included: the retry then meets it.
+                if await check(target.endpoint).networkAnswered { return true }
             }
             return false
         }
@@ -103,7 +103,7 @@ public actor ConnectivityGate {
         return outage
     }
 
-    private func outcome(of outage: Task<Bool, Never>, for target: HostKey) async throws(Unreachable) -> Passage {
+    private func outcome(of outage: Task<Bool, Never>, for target: ConnectivityTarget) async throws(Unreachable) -> Passage {
         let cameBack = await withTaskCancellationHandler {
             await outage.value
         } onCancel: {
@@ -121,14 +121,14 @@ public actor ConnectivityGate {
                 givenUp.insert(target)
                 troubled.withLock { _ = $0.insert(target) }
             }
-            throw Unreachable(host: target, waited: wait)
+            throw Unreachable(target: target, waited: wait)
         }
         return .cameBack
     }
 
     /// The network stayed away for the whole wait.
     public struct Unreachable: Error, Sendable, Equatable {
-        public var host: HostKey
+        public var target: ConnectivityTarget
         public var waited: Duration
     }
 }

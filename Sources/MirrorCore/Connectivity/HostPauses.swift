@@ -1,10 +1,18 @@
 import Synchronization
 
 /// What a sync knows about the hosts it talks to: the connectivity gate and the pauses
-/// servers asked for.
+/// servers asked for, and what the connectivity check of a URL connects to.
 struct HostConditions: Sendable {
     let gate: ConnectivityGate
     let pauses: HostPauses
+    /// The manifest's `connectivity.probe`.
+    let probe: RemoteURL?
+    let proxies: ProxyEnvironment
+
+    /// What the gate checks for requests to `url`; nil for a URL with no host.
+    func target(for url: RemoteURL) -> ConnectivityTarget? {
+        ConnectivityTarget(for: url, probe: probe, proxies: proxies)
+    }
 }
 
 /// Pauses that a server asked for with `Retry-After`, per host: every transfer to that host

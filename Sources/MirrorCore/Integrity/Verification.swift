@@ -42,7 +42,7 @@ extension ManifestRunner {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths(for: entry), resolved: directories)
+            local = try LocalFacts.inspect(paths(for: entry), in: rootDirectory)
         } catch {
             result.status = .mismatch
             result.detail = error.description
@@ -67,7 +67,7 @@ extension ManifestRunner {
             result.hashFromStore = true
         } else {
             do {
-                result.sha256 = try Self.hashFile(paths(for: entry).destination)
+                result.sha256 = try hashDestination(paths(for: entry))
             } catch {
                 result.status = .mismatch
                 result.detail = error.description

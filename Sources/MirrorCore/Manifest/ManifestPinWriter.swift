@@ -211,7 +211,7 @@ extension ManifestRunner {
         var pins: [String: ManifestPinWriter.Pin] = [:]
         for (entry, report) in zip(manifest.entries, reports) {
             guard !report.failed, let size = report.size else { return nil }
-            let sha256 = report.sha256 ?? (try? Self.hashFile(paths(for: entry).destination))
+            let sha256 = report.sha256 ?? (try? hashDestination(paths(for: entry)))
             guard let sha256 else { return nil }
             pins[entry.dest] = ManifestPinWriter.Pin(sha256: sha256, size: size)
         }

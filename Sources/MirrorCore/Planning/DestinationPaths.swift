@@ -12,6 +12,12 @@ public struct DestinationPaths: Sendable, Equatable {
     public var directory: String
     /// The root every destination must stay inside.
     public var root: String
+    /// The directory that holds both, relative to the root; empty for the root itself.
+    public var relativeDirectory: String
+    /// The finished file's name in that directory.
+    public var name: String
+    /// The partial download's name in that directory.
+    public var partialName: String
 
     /// Longest file name most Linux file systems accept (NAME_MAX).
     static let nameLimit = 255
@@ -24,8 +30,10 @@ public struct DestinationPaths: Sendable, Equatable {
         let slash = destination.lastSlash!
         // A file right under `/` lives in "/", not in "".
         directory = slash == destination.startIndex ? "/" : String(destination[..<slash])
-        let name = String(destination[destination.index(after: slash)...])
-        partial = String(destination[...slash]) + Self.partialName(for: name)
+        name = String(destination[destination.index(after: slash)...])
+        partialName = Self.partialName(for: name)
+        partial = String(destination[...slash]) + partialName
+        relativeDirectory = dest.lastSlash.map { String(dest[..<$0]) } ?? ""
     }
 
     static func partialName(for name: String) -> String {

@@ -1,7 +1,6 @@
 import Glibc
-import Synchronization
 
-/// What is on disk for one entry, as the planner needs it. Gathered with `lstat`: a symlink
+/// What is on disk for one entry, as the planner needs it. Gathered with `fstatat`: a symlink
 /// is reported as what it is, never followed.
 public struct LocalFacts: Sendable, Equatable {
     public enum FileState: Sendable, Equatable {
@@ -37,44 +36,16 @@ public struct LocalFacts: Sendable, Equatable {
     public var isEmpty: Bool { destination == .missing && partial == .missing }
 
     /// Looks at `DEST` and `DEST.part`; reads nothing and writes nothing. Fails when a
-    /// directory on the way to them leads out of the root through a symbolic link.
-    public static func inspect(_ paths: DestinationPaths, resolved: ResolvedDirectories? = nil) throws(TransferFailure) -> LocalFacts {
-        try checkInsideRoot(paths, resolved: resolved)
-        let (destination, identity, modified) = try inspectFile(paths.destination)
-        let (partial, _, _) = try inspectFile(paths.partial)
-        return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity, destinationModified: modified)
+    /// directory on the way to them is a symbolic link (see `RootDirectory`).
+    public static func inspect(_ paths: DestinationPaths, in root: RootDirectory) throws(TransferFailure) -> LocalFacts {
+        try root.inspect(paths)
     }
 
-    /// The deepest existing directory on the way from the root to `DEST`, resolved, must lie
-    /// inside the resolved root: a symlink inside the root may not lead writes out of it.
-    static func checkInsideRoot(_ paths: DestinationPaths, resolved cache: ResolvedDirectories? = nil) throws(TransferFailure) {
-        let resolve = { (path: String) in cache?.resolve(path) ?? resolved(path) }
-        guard let realRoot = resolve(paths.root) else { return }
-        var candidate = paths.directory
-        while candidate.utf8.count > paths.root.utf8.count {
-            if let real = resolve(candidate) {
-                // Compared as bytes, as the kernel names files: Swift's == and hasPrefix would
-                // take "é" and "e\u{301}", two different directories, for the same.
-                let inside = realRoot.endsWithSlash ? realRoot : realRoot + "/"
-                if !real.utf8.elementsEqual(realRoot.utf8) && !real.utf8.starts(with: inside.utf8) {
-                    throw .localConflict("\(candidate) resolves to \(real), outside the root \(realRoot); mirror does not follow symbolic links out of the root")
-                }
-                return
-            }
-            guard let slash = candidate.lastSlash else { return }
-            candidate = String(candidate[..<slash])
-        }
-    }
-
-    static func resolved(_ path: String) -> String? {
-        guard let real = realpath(path, nil) else { return nil }
-        defer { free(real) }
-        return String(cString: real)
-    }
-
-    static func inspectFile(_ path: String) throws(TransferFailure) -> (FileState, LocalIdentity?, Int64?) {
+    /// What `name` in the open `directory` is, without following a symbolic link; `path` is
+    /// its name in messages.
+    static func inspectFile(_ name: String, in directory: Int32, path: String) throws(TransferFailure) -> (FileState, LocalIdentity?, Int64?) {
         var info = stat()
-        if lstat(path, &info) != 0 {
+        if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
             // A missing parent directory means the file is missing too.
             if errno == ENOENT || errno == ENOTDIR { return (.missing, nil, nil) }
             throw .localIO(path: path, operation: "inspect", errno: errno)
@@ -110,20 +81,5 @@ extension LocalIdentity {
         var info = stat()
         if fstat(fd, &info) != 0 { throw .localIO(path: path, operation: "inspect", errno: errno) }
         return LocalIdentity(info)
-    }
-}
-
-/// Directories already resolved in this run, so that thousands of entries in one directory
-/// cost one `realpath` instead of thousands. Only directories that exist are remembered.
-public final class ResolvedDirectories: Sendable {
-    private let known = Mutex<[String: String]>([:])
-
-    public init() {}
-
-    func resolve(_ path: String) -> String? {
-        if let hit = known.withLock({ $0[path] }) { return hit }
-        guard let real = LocalFacts.resolved(path) else { return nil }
-        known.withLock { $0[path] = real }
-        return real
     }
 }

@@ -38,9 +38,13 @@ public enum Planner {
         }
 
         // DEST is current.
-        if let pin = pins.sha256, local.destination.size != nil, let hash = verified?.sha256 ?? destinationSHA256 {
-            // The pin names the bytes wanted, whatever the server says of its version.
-            return hash == pin ? .skip : .replace(reason: "local file does not match its sha256 pin")
+        var failsItsPin = false
+        if let size = local.destination.size,
+           let matches = matchesPins(size: size, sha256: verified?.sha256 ?? destinationSHA256, pins: pins) {
+            // The pin names the bytes wanted, whatever the server says of its version. Bytes
+            // that are not those are replaced, but a partial file may still be continued first.
+            if matches { return .skip }
+            failsItsPin = true
         } else if let verified {
             if versionKnown, verified.validators.difference(from: current) == nil { return .skip }
         } else if let size = local.destination.size, let total, size == total {
@@ -79,6 +83,10 @@ public enum Planner {
         }
 
         // DEST is outdated, or nothing says it is not.
+        if failsItsPin, let size = local.destination.size, total.map({ size >= $0 }) ?? true {
+            // (A shorter DEST may be the start of the pinned file: it is continued below.)
+            return .replace(reason: "local file does not match its sha256 pin")
+        }
         if let verified, let change = verified.validators.difference(from: current) {
             return .replace(reason: "the remote file changed: \(change)")
         }
@@ -114,22 +122,29 @@ public enum Planner {
     /// True when the store vouches that `DEST` matches the entry's sha256 pin: the entry is
     /// `skip` without any request.
     public static func isPinnedAndVerified(local: LocalFacts, state: StateRecord?, pins: Pins) -> Bool {
-        guard let pin = pins.sha256, let verified = verifiedVersion(local: local, state: state), verified.sha256 == pin else {
-            return false
-        }
-        if let size = pins.size, size != verified.local.size { return false }
-        return true
+        guard let verified = verifiedVersion(local: local, state: state) else { return false }
+        return matchesPins(size: verified.local.size, sha256: verified.sha256, pins: pins) == true
     }
 
-    /// True when the decision depends on the hash of `DEST`, which then must be computed:
-    /// a `DEST` of the right size that no record vouches for, when there is a sha256 pin or a
-    /// recorded hash to compare with; or a pinned `DEST` whose record holds no hash.
+    /// Whether a file of `size` bytes hashing to `sha256` is what the entry's pins name; nil
+    /// when there is no sha256 pin or the hash is not known. The one verdict on pins, with or
+    /// without a request, with or without a record.
+    static func matchesPins(size: Int64, sha256: String?, pins: Pins) -> Bool? {
+        guard let pin = pins.sha256, let sha256 else { return nil }
+        return sha256 == pin && (pins.size.map { $0 == size } ?? true)
+    }
+
+    /// True when the decision depends on the hash of `DEST`, which then must be computed: a
+    /// pinned `DEST` whose hash no record vouches for (of any size: the pin decides, not the
+    /// server), or a `DEST` of the right size that no record vouches for when the record
+    /// holds a hash to compare with.
     public static func needsDestinationHash(local: LocalFacts, remote: RemoteFacts, pins: Pins, state: StateRecord? = nil) -> Bool {
         guard let size = local.destination.size, case .available(let file) = remote else { return false }
         if let verified = verifiedVersion(local: local, state: state) {
             return pins.sha256 != nil && verified.sha256 == nil
         }
+        if pins.sha256 != nil { return true }
         guard let total = file.size ?? pins.size, size == total else { return false }
-        return pins.sha256 != nil || state?.complete?.sha256 != nil
+        return state?.complete?.sha256 != nil
     }
 }

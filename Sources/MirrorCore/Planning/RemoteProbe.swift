@@ -1,8 +1,11 @@
 /// Asks the server for a file's size and validators without downloading it.
 ///
 /// HEAD first. When HEAD is refused (405, 501, 403) or answers without a usable length, a `GET`
-/// with `Range: bytes=0-0` follows, and the total is read from its Content-Range. The sizes are
-/// those of the bytes as the server sends them, Content-Encoding and all: they are stored so.
+/// with `Range: bytes=0-0` follows, and the total is read from its Content-Range. The same GET
+/// follows a HEAD that names no version (no ETag, no Last-Modified): some servers send
+/// validators with GET replies only, and without them the entry would be fetched again on every
+/// run. The sizes are those of the bytes as the server sends them, Content-Encoding and all:
+/// they are stored so.
 struct RemoteProbe: Sendable {
     let fetcher: Fetcher
 
@@ -21,8 +24,9 @@ struct RemoteProbe: Sendable {
         if response.isSuccess, let contradiction = response.contradiction {
             return .unavailable(.contradictoryReply(contradiction))
         }
-        if response.isSuccess, let length = response.contentLength {
-            return .available(RemoteFile(size: length, etag: response.etag, lastModified: response.lastModified))
+        let headLength = response.isSuccess ? response.contentLength : nil
+        if let headLength, response.etag != nil || response.lastModified != nil {
+            return .available(RemoteFile(size: headLength, etag: response.etag, lastModified: response.lastModified))
         }
         if !response.isSuccess && ![403, 405, 501].contains(response.status) {
             return .unavailable(.httpStatus(response.status, retryAfter: response["retry-after"]))
@@ -34,6 +38,13 @@ struct RemoteProbe: Sendable {
         rangeProbe.rangeLast = 0
         let recorder = ProbeRecorder()
         let getResult = await fetcher.fetch(rangeProbe, sink: recorder)
+        if let headLength {
+            let answered = getResult.redirectFailure == nil && getResult.outcome.transportFailure == nil
+            guard answered, let answer = recorder.head ?? getResult.outcome.head, [200, 206, 416].contains(answer.status) else {
+                // The GET was asked only for validators: HEAD's answer stands without them.
+                return .available(RemoteFile(size: headLength))
+            }
+        }
         if let failure = getResult.redirectFailure { return .unavailable(failure) }
         if let failure = getResult.outcome.transportFailure { return .unavailable(failure.redactingHost(of: url)) }
         guard let answer = recorder.head ?? getResult.outcome.head else {
@@ -43,7 +54,7 @@ struct RemoteProbe: Sendable {
         case 200, 206, 416:
             if let contradiction = answer.contradiction { return .unavailable(.contradictoryReply(contradiction)) }
             // 416 to bytes=0-0 is how an empty file answers: `bytes */0`.
-            let size = answer.status == 416 ? answer.contentRange?.total : answer.totalSize
+            let size = (answer.status == 416 ? answer.contentRange?.total : answer.totalSize) ?? headLength
             return .available(RemoteFile(size: size, etag: answer.etag ?? response.etag,
                                          lastModified: answer.lastModified ?? response.lastModified))
         default:

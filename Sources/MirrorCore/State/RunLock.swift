@@ -17,16 +17,16 @@ public final class RunLock: Sendable {
         close(fd)
     }
 
+    static let fileName = "lock"
+
     public static func location(root: String) -> String {
-        (root.endsWithSlash ? root : root + "/") + ".mirror/lock"
+        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + fileName
     }
 
     /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
     public static func acquire(root: String, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
         let path = location(root: root)
-        try makeDirectories(LexicalPath.directory(of: path))
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
-        if fd < 0 { throw .unusable(path: path, errno: errno) }
+        let fd = try openLockFile(root: root, path: path)
         let deadline = ContinuousClock.now + (wait ?? .zero)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
@@ -60,13 +60,25 @@ public final class RunLock: Sendable {
         return Int32(text)
     }
 
-    private static func makeDirectories(_ path: String) throws(RunLockError) {
+    /// Opens (creating it and `ROOT/.mirror` if needed) the lock file, through the root's
+    /// descriptor: a symbolic link at `.mirror` or at the lock file is refused.
+    private static func openLockFile(root: String, path: String) throws(RunLockError) -> Int32 {
+        let opened: Int32?
         do {
-            try FileSystem.makeDirectories(path)
+            opened = try RootDirectory(path: root).withStateDirectory(create: true) { directory throws(TransferFailure) in
+                let fd = openat(directory, fileName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+                if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
+                return fd
+            }
         } catch {
-            if case .localIO(let failed, _, let code) = error { throw .unusable(path: failed, errno: code) }
-            throw .unusable(path: path, errno: EIO)
+            switch error {
+            case .localIO(let failed, _, let code): throw .unusable(path: failed, errno: code)
+            case .localConflict(let reason): throw .refused(reason)
+            default: throw .unusable(path: path, errno: EIO)
+            }
         }
+        guard let opened else { throw .unusable(path: path, errno: ENOENT) }
+        return opened
     }
 }
 
@@ -74,6 +86,8 @@ public enum RunLockError: Error, Sendable, CustomStringConvertible {
     /// Another run holds the lock (still, after `waited`, when the caller waited for it).
     case held(path: String, pid: Int32?, waited: Duration?)
     case unusable(path: String, errno: Int32)
+    /// `ROOT/.mirror` or the lock file is not what mirror may use (a symbolic link).
+    case refused(String)
     /// The wait for the lock was interrupted.
     case cancelled
 
@@ -88,6 +102,8 @@ public enum RunLockError: Error, Sendable, CustomStringConvertible {
             return "another mirror run (\(who)) still holds \(path) after waiting \(DurationSyntax.text(waited)); try again once it has finished, or wait longer"
         case .unusable(let path, let code):
             return "cannot lock \(path): \(String(cString: strerror(code)))"
+        case .refused(let reason):
+            return reason
         case .cancelled:
             return "interrupted while waiting for the lock"
         }

@@ -26,6 +26,7 @@ public final class StateStore: Sendable {
     }
 
     public static let schemaVersion: Int32 = 1
+    static let fileName = "state.sqlite"
 
     public let path: String
     private let connection: Mutex<Connection>
@@ -36,14 +37,23 @@ public final class StateStore: Sendable {
     }
 
     public static func location(root: String) -> String {
-        (root.endsWithSlash ? root : root + "/") + ".mirror/state.sqlite"
+        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + fileName
     }
 
     public static func open(root: String, mode: Mode) -> Opening {
         let path = location(root: root)
+        // SQLite opens the store by its path: `.mirror` is checked through the root's
+        // descriptor first, so that a symbolic link there is refused rather than followed.
+        let rootDirectory = RootDirectory(path: root)
+        let directory: Void?
+        do {
+            directory = try rootDirectory.withStateDirectory(create: mode == .readWrite) { _ in }
+        } catch {
+            return Opening(store: nil, problem: "\(error); deciding by size")
+        }
         switch mode {
         case .readOnly:
-            if access(path, F_OK) != 0 { return Opening(store: nil, problem: nil) }
+            if directory == nil || access(path, F_OK) != 0 { return Opening(store: nil, problem: nil) }
             // A run that was killed leaves its last records in the write-ahead log; only then
             // is the log read (through SQLite's existing shared-memory file).
             var log = stat()
@@ -55,17 +65,15 @@ public final class StateStore: Sendable {
                 return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
             }
         case .readWrite:
-            let directory = LexicalPath.directory(of: path)
-            if mkdir(directory, 0o777) != 0 && errno != EEXIST {
-                return Opening(store: nil, problem: "cannot create \(directory): \(String(cString: strerror(errno))); deciding by size")
-            }
             do {
                 return Opening(store: StateStore(path: path, connection: try Connection(path: path, readOnly: false, immutable: false)), problem: nil)
             } catch StoreError.newerSchema(let version) {
                 return Opening(store: nil, problem: "state store \(path) has schema \(version), newer than this mirror's \(schemaVersion); leaving it alone and deciding by size")
             } catch {
                 // A corrupt cache is thrown away and started afresh.
-                for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+                _ = try? rootDirectory.withStateDirectory(create: false) { directory in
+                    for suffix in ["", "-wal", "-shm"] { unlinkat(directory, fileName + suffix, 0) }
+                }
                 do {
                     let fresh = try Connection(path: path, readOnly: false, immutable: false)
                     return Opening(store: StateStore(path: path, connection: fresh), problem: "state store \(path) was unusable (\(error)); started a new one")
@@ -141,8 +149,8 @@ private final class Connection {
     init(path: String, readOnly: Bool, immutable: Bool) throws(StoreError) {
         var handle: OpaquePointer?
         let flags = readOnly
-            ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX
-            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+            ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
+            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let name = readOnly ? "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?mode=ro") : path
         let opened = sqlite3_open_v2(name, &handle, flags, nil)
         guard let handle else { throw .sqlite(code: opened, message: "cannot open") }

@@ -1,7 +1,7 @@
 import Glibc
 
 /// The few file operations sync needs, each turning errno into a `TransferFailure` that names
-/// the path.
+/// the path. Those that create, rename or remove files under the root are `RootDirectory`'s.
 enum FileSystem {
     /// `UTIME_NOW` from <sys/stat.h>, a macro Swift does not import.
     private static let utimeNow = (1 << 30) - 1
@@ -46,40 +46,22 @@ enum FileSystem {
         return above == trimmed ? nil : above
     }
 
-    /// Opens (creating if needed) a partial file for reading and writing. Never follows a
-    /// symlink at the final component; new files get 0666 minus the umask.
-    static func openPartial(_ path: String, truncate: Bool) throws(TransferFailure) -> Int32 {
-        var flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW
-        if truncate { flags |= O_TRUNC }
-        let fd = open(path, flags, 0o666)
-        if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
-        return fd
-    }
-
     static func size(of fd: Int32, path: String) throws(TransferFailure) -> Int64 {
         var info = stat()
         if fstat(fd, &info) != 0 { throw .localIO(path: path, operation: "inspect", errno: errno) }
         return Int64(info.st_size)
     }
 
-    /// Makes the file complete on disk under its final name: mtime, fsync, rename, and an
-    /// fsync of the directory so the rename itself survives a crash.
-    /// - Parameter directories: where the directory's fsync is shared with other renames;
-    ///   `nil` skips both fsyncs.
-    static func commit(fd: Int32, partial: String, destination: String, directory: String, modified: Int?, directories: DirectorySync?) throws(TransferFailure) {
+    /// What a finished file needs before it is renamed into place: its mtime and, when
+    /// `durable`, its bytes on disk.
+    static func prepareForCommit(fd: Int32, path: String, modified: Int?, durable: Bool) throws(TransferFailure) {
         if let modified {
             var times = [timespec(tv_sec: 0, tv_nsec: utimeNow), timespec(tv_sec: modified, tv_nsec: 0)]
             if futimens(fd, &times) != 0 {
-                throw .localIO(path: partial, operation: "set modification time of", errno: errno)
+                throw .localIO(path: path, operation: "set modification time of", errno: errno)
             }
         }
-        if directories != nil && fsync(fd) != 0 { throw .localIO(path: partial, operation: "fsync", errno: errno) }
-        if rename(partial, destination) != 0 {
-            throw .localIO(path: destination, operation: "rename into", errno: errno)
-        }
-        if let failed = directories?.sync(directory) {
-            throw .localIO(path: directory, operation: "fsync directory", errno: failed)
-        }
+        if durable && fsync(fd) != 0 { throw .localIO(path: path, operation: "fsync", errno: errno) }
     }
 
     /// fsync of a directory, so that the names created or renamed in it survive a crash.
@@ -128,27 +110,6 @@ enum FileSystem {
         }
     }
 
-    /// Writes the first `length` bytes of `source` into a new partial file at `target`,
-    /// replacing any.
-    static func copyPrefix(of source: String, to target: String, length: Int64) throws(TransferFailure) {
-        let input = open(source, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if input < 0 { throw .localIO(path: source, operation: "open", errno: errno) }
-        defer { close(input) }
-        let output = try openPartial(target, truncate: true)
-        var copiedAll = false
-        defer {
-            close(output)
-            // A half-made copy is nothing to resume from, and may hold the space a full disk lacks.
-            if !copiedAll { unlink(target) }
-        }
-        var copied: Int64 = 0
-        try forEachChunk(of: input, path: source, length: length) { bytes throws(TransferFailure) in
-            try write(bytes, to: output, at: copied, path: target)
-            copied += Int64(bytes.count)
-        }
-        copiedAll = true
-    }
-
     /// Reads `count` bytes at `offset` of an open file.
     static func read(fd: Int32, path: String, at offset: Int64, count: Int) throws(TransferFailure) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
@@ -163,9 +124,5 @@ enum FileSystem {
             done += read
         }
         return bytes
-    }
-
-    static func remove(_ path: String) {
-        _ = unlink(path)
     }
 }

@@ -74,6 +74,9 @@ public struct RunOptions: Sendable {
     public var retryAfterCap: Duration = .seconds(600)
     /// Time between connectivity checks while a host is unreachable.
     public var connectivityCheckInterval: Duration = .seconds(1)
+    /// The `*_proxy` variables: every request, and the connectivity check, goes through the
+    /// proxy they choose. Read from the process's environment unless set.
+    public var proxies = ProxyEnvironment.ofThisProcess
 
     public init(
         concurrency: Int, retryPolicy: RetryPolicy = .standard,

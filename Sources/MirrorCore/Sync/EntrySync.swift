@@ -65,17 +65,18 @@ struct EntrySync {
                 runner.emit(.fallingBack(dest: entry.dest, to: source.display, after: lastFailure))
             }
             let host = HostKey(source)
+            let target = conditions.target(for: source)
             lastSource = source
             var failuresHere = 0
             attempting: while true {
                 // Outages and Retry-After pauses are waited out without a transfer slot, so a
                 // host that asked for ten minutes' rest does not hold up the others.
-                if let host {
+                if let host, let target {
                     do {
-                        try await conditions.gate.beforeAttempt(talkingTo: host)
+                        try await conditions.gate.beforeAttempt(talkingTo: target)
                         try await conditions.pauses.waitOut(host)
                     } catch let unreachable as ConnectivityGate.Unreachable {
-                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: unreachable.host.description, waited: unreachable.waited)
+                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: unreachable.target.description, waited: unreachable.waited)
                         break attempting
                     } catch {
                         lastFailure = .cancelled
@@ -89,7 +90,7 @@ struct EntrySync {
                 }
                 // While this entry waited for its turn, a pause or an outage may have begun
                 // (the entry that met it holds its slot until it is in force): wait again.
-                if let host, conditions.pauses.isPaused(host) || conditions.gate.hasTrouble(host) {
+                if let host, let target, conditions.pauses.isPaused(host) || conditions.gate.hasTrouble(target) {
                     slot.release()
                     continue attempting
                 }
@@ -124,9 +125,9 @@ struct EntrySync {
                 }
                 if Task.isCancelled || lastFailure == .cancelled { break attempting }
 
-                if lastFailure.isNetworkLevel, let host {
+                if lastFailure.isNetworkLevel, let target {
                     do {
-                        if try await conditions.gate.afterFailure(talkingTo: host) == .cameBack,
+                        if try await conditions.gate.afterFailure(talkingTo: target) == .cameBack,
                            forgivenOutages < Self.maxForgivenOutages {
                             // The network was down, not the server: that attempt is not held
                             // against the entry, and the retry goes out at once.
@@ -134,7 +135,7 @@ struct EntrySync {
                             continue attempting
                         }
                     } catch {
-                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: error.host.description, waited: error.waited)
+                        lastFailure = Task.isCancelled ? .cancelled : .unreachable(host: error.target.description, waited: error.waited)
                         break attempting
                     }
                 }
@@ -168,7 +169,7 @@ struct EntrySync {
     private func failedReport(_ failure: TransferFailure, source: RemoteURL, action: Action, bytes: Int64, attempts: Int) -> EntryReport {
         // What is on disk now, not what an attempt meant to keep: "a partial file is kept"
         // must be true when it is said.
-        let partial = attempts == 0 ? nil : (try? LocalFacts.inspect(paths, resolved: runner.directories))?.partial.size
+        let partial = attempts == 0 ? nil : (try? LocalFacts.inspect(paths, in: runner.rootDirectory))?.partial.size
         return EntryReport(
             dest: entry.dest, url: source.display, action: action, outcome: .failed(failure),
             bytesTransferred: bytes, size: nil, attempts: attempts, sha256: nil, partialSize: partial
@@ -179,7 +180,7 @@ struct EntrySync {
         let paths = self.paths
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths, resolved: runner.directories)
+            local = try LocalFacts.inspect(paths, in: runner.rootDirectory)
         } catch {
             return Attempt(action: .fail(error), result: .failure(error))
         }
@@ -211,7 +212,7 @@ struct EntrySync {
         switch action {
         case .skip:
             if local.partial.size != nil {
-                FileSystem.remove(paths.partial)
+                runner.rootDirectory.removePartial(paths)
             }
             let verified = Planner.verifiedVersion(local: local, state: record)
             if let file, let identity = local.destinationIdentity, verified == nil || verified?.sha256 == nil {
@@ -219,7 +220,7 @@ struct EntrySync {
                 // hash included, so later runs and `verify` can tell if it changes.
                 var hash = destinationHash ?? ""
                 do throws(TransferFailure) {
-                    if destinationHash == nil { hash = try ManifestRunner.hashFile(paths.destination) }
+                    if destinationHash == nil { hash = try runner.hashDestination(paths) }
                 } catch {
                     return Attempt(action: .fail(error), result: .failure(error))
                 }
@@ -252,8 +253,7 @@ struct EntrySync {
                 return Attempt(action: action, result: .failure(refused))
             }
             do {
-                try FileSystem.makeDirectories(paths.directory, durable: runner.options.durable)
-                try FileSystem.copyPrefix(of: paths.destination, to: paths.partial, length: from)
+                try runner.rootDirectory.copyPrefix(paths, length: from, durable: runner.options.durable)
             } catch {
                 return Attempt(action: action, result: .failure(error))
             }
@@ -280,8 +280,7 @@ struct EntrySync {
         var attempt = Attempt(action: action, result: .failure(.cancelled))
         let fd: Int32
         do {
-            try FileSystem.makeDirectories(paths.directory, durable: runner.options.durable)
-            fd = try FileSystem.openPartial(paths.partial, truncate: offset == 0)
+            fd = try runner.rootDirectory.openPartial(paths, truncate: offset == 0, durable: runner.options.durable)
         } catch {
             attempt.result = .failure(error)
             return attempt
@@ -320,7 +319,7 @@ struct EntrySync {
 
         let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: remote?.size.map { $0 - offset })
         let store = self.store
-        let dest = entry.dest, url = source.display, partialPath = paths.partial
+        let dest = entry.dest, url = source.display, partialPath = paths.partial, rootDirectory = runner.rootDirectory
         let writer = PartialFileWriter(
             fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: remote?.size,
             pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
@@ -344,7 +343,7 @@ struct EntrySync {
                     // resume splice that version onto them: write none, and keep no partial
                     // file for that record to vouch for.
                     guard hasPartialRecord else { return nil }
-                    FileSystem.remove(partialPath)
+                    rootDirectory.removePartial(paths)
                     return .localConflict("cannot record in \(store.path) which version \(partialPath) holds (\(error)), and the record there is of another version; not writing to it")
                 }
                 return nil
@@ -430,7 +429,7 @@ struct EntrySync {
         var attempt = Attempt(action: action, result: .failure(.cancelled))
         let fd: Int32
         do {
-            fd = try FileSystem.openPartial(paths.partial, truncate: false)
+            fd = try runner.rootDirectory.openPartial(paths, truncate: false, durable: runner.options.durable)
         } catch {
             attempt.result = .failure(error)
             return attempt
@@ -489,18 +488,29 @@ struct EntrySync {
                 return .failure(.checksumMismatch(expected: pin, actual: digest))
             }
             if let keeping, keeping.sha256 == digest, keeping.local.size == size,
-               let (_, identity, _) = try? LocalFacts.inspectFile(paths.destination), identity == keeping.local {
-                close(fd)
-                FileSystem.remove(paths.partial)
-                updateRecord { record in
-                    record.partial = nil
-                    record.complete = CompleteVersion(validators: validators, sha256: digest, local: keeping.local)
+               let destination = try? runner.rootDirectory.openDestination(paths) {
+                defer { close(destination) }
+                if (try? LocalIdentity.of(fd: destination, path: paths.destination)) == keeping.local {
+                    close(fd)
+                    runner.rootDirectory.removePartial(paths)
+                    // The same bytes, perhaps under a new date: DEST takes it, as a download would,
+                    // so that its date still names its version if the record is ever lost.
+                    var local = keeping.local
+                    let modified = validators.lastModified.flatMap(HTTPDate.parse)
+                    if modified != nil,
+                       (try? FileSystem.prepareForCommit(fd: destination, path: paths.destination, modified: modified, durable: false)) != nil,
+                       let identity = try? LocalIdentity.of(fd: destination, path: paths.destination) {
+                        local = identity
+                    }
+                    updateRecord { record in
+                        record.partial = nil
+                        record.complete = CompleteVersion(validators: validators, sha256: digest, local: local)
+                    }
+                    return .success(Success(outcome: .skipped, size: size, sha256: digest))
                 }
-                return .success(Success(outcome: .skipped, size: size, sha256: digest))
             }
-            try FileSystem.commit(
-                fd: fd, partial: paths.partial, destination: paths.destination,
-                directory: paths.directory, modified: validators.lastModified.flatMap(HTTPDate.parse),
+            try runner.rootDirectory.commit(
+                fd: fd, paths, modified: validators.lastModified.flatMap(HTTPDate.parse),
                 directories: runner.options.durable ? runner.directorySync : nil
             )
             let identity = try? LocalIdentity.of(fd: fd, path: paths.destination)
@@ -529,14 +539,14 @@ struct EntrySync {
 
     /// Deletes the partial file and what the store recorded about it.
     private func discardPartial() {
-        FileSystem.remove(paths.partial)
+        runner.rootDirectory.removePartial(paths)
         updateRecord { $0.partial = nil }
     }
 
     /// An empty partial file holds nothing worth resuming: leave no trace of a failed start.
     private func removeIfEmpty(_ fd: Int32) {
         if (try? FileSystem.size(of: fd, path: paths.partial)) == 0 {
-            FileSystem.remove(paths.partial)
+            runner.rootDirectory.removePartial(paths)
         }
     }
 

@@ -9,7 +9,8 @@ public final class ManifestRunner: Sendable {
     let options: RunOptions
     let fetcher: Fetcher
     let probe: RemoteProbe
-    let directories = ResolvedDirectories()
+    /// Every destination is reached through it, without following a symbolic link.
+    let rootDirectory: RootDirectory
     /// Where finished files are hashed to the end, fsync'd and renamed.
     let blocking: BlockingPool
     /// `concurrency` permits for the requests of `sync`.
@@ -19,16 +20,19 @@ public final class ManifestRunner: Sendable {
     /// commits many files together and the network does not wait for the disk.
     let entryWidth: Int
     static let entriesPerTransfer = 4
-    let directorySync = DirectorySync()
+    let directorySync: DirectorySync
 
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
         self.options = options
-        fetcher = Fetcher(engine: TransferEngine())
+        fetcher = Fetcher(engine: TransferEngine(), proxies: options.proxies)
         probe = RemoteProbe(fetcher: fetcher)
         entryWidth = options.concurrency * Self.entriesPerTransfer
         blocking = BlockingPool(limit: entryWidth)
         slots = TransferSlots(options.concurrency)
+        let rootDirectory = RootDirectory(path: manifest.root)
+        self.rootDirectory = rootDirectory
+        directorySync = DirectorySync { rootDirectory.syncDirectory($0) }
     }
 
     /// Decides every entry without changing anything on disk: no files, no directories, not
@@ -55,11 +59,12 @@ public final class ManifestRunner: Sendable {
         let conditions = HostConditions(
             gate: ConnectivityGate(
                 wait: manifest.connectivity.wait,
-                probe: manifest.connectivity.probe.flatMap { HostKey($0) },
                 interval: options.connectivityCheckInterval,
-                onOutage: { host, wait in self.emit(.waitingForNetwork(host: host.description, wait: wait)) }
+                onOutage: { target, wait in self.emit(.waitingForNetwork(host: target.description, wait: wait)) }
             ),
-            pauses: HostPauses()
+            pauses: HostPauses(),
+            probe: manifest.connectivity.probe,
+            proxies: options.proxies
         )
         options.progress?.expect(manifest.entries.map { ($0.dest, $0.size) })
         let reports = await Self.boundedMap(manifest.entries, width: entryWidth) { entry in
@@ -85,7 +90,7 @@ public final class ManifestRunner: Sendable {
         let paths = paths(for: entry)
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths, resolved: directories)
+            local = try LocalFacts.inspect(paths, in: rootDirectory)
         } catch {
             return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .fail(error), localSize: nil, remoteSize: nil)
         }
@@ -133,7 +138,7 @@ public final class ManifestRunner: Sendable {
         var hash: String?
         if Planner.needsDestinationHash(local: local, remote: facts, pins: entry.pins, state: record) {
             do {
-                hash = try Self.hashFile(paths(for: entry).destination)
+                hash = try hashDestination(paths(for: entry))
             } catch {
                 return (remote, nil, .fail(error))
             }
@@ -142,12 +147,12 @@ public final class ManifestRunner: Sendable {
         return (remote, hash, action)
     }
 
-    /// SHA-256 of a whole local file.
-    static func hashFile(_ path: String) throws(TransferFailure) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
+    /// SHA-256 of a whole `DEST`, opened through the root without following a symbolic link.
+    func hashDestination(_ paths: DestinationPaths) throws(TransferFailure) -> String {
+        let fd = try rootDirectory.openDestination(paths)
         defer { close(fd) }
         let hasher = SHA256Hasher()
+        let path = paths.destination
         try hasher.update(fileDescriptor: fd, length: FileSystem.size(of: fd, path: path), path: path)
         return hasher.finalize()
     }

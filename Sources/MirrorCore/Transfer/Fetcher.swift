@@ -3,9 +3,12 @@ import FoundationEssentials
 /// Sends a request through the engine and follows redirects itself, hop by hop, so that it
 /// decides what travels to each new location: at most `maxRedirects` hops, only to http/https
 /// (ftp/ftps only when the original URL was ftp), and the manifest's headers, any URL
-/// credentials and the netrc login only while scheme, host and port stay the same.
+/// credentials and the netrc login only while scheme, host and port stay the same (default
+/// ports filled in): to that same origin they go along, to any other none. Each hop goes
+/// through the proxy that `proxies` chooses for its URL.
 struct Fetcher: Sendable {
     let engine: TransferEngine
+    let proxies: ProxyEnvironment
     static let maxRedirects = 10
 
     struct Result: Sendable {
@@ -20,6 +23,7 @@ struct Fetcher: Sendable {
         var originalScheme: String?
         var hops = 0
         while true {
+            request.proxy = proxies.proxy(for: request.url)?.url
             let outcome = await engine.perform(request, sink: sink)
             guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
                 return Result(outcome: outcome, redirectFailure: nil)
@@ -67,6 +71,11 @@ enum RedirectRule: Equatable {
             // Credentials written into the manifest's URL are for that host only.
             to.user = nil
             to.password = nil
+        } else if to.percentEncodedUser == nil && to.percentEncodedPassword == nil {
+            // The same server: the credentials it was given go along, as `curl -L` sends them.
+            // A Location (or libcurl's resolution of a relative one) carries none of its own.
+            to.percentEncodedUser = from.percentEncodedUser
+            to.percentEncodedPassword = from.percentEncodedPassword
         }
         guard let url = to.string else { return .refuse("unusable Location") }
         return .follow(url: url, sameOrigin: sameOrigin)

@@ -44,8 +44,12 @@ public struct ResponseHead: Sendable, Equatable {
     /// different ranges. libcurl believes one of them, so which bytes came is not known.
     public var contradiction: String? {
         for name in ["content-length", "content-range"] {
+            // Lengths are compared as numbers (`0100` is `100`), anything else as text.
+            let key = { (value: Substring) -> String in
+                name == "content-length" ? Int64(decimal: value).map(String.init) ?? String(value) : String(value)
+            }
             let distinct = values(name).reduce(into: [Substring]()) { seen, value in
-                if !seen.contains(value) { seen.append(value) }
+                if !seen.contains(where: { key($0) == key(value) }) { seen.append(value) }
             }
             if distinct.count > 1 {
                 return "\(name == "content-length" ? "Content-Length" : "Content-Range") given as \(distinct.map { "`\($0)`" }.joined(separator: " and "))"

@@ -1,4 +1,5 @@
 import CCurl
+import CLinux
 import Glibc
 
 /// The state of one request while the engine runs it. Lives on the engine's thread; curl's
@@ -27,6 +28,11 @@ final class TransferContext {
     private var windowStart: Int64 = 0
     private var windowBytes: Int64 = 0
     private var tooSlow = false
+    /// For a `file:` URL, a readable descriptor of the checked file, which libcurl opens again
+    /// through /proc (see `fileSourceURL`). Closed in `releaseHandle`.
+    private var fileSource: Int32 = -1
+    /// Why the request was refused before libcurl saw it.
+    private var refusal: String?
 
     static let receiveBufferSize = 512 * 1024
     static let userAgent = "mirror/\(MirrorVersion.string)"
@@ -49,8 +55,14 @@ final class TransferContext {
     /// Sets every option. `self` must stay alive (the engine holds it) until `finish`.
     func configure() throws(CurlSetupError) {
         let userdata = Unmanaged.passUnretained(self).toOpaque()
-        try easy.set(CURLOPT_URL, request.url, "CURLOPT_URL")
+        let url = request.protocols == RedirectRule.protocols(forScheme: "file") ? try fileSourceURL() : request.url
+        try easy.set(CURLOPT_URL, url, "CURLOPT_URL")
         try easy.set(CURLOPT_PROTOCOLS_STR, request.protocols, "CURLOPT_PROTOCOLS_STR")
+        // The proxy was chosen with `no_proxy` already applied (see `ProxyEnvironment`): libcurl
+        // must not read the environment again, so that the connectivity check and the transfer
+        // agree. An empty string means no proxy; an empty no-proxy list means no exceptions.
+        try easy.set(CURLOPT_PROXY, request.proxy ?? "", "CURLOPT_PROXY")
+        try easy.set(CURLOPT_NOPROXY, "", "CURLOPT_NOPROXY")
         // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
         try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
         try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
@@ -139,6 +151,55 @@ final class TransferContext {
 
     private func check(_ code: CURLcode, _ name: String) throws(CurlSetupError) {
         if code != CURLE_OK { throw CurlSetupError(option: name, code: code) }
+    }
+
+    /// libcurl opens a `file:` URL's path itself, with a blocking open(2): a FIFO there would
+    /// hold the engine's thread, and with it every transfer, timeout and cancellation, until
+    /// something writes to it; a device could be read for ever. So the path is opened here
+    /// first with O_PATH (which opens neither a FIFO nor a device), refused unless it is a
+    /// regular file, and libcurl gets /proc/self/fd/N of a readable descriptor of that very
+    /// file: whatever is put at the path after the check is never reached.
+    private func fileSourceURL() throws(CurlSetupError) -> String {
+        func refuse(_ reason: String) -> CurlSetupError {
+            refusal = reason
+            return CurlSetupError(option: "CURLOPT_URL", code: CURLE_FILE_COULDNT_READ_FILE)
+        }
+        guard let path = Self.filePath(of: request.url) else {
+            throw refuse("cannot read a local path from \(request.url)")
+        }
+        let located = mirror_open_location(path)
+        if located < 0 { throw refuse("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(located) }
+        var info = stat()
+        if fstat(located, &info) != 0 { throw refuse("cannot inspect \(path): \(String(cString: strerror(errno)))") }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            let kind = switch info.st_mode & S_IFMT {
+            case S_IFIFO: "a FIFO"
+            case S_IFDIR: "a directory"
+            case S_IFCHR, S_IFBLK: "a device"
+            case S_IFSOCK: "a socket"
+            default: "not a regular file"
+            }
+            throw refuse("\(path) is \(kind); mirror reads only regular files from file URLs")
+        }
+        let readable = open("/proc/self/fd/\(located)", O_RDONLY | O_CLOEXEC)
+        if readable < 0 {
+            let reason = errno == ENOENT ? "/proc is not mounted, and file URLs are read through it" : String(cString: strerror(errno))
+            throw refuse("cannot open \(path): \(reason)")
+        }
+        fileSource = readable
+        return "file:///proc/self/fd/\(readable)"
+    }
+
+    /// The local path a `file:` URL names, percent-decoded as libcurl decodes it.
+    private static func filePath(of url: String) -> String? {
+        guard let parsed = curl_url() else { return nil }
+        defer { curl_url_cleanup(parsed) }
+        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        var part: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(parsed, CURLUPART_PATH, &part, UInt32(CURLU_URLDECODE)) == CURLUE_OK, let part else { return nil }
+        defer { curl_free(part) }
+        return String(cString: part)
     }
 
     /// Called by libcurl at least once a second. Returns false to abort a transfer that has
@@ -286,7 +347,9 @@ final class TransferContext {
         var message = errorBuffer.pointee != 0
             ? String(cString: errorBuffer)
             : String(cString: curl_easy_strerror(code))
-        if tooSlow {
+        if let refusal {
+            message = refusal
+        } else if tooSlow {
             code = CURLE_OPERATION_TIMEDOUT
             message = "slower than \(request.minSpeed ?? 0) bytes/s for \(DurationSyntax.text(request.minSpeedTime))"
         } else if stalled {
@@ -308,6 +371,10 @@ final class TransferContext {
 
     func releaseHandle() {
         easy.cleanup()
+        if fileSource >= 0 {
+            close(fileSource)
+            fileSource = -1
+        }
         curl_slist_free_all(headerList)
         headerList = nil
     }

@@ -64,10 +64,14 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     /// A failure below HTTP, after which the network itself is in doubt: the connectivity
-    /// check runs before such a failure is retried.
+    /// check runs before such a failure is retried. A refused connection is not one: the
+    /// network carried the refusal, so the host (or the proxy) is up and said no. A failed name
+    /// lookup is, as libcurl does not tell an authoritative "no such host" from a resolver that
+    /// did not answer; the check's own lookup does (see `Reachability`).
     public var isNetworkLevel: Bool {
-        if case .curl(let code, _, _) = self { return Self.networkCurlCodes.contains(code) }
-        return false
+        guard case .curl(let code, _, let osErrno) = self else { return false }
+        if code == Int(CURLE_COULDNT_CONNECT.rawValue) && osErrno == ECONNREFUSED { return false }
+        return Self.networkCurlCodes.contains(code)
     }
 
     public var description: String {

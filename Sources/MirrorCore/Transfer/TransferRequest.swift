@@ -25,6 +25,8 @@ struct TransferRequest: Sendable {
     var ftpTLS: FTPTLS
     /// Comma-separated libcurl protocol names this request may use.
     var protocols: String
+    /// The proxy to go through (libcurl's syntax); nil: direct, whatever the environment says.
+    var proxy: String?
 
     init(
         url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,

@@ -370,26 +370,6 @@ struct LockAndVerifyCLITests {
     }
 }
 
-/// Exit status 4: the network stayed away past `connectivity.wait`.
-struct UnreachableCLITests {
-    @Test func aHostThatNeverAnswersExitsFour() throws {
-        let directory = try TemporaryDirectory()
-        let closed = try ClosedPort()
-        defer { withExtendedLifetime(closed) {} }
-        let port = closed.port
-        let text = "version: 1\nroot: root\nconcurrency: 1\nconnectivity:\n  wait: 2s\nfiles:\n"
-            + ["a", "b", "c"].map { "  - url: http://127.0.0.1:\(port)/\($0).bin\n" }.joined()
-        try directory.write(Data(text.utf8), to: "m.yaml")
-        let result = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path)
-        #expect(result.status == 4, "\(result)")
-        #expect(result.stderr.contains("127.0.0.1:\(port) is unreachable; transfers to it wait up to 2s"))
-        #expect(result.stderr.contains("the network stayed unreachable"))
-        // The queue behind the first entry does not wait all over again.
-        #expect(result.stderr.components(separatedBy: "is unreachable;").count == 2, "\(result)")
-        #expect(result.stderr.components(separatedBy: "FAILED").count == 4)
-    }
-}
-
 /// A signal stops the whole queue: entries that had not begun never start.
 struct InterruptedQueueCLITests {
     @Test func entriesQueuedBehindAnInterruptionNeverStart() throws {

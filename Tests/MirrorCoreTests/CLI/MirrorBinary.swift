@@ -77,9 +77,10 @@ enum MirrorBinary {
     ///   - umask: when set, mirror runs under it (through /bin/sh, which sets it).
     ///   - standardOutput, standardError: where stdout and stderr go instead of files (a
     ///     `PseudoTerminal`'s device).
+    ///   - launcher: a command line that runs mirror, e.g. `NetworkNamespace.launcher`.
     static func start(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
                       umask: mode_t? = nil, standardOutput: FileHandle? = nil, standardError: FileHandle? = nil,
-                      timeout: Duration = .seconds(60)) throws -> Running {
+                      launcher: [String] = [], timeout: Duration = .seconds(60)) throws -> Running {
         let scratch = try TemporaryDirectory(prefix: "mirror-cli")
         let out = scratch.path("stdout"), err = scratch.path("stderr")
         _ = FileManager.default.createFile(atPath: out, contents: nil)
@@ -88,6 +89,9 @@ enum MirrorBinary {
         if let umask {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", "umask \(String(umask, radix: 8)) && exec \"$0\" \"$@\"", try path()] + arguments
+        } else if let command = launcher.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = launcher.dropFirst() + [try path()] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: try path())
             process.arguments = arguments
@@ -109,7 +113,7 @@ enum MirrorBinary {
 
     /// Runs `mirror arguments` to completion.
     static func run(_ arguments: [String], in directory: String, environment extra: [String: String] = [:],
-                    umask: mode_t? = nil, timeout: Duration = .seconds(60)) throws -> Result {
-        try start(arguments, in: directory, environment: extra, umask: umask, timeout: timeout).wait()
+                    umask: mode_t? = nil, launcher: [String] = [], timeout: Duration = .seconds(60)) throws -> Result {
+        try start(arguments, in: directory, environment: extra, umask: umask, launcher: launcher, timeout: timeout).wait()
     }
 }

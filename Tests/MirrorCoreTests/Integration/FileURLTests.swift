@@ -29,3 +29,45 @@ struct FileURLTests {
         }
     }
 }
+
+/// libcurl opens a file URL's path itself, with a blocking open: a FIFO there held the
+/// transfer engine's thread, so the run never ended, neither by its timeout nor by SIGTERM.
+@Suite(.serialized)
+struct FileURLFIFOTests {
+    @Test func aFIFOAsAFileSourceFailsAtOnceAndSIGTERMStillEndsTheRun() throws {
+        setenv("no_proxy", "*", 1)
+        let directory = try TemporaryDirectory(prefix: "mirror-fifo")
+        let fifo = directory.path("pipe")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // A second entry that stays in flight, so there is a run left to end with SIGTERM.
+        let server = try FaultServer.start()
+        server.route("/slow.bin", reply: .file(randomData(count: 1000, seed: 96)).delayed(by: .seconds(30)))
+        let text = """
+            version: 1
+            allow_file: true
+            root: out
+            concurrency: 2
+            files:
+              - url: file://\(fifo)
+                dest: pipe.bin
+              - url: \(server.url("/slow.bin"))
+                dest: slow.bin
+                timeout: 60s
+            """
+        try directory.write(Data(text.utf8), to: "m.yaml")
+
+        let running = try MirrorBinary.start(["sync", "m.yaml"], in: directory.path, timeout: .seconds(30))
+        let deadline = ContinuousClock.now + .seconds(15)
+        func stderr() -> String { String(decoding: running.scratch.contents(of: "stderr") ?? Data(), as: UTF8.self) }
+        while !stderr().contains("FAILED pipe.bin") && ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        #expect(stderr().contains("FAILED pipe.bin: \(fifo) is a FIFO; mirror reads only regular files from file URLs"), "\(stderr())")
+        #expect(stderr().contains("1 attempt"), "not retried")
+        #expect(server.waitForRequests(1, timeout: .seconds(15)).count == 1, "the other entry is in flight")
+        kill(running.pid, SIGTERM)
+        let result = try running.wait()
+        #expect(result.status == 143, "\(result)")
+        #expect(!directory.listing("out").contains { $0.hasPrefix("pipe.bin") })
+    }
+}

@@ -238,6 +238,54 @@ struct StateTests {
         #expect(directory.files("root") == ["f.bin"], "the bad download was discarded")
     }
 
+    /// The pinned upgrade: the manifest pins v2, DEST is v1, and the download of v2 is cut.
+    /// DEST fails its pin, but the partial file of v2 is continued, not thrown away.
+    @Test func aPinnedUpgradeCutMidwayIsResumedNotRestarted() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        _ = try await runner(manifest()).sync()
+        let pinned = try manifest("    sha256: \(SHA256Hasher.hex(of: Self.v2))\n")
+        server.route("/f.bin", method: "HEAD", reply: .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2))
+        server.route("/f.bin", method: "GET", replies: [
+            .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2).cut(afterBodyBytes: 200_000),
+            .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2),
+        ])
+        #expect(try await runner(pinned).sync()[0].failed, "cut, no retries")
+        server.clearRequests()
+
+        let reports = try await runner(pinned).sync()
+        #expect(reports[0].outcome == .transferred)
+        let gets = server.requests.filter { $0.method == "GET" }
+        #expect(gets.map { $0.headers["Range"] } == ["bytes=200000-"])
+        #expect(local == Self.v2)
+    }
+
+    /// Some servers put validators on GET replies only. A HEAD that names no version is
+    /// followed by a one-byte GET for them, so the entry is not fetched again on every run.
+    @Test func validatorsOnlyOnGetRepliesStillMakeASecondRunANoOp() async throws {
+        server.route("/f.bin", method: "HEAD", reply: .file(Self.v1))
+        server.route("/f.bin", method: "GET", reply: .file(Self.v1, etag: "\"g1\"", lastModified: Self.date1))
+        _ = try await runner(manifest()).sync()
+        server.clearRequests()
+
+        let reports = try await runner(manifest()).sync()
+        #expect(reports[0].outcome == .skipped)
+        #expect(server.requests.map { "\($0.method) \($0.headers["Range"] ?? "-")" } == ["HEAD -", "GET bytes=0-0"])
+    }
+
+    /// The pin decides, not the server's size, and the same whether a record exists or not.
+    @Test func aFileMatchingItsPinIsKeptWhateverTheServerSaysWithOrWithoutARecord() async throws {
+        serve(Self.v1, etag: "\"v1\"")
+        let pinned = try manifest("    sha256: \(SHA256Hasher.hex(of: Self.v1))\n")
+        _ = try await runner(pinned).sync()
+        let longer = Self.v2 + Data(count: 1_000)
+        serve(longer, etag: "\"v3\"", date: Self.date2)
+        #expect(try await runner(pinned).sync().map(\.outcome) == [.skipped])
+        for suffix in ["", "-wal", "-shm"] { unlink(directory.path("root/.mirror/state.sqlite" + suffix)) }
+        #expect(await runner(pinned).plan().map(\.action) == [.skip])
+        #expect(try await runner(pinned).sync().map(\.outcome) == [.skipped])
+        #expect(local == Self.v1)
+    }
+
     @Test func aFailedOverlapCheckIsNeverTrustedByTheNextRun() async throws {
         serve(Self.v1, etag: "\"v1\"")
         // A partial file of unknown origin whose bytes are not the server's.

@@ -234,4 +234,26 @@ struct SyncAgainstNginxTests {
         #expect(fixture.local("resumed.bin")?.fingerprint == data.fingerprint)
         #expect(fixture.local("restarted.bin")?.fingerprint == data.fingerprint)
     }
+
+    /// A redirect to the same scheme, host and port keeps the URL's credentials, as `curl -L`
+    /// does: nginx behind basic auth answering `return 302 /private/x` is followed to a 200.
+    @Test func aSameOriginRedirectKeepsTheURLCredentials() async throws {
+        let data = randomData(count: 40_000, seed: 92)
+        let auth = try TemporaryDirectory(prefix: "mirror-auth")
+        try auth.write(Data("robot:{PLAIN}hunter2\n".utf8), to: "htpasswd")
+        let fixture = try SyncFixture(files: ["private/x": data], nginx: NginxOptions(extraServerConfiguration: """
+            location /private/ {
+                auth_basic "mirror";
+                auth_basic_user_file "\(auth.path("htpasswd"))";
+                location = /private/old { return 302 /private/x; }
+            }
+            """))
+        let url = fixture.nginx.url("/private/old").replacingOccurrences(of: "http://", with: "http://robot:hunter2@")
+        let reports = try await fixture.runner(try fixture.load("version: 1\nroot: root\nfiles:\n  - url: \(url)\n    dest: x\n")).sync()
+
+        #expect(reports[0].outcome == .transferred, "\(reports[0].outcome)")
+        #expect(fixture.local("x")?.fingerprint == data.fingerprint)
+        let followed = try fixture.settledRequests().filter { $0.uri == "/private/x" }
+        #expect(!followed.isEmpty && followed.allSatisfy { $0.status == 200 && $0.authorization?.hasPrefix("Basic ") == true })
+    }
 }

@@ -34,8 +34,18 @@ final class FaultServer: Sendable {
     /// Starts listening on `host` (any 127.0.0.0/8 address) and `port` (0: a free one).
     static func start(host: String = "127.0.0.1", port: UInt16 = 0) throws -> FaultServer {
         let address = try LoopbackAddress(host)
-        let (descriptor, boundPort) = try LoopbackSocket.listen(on: address, port: port)
-        let engine = Engine(listener: descriptor, address: address, port: boundPort)
+        return serve(address, try LoopbackSocket.listen(on: address, port: port))
+    }
+
+    /// Starts listening inside `namespace` (on its loopback, which the test can take down):
+    /// only processes in there reach it.
+    static func start(in namespace: NetworkNamespace, port: UInt16 = 0) throws -> FaultServer {
+        let address = try LoopbackAddress("127.0.0.1")
+        return serve(address, try namespace.entered { try LoopbackSocket.listen(on: address, port: port) })
+    }
+
+    private static func serve(_ address: LoopbackAddress, _ listener: (descriptor: Int32, port: UInt16)) -> FaultServer {
+        let engine = Engine(listener: listener.descriptor, address: address, port: listener.port)
         engine.startAccepting()
         return FaultServer(engine: engine)
     }

@@ -1,0 +1,97 @@
+import Glibc
+
+/// An entry's `DEST` and `DEST.part`, each reached through a descriptor of their directory
+/// opened from the root (see `RootDirectory`): none of these follows a symbolic link.
+extension RootDirectory {
+    /// Looks at `DEST` and `DEST.part` without following a symbolic link; reads and writes
+    /// nothing. A directory on the way that does not exist means both are missing.
+    func inspect(_ paths: DestinationPaths) throws(TransferFailure) -> LocalFacts {
+        let facts = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+            let (destination, identity, modified) = try LocalFacts.inspectFile(paths.name, in: directory, path: paths.destination)
+            let (partial, _, _) = try LocalFacts.inspectFile(paths.partialName, in: directory, path: paths.partial)
+            return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity, destinationModified: modified)
+        }
+        return facts ?? LocalFacts(destination: .missing, partial: .missing)
+    }
+
+    /// Opens (creating it and its directories if needed) the partial file for reading and
+    /// writing; new files get 0666 minus the umask.
+    func openPartial(_ paths: DestinationPaths, truncate: Bool, durable: Bool) throws(TransferFailure) -> Int32 {
+        var flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW
+        if truncate { flags |= O_TRUNC }
+        let fd = try withDirectory(paths.relativeDirectory, create: true, durable: durable) { directory throws(TransferFailure) in
+            let fd = openat(directory, paths.partialName, flags, 0o666)
+            if fd < 0 { throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: errno) }
+            return fd
+        }
+        guard let fd else { throw .localIO(path: paths.directory, operation: "create directory", errno: ENOENT) }
+        return fd
+    }
+
+    /// Opens `DEST` for reading.
+    func openDestination(_ paths: DestinationPaths) throws(TransferFailure) -> Int32 {
+        let fd = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+            let fd = openat(directory, paths.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            if fd < 0 { throw Self.failure(opening: paths.name, in: directory, path: paths.destination, errno: errno) }
+            return fd
+        }
+        guard let fd else { throw .localIO(path: paths.destination, operation: "open", errno: ENOENT) }
+        return fd
+    }
+
+    /// Writes the first `length` bytes of `DEST` into a new partial file, replacing any.
+    func copyPrefix(_ paths: DestinationPaths, length: Int64, durable: Bool) throws(TransferFailure) {
+        let input = try openDestination(paths)
+        defer { close(input) }
+        let done: Void? = try withDirectory(paths.relativeDirectory, create: true, durable: durable) { directory throws(TransferFailure) in
+            let output = openat(directory, paths.partialName, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o666)
+            if output < 0 { throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: errno) }
+            var copiedAll = false
+            defer {
+                close(output)
+                // A half-made copy is nothing to resume from, and may hold the space a full disk lacks.
+                if !copiedAll { unlinkat(directory, paths.partialName, 0) }
+            }
+            var copied: Int64 = 0
+            try FileSystem.forEachChunk(of: input, path: paths.destination, length: length) { bytes throws(TransferFailure) in
+                try FileSystem.write(bytes, to: output, at: copied, path: paths.partial)
+                copied += Int64(bytes.count)
+            }
+            copiedAll = true
+        }
+        if done == nil { throw .localIO(path: paths.directory, operation: "create directory", errno: ENOENT) }
+    }
+
+    /// Makes the file complete on disk under its final name: mtime, fsync, rename, and an
+    /// fsync of the directory so the rename itself survives a crash.
+    /// - Parameter directories: where the directory's fsync is shared with other renames;
+    ///   `nil` skips both fsyncs.
+    func commit(fd: Int32, _ paths: DestinationPaths, modified: Int?, directories: DirectorySync?) throws(TransferFailure) {
+        try FileSystem.prepareForCommit(fd: fd, path: paths.partial, modified: modified, durable: directories != nil)
+        let renamed: Void? = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+            if renameat(directory, paths.partialName, directory, paths.name) != 0 {
+                throw .localIO(path: paths.destination, operation: "rename into", errno: errno)
+            }
+        }
+        if renamed == nil { throw .localIO(path: paths.destination, operation: "rename into", errno: ENOENT) }
+        if let failed = directories?.sync(paths.relativeDirectory) {
+            throw .localIO(path: paths.directory, operation: "fsync directory", errno: failed)
+        }
+    }
+
+    /// Removes the partial file, if it is there; a symbolic link on the way is left alone.
+    func removePartial(_ paths: DestinationPaths) {
+        _ = try? withDirectory(paths.relativeDirectory) { directory in
+            _ = unlinkat(directory, paths.partialName, 0)
+        }
+    }
+
+    /// The failure of an `openat` of `name`: a symbolic link there is refused by name.
+    private static func failure(opening name: String, in directory: Int32, path: String, errno code: Int32) -> TransferFailure {
+        var info = stat()
+        if code == ELOOP, fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFLNK {
+            return refusal(path)
+        }
+        return .localIO(path: path, operation: "open", errno: code)
+    }
+}

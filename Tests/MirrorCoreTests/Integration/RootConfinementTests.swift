@@ -1,0 +1,118 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import MirrorCore
+
+/// Nothing is created, written, renamed or removed outside the root: not through a directory
+/// swapped for a symbolic link while an entry is being worked on, and not through a symlinked
+/// `ROOT/.mirror`. A watch on the directory outside records what the kernel did there.
+@Suite(.serialized)
+struct RootConfinementTests {
+    let directory: TemporaryDirectory
+    let server: FaultServer
+    static let data = randomData(count: 300_000, seed: 120)
+
+    init() throws {
+        setenv("no_proxy", "*", 1)
+        directory = try TemporaryDirectory(prefix: "mirror-confine")
+        server = try FaultServer.start()
+        try FileManager.default.createDirectory(atPath: directory.path("root/d"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory.path("outside"), withIntermediateDirectories: true)
+    }
+
+    func manifest(dest: String) throws -> Manifest {
+        let text = "version: 1\nroot: root\nfiles:\n  - url: \(server.url("/a.bin"))\n    dest: \(dest)\n"
+        return try ManifestLoader.parse(text: text, path: "m.yaml", baseDirectory: directory.path, environment: [:])
+    }
+
+    /// Moves `root/d` aside (it stays inside the root) and puts a symlink to `outside` in its place.
+    func swapDirectoryForLink() {
+        precondition(rename(directory.path("root/d"), directory.path("root/d-moved")) == 0)
+        precondition(symlink(directory.path("outside"), directory.path("root/d")) == 0)
+    }
+
+    @Test func aDirectorySwappedForASymlinkBeforeThePartialFileIsOpenedReceivesNoFile() async throws {
+        server.route("/a.bin", reply: .file(Self.data, etag: "\"v1\""))
+        let swapped = SwapFlag()
+        let options = RunOptions(concurrency: 1, events: { [self] event in
+            // Emitted after the entry's directory was inspected and before anything is opened.
+            if case .decided(dest: "d/a.bin", _) = event, !swapped.value.exchange(true, ordering: .relaxed) {
+                swapDirectoryForLink()
+            }
+        })
+        let watch = try WriteWatch(directory.path("outside"))
+        let reports = try await ManifestRunner(manifest: manifest(dest: "d/a.bin"), options: options).sync()
+
+        let didSwap = swapped.value.load(ordering: .relaxed)
+        #expect(didSwap)
+        #expect(watch.changes() == [], "nothing may change outside the root")
+        #expect(directory.listing("outside") == [])
+        guard case .failed(.localConflict(let reason)) = reports[0].outcome else {
+            Issue.record("expected a refusal, got \(reports[0].outcome)")
+            return
+        }
+        #expect(reason.contains(directory.path("root/d") + " is a symbolic link"), "\(reason)")
+    }
+
+    @Test func aDirectorySwappedForASymlinkDuringTheDownloadGetsNoRename() async throws {
+        // The body stalls long enough for the swap; a decoy waits outside under the partial's name.
+        server.route("/a.bin", reply: .file(Self.data, etag: "\"v1\"").stalled(afterBodyBytes: 100_000, for: .seconds(3)))
+        try directory.write(Data("decoy".utf8), to: "outside/a.bin.part")
+        let watch = try WriteWatch(directory.path("outside"))
+        let runner = try ManifestRunner(manifest: manifest(dest: "d/a.bin"), options: RunOptions(concurrency: 1))
+        let sync = Task { try await runner.sync() }
+        // With nothing on disk the GET is the first request, sent once the partial file is open.
+        // Waited for without blocking a thread of the pool the sync runs on.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while server.requests.isEmpty && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(server.requests.count == 1)
+        swapDirectoryForLink()
+        let reports = try await sync.value
+
+        #expect(watch.changes() == [], "nothing may change outside the root")
+        #expect(directory.listing("outside") == ["a.bin.part"])
+        #expect(directory.contents(of: "outside/a.bin.part") == Data("decoy".utf8))
+        guard case .failed(.localConflict(let reason)) = reports[0].outcome else {
+            Issue.record("expected a refusal, got \(reports[0].outcome)")
+            return
+        }
+        #expect(reason.contains(directory.path("root/d") + " is a symbolic link"), "\(reason)")
+        #expect(directory.contents(of: "root/d-moved/a.bin.part")?.count == Self.data.count, "the download stays where it was made")
+    }
+
+    @Test func aSymlinkedStateDirectoryIsRefusedAndNothingIsMadeOutside() throws {
+        server.route("/a.bin", reply: .file(Self.data))
+        try FileManager.default.createDirectory(atPath: directory.path("outside/state"), withIntermediateDirectories: true)
+        precondition(symlink(directory.path("outside/state"), directory.path("root/.mirror")) == 0)
+        let text = "version: 1\nroot: root\nfiles:\n  - url: \(server.url("/a.bin"))\n"
+        try directory.write(Data(text.utf8), to: "m.yaml")
+        let watch = try WriteWatch(directory.path("outside"))
+
+        let sync = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path)
+        #expect(sync.status == 2, "\(sync)")
+        #expect(sync.stderr.contains(directory.path("root/.mirror") + " is a symbolic link"), "\(sync)")
+        let plan = try MirrorBinary.run(["plan", "-v", "m.yaml"], in: directory.path)
+        #expect(plan.status == 0, "\(plan)")
+        #expect(plan.stderr.contains(".mirror is a symbolic link"), "\(plan)")
+        _ = try MirrorBinary.run(["verify", "m.yaml"], in: directory.path)
+
+        #expect(watch.changes() == [], "nothing may change outside the root")
+        #expect(directory.listing("outside") == ["state"])
+        #expect(directory.listing("root") == [".mirror", "d"], "nothing was transferred")
+    }
+
+    @Test func aSymlinkThatStaysInsideTheRootIsRefusedToo() async throws {
+        server.route("/a.bin", reply: .file(Self.data))
+        precondition(symlink("d", directory.path("root/alias")) == 0)
+        let reports = try await ManifestRunner(manifest: manifest(dest: "alias/a.bin"), options: RunOptions(concurrency: 1)).sync()
+
+        #expect(reports[0].outcome == .failed(.localConflict(RootDirectory.refusal(directory.path("root/alias")).description)))
+        #expect(directory.listing("root/d") == [])
+    }
+}
+
+private final class SwapFlag: Sendable {
+    let value = Atomic<Bool>(false)
+}
