@@ -92,17 +92,13 @@ enum BodyPlacement: Equatable, Sendable {
         return EntityTag.stronglyMatch(recorded, sent)
     }
 
-    /// How `head`'s validators contradict those of the version on disk, if they do. ETags are
-    /// compared weakly: the server has already judged the `If-Range` (a strong ETag or a date),
-    /// and a tag that lost its `W/` as the file aged names the same version.
+    /// How `head`'s validators contradict those of the version on disk, if they do: the same
+    /// judgement as the planner's (`RemoteValidators.difference`), ETags compared weakly (the
+    /// server has already judged the `If-Range`, and a tag that lost its `W/` as the file aged
+    /// names the same version). A reply that names no version leaves the judgement to that
+    /// `If-Range`; one that names it only in a way the record cannot be compared with does not.
     private static func differs(_ head: ResponseHead, from startedFrom: RemoteValidators) -> String? {
-        if let expected = startedFrom.etag, let sent = head.etag, !EntityTag.weaklyMatch(expected, sent) {
-            return "ETag \(sent), the partial file has \(expected)"
-        }
-        if startedFrom.etag == nil || head.etag == nil,
-           let expected = startedFrom.lastModified, let sent = head.lastModified, expected != sent {
-            return "Last-Modified \(sent), the partial file has \(expected)"
-        }
-        return nil
+        guard head.etag != nil || head.lastModified != nil else { return nil }
+        return startedFrom.difference(from: RemoteValidators(etag: head.etag, lastModified: head.lastModified, size: nil))
     }
 }
