@@ -16,7 +16,7 @@ struct SyncAgainstNginxTests {
         let fixture = try SyncFixture(files: [
             "complete.bin": complete, "half.bin": half, "shrunk.bin": shrunk, "missing.bin": missing,
         ])
-        try fixture.putLocal(complete, at: "complete.bin")
+        try fixture.putLocalCopy(of: "complete.bin", at: "complete.bin")
         try fixture.putLocal(half.prefix(500_000), at: "half.bin")
         try fixture.putLocal(randomData(count: 60_000, seed: 9), at: "shrunk.bin")
         let manifest = try fixture.load(fixture.manifest([

@@ -30,6 +30,15 @@ final class SyncFixture: Sendable {
         try directory.write(data, to: "root/" + dest)
     }
 
+    /// Puts a copy of the served file `path` at `dest`, dated as the server dates it (as mirror,
+    /// `wget -N` or `curl -R` leave a download): with no record, that date is what makes it a
+    /// known version.
+    func putLocalCopy(of path: String, at dest: String) throws {
+        try putLocal(served(path), at: dest)
+        let date = try FileManager.default.attributesOfItem(atPath: directory.path("site/" + path))[.modificationDate]
+        try FileManager.default.setAttributes([.modificationDate: date as Any], ofItemAtPath: rootPath(dest))
+    }
+
     /// A manifest text with one entry per (url path, dest, extra lines).
     func manifest(_ entries: [(path: String, dest: String)], extra: String = "") -> String {
         var text = "version: 1\nroot: root\n\(extra)files:\n"
