@@ -15,6 +15,11 @@ public struct Manifest: Sendable, Equatable {
     public var allowFile: Bool
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
+    /// Where relative paths were resolved from: the manifest's own directory (`root`,
+    /// `ca_file`) and the working directory (`--root`, the CA variables). `mirror lock` reloads
+    /// its pinned text from the same places.
+    var manifestDirectory = "/"
+    var currentDirectory = "/"
 
     public init(
         path: String, version: Int, root: String, concurrency: Int,

@@ -69,9 +69,12 @@ struct ManifestDecoder {
         }
 
         guard diagnostics.isEmpty, let rootDirectory else { return nil }
-        return Manifest(
+        var manifest = Manifest(
             path: file, version: 1, root: rootDirectory, concurrency: concurrency,
             connectivity: connectivity, allowFile: allowFile, entries: entries)
+        manifest.manifestDirectory = rootResolution.manifestDirectory
+        manifest.currentDirectory = rootResolution.currentDirectory
+        return manifest
     }
 
     private mutating func decodeRoot(_ node: YAMLNode?, resolution: RootResolution) -> String? {

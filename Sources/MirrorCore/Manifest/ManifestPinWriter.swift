@@ -188,8 +188,11 @@ extension ManifestPinWriter {
         do throws(ManifestError) {
             reloaded = try ManifestLoader.decode(
                 updated, path: manifest.path,
-                // The root is the one already resolved, so no directory is needed to resolve it.
-                rootResolution: .init(manifestDirectory: "/", override: manifest.root, currentDirectory: "/"),
+                // The root is the one already resolved; `ca_file` and the CA variables resolve
+                // from where the first load resolved them.
+                rootResolution: .init(
+                    manifestDirectory: manifest.manifestDirectory, override: manifest.root,
+                    currentDirectory: manifest.currentDirectory),
                 environment: environment)
         } catch {
             // Its positions are in text that was never written: only the problem is named.

@@ -398,10 +398,14 @@ struct EntrySync {
                 // ask, as the probe skipped for a new file would have.
                 total = probed.size
             }
-            if let total, writer.position != total {
-                attempt.result = .failure(writer.position < total
-                    ? .partialBody(received: writer.position, expected: total)
-                    : .sizeMismatch(expected: total, actual: writer.position))
+            if let total, writer.position < total {
+                attempt.result = .failure(.partialBody(received: writer.position, expected: total))
+                return attempt
+            }
+            if let total, writer.position > total {
+                // Longer than the server's own size: nothing in it is worth resuming.
+                discardPartial()
+                attempt.result = .failure(.sizeMismatch(expected: total, actual: writer.position))
                 return attempt
             }
             size = writer.position

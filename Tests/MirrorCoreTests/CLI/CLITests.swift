@@ -279,6 +279,22 @@ struct LockAndVerifyCLITests {
         #expect(verify.stdout.contains("2 ok"))
     }
 
+    /// Lock reloads its pinned text to check it: a relative `ca_file` must resolve from the
+    /// manifest's directory then too, also when mirror runs from another directory.
+    @Test func lockPinsAManifestWithARelativeCAFile() throws {
+        let fixture = try Self.setUp()
+        let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("examples/internal-ca.pem")
+        try fixture.directory.write(try Data(contentsOf: example), to: "sub/ca.pem")
+        let text = "version: 1\nroot: root\ndefaults:\n  ca_file: ca.pem\nfiles:\n  - url: \(fixture.nginx.url("/a.bin"))\n"
+        try fixture.directory.write(Data(text.utf8), to: "sub/m.yaml")
+
+        let locked = try MirrorBinary.run(["lock", "sub/m.yaml"], in: fixture.directory.path)
+        #expect(locked.status == 0, "\(locked)")
+        #expect(fixture.directory.contents(of: "sub/m.yaml").map { String(decoding: $0, as: UTF8.self) }?
+            .contains("sha256: \(SHA256Hasher.hex(of: Self.a))") == true)
+    }
+
     @Test func lockRefusesAFlowStyleEntryBeforeDownloadingAnything() throws {
         let fixture = try SyncFixture(files: ["a.bin": Self.a])
         let text = "version: 1\nroot: root\nfiles:\n  - {url: \"\(fixture.nginx.url("/a.bin"))\"}\n"
