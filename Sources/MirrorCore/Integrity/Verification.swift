@@ -29,7 +29,7 @@ extension ManifestRunner {
     /// network request and without writing anything. A hash recorded in the store is reused
     /// while the file's size, mtime and inode are unchanged, unless `rehash` is set.
     public func verify(rehash: Bool) async -> [VerifiedEntry] {
-        let opening = StateStore.open(root: manifest.root, mode: .readOnly)
+        let opening = StateStore.open(in: rootDirectory, mode: .readOnly)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)

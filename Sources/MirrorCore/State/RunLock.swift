@@ -25,7 +25,13 @@ public final class RunLock: Sendable {
 
     /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
     public static func acquire(root: String, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
-        let path = location(root: root)
+        try await acquire(in: RootDirectory(path: root), wait: wait)
+    }
+
+    /// The same, in a root the run has opened already: the lock, the store and the files are
+    /// then all in the one directory it opened, whatever is renamed meanwhile.
+    static func acquire(in root: RootDirectory, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
+        let path = location(root: root.path)
         let fd = try openLockFile(root: root, path: path)
         let deadline = ContinuousClock.now + (wait ?? .zero)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -62,10 +68,10 @@ public final class RunLock: Sendable {
 
     /// Opens (creating it and `ROOT/.mirror` if needed) the lock file, through the root's
     /// descriptor: a symbolic link at `.mirror` or at the lock file is refused.
-    private static func openLockFile(root: String, path: String) throws(RunLockError) -> Int32 {
+    private static func openLockFile(root: RootDirectory, path: String) throws(RunLockError) -> Int32 {
         let opened: Int32?
         do {
-            opened = try RootDirectory(path: root).withStateDirectory(create: true) { directory throws(TransferFailure) in
+            opened = try root.withStateDirectory(create: true) { directory throws(TransferFailure) in
                 let fd = openat(directory, fileName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
                 if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
                 return fd

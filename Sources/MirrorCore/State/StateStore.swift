@@ -41,10 +41,14 @@ public final class StateStore: Sendable {
     }
 
     public static func open(root: String, mode: Mode) -> Opening {
-        let path = location(root: root)
+        open(in: RootDirectory(path: root), mode: mode)
+    }
+
+    /// The same, in a root the run has opened already (see `RunLock.acquire(in:wait:)`).
+    static func open(in rootDirectory: RootDirectory, mode: Mode) -> Opening {
+        let path = location(root: rootDirectory.path)
         // SQLite opens the store by its path: `.mirror` is checked through the root's
         // descriptor first, so that a symbolic link there is refused rather than followed.
-        let rootDirectory = RootDirectory(path: root)
         let directory: Void?
         do {
             directory = try rootDirectory.withStateDirectory(create: mode == .readWrite) { _ in }

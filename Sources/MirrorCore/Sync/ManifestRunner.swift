@@ -38,7 +38,7 @@ public final class ManifestRunner: Sendable {
     /// Decides every entry without changing anything on disk: no files, no directories, not
     /// even the state store (read if present, never written).
     public func plan() async -> [PlannedEntry] {
-        let opening = StateStore.open(root: manifest.root, mode: .readOnly)
+        let opening = StateStore.open(in: rootDirectory, mode: .readOnly)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
@@ -51,8 +51,8 @@ public final class ManifestRunner: Sendable {
     /// Reports come back in manifest order. Holds the run lock on the root throughout; throws
     /// only when that lock cannot be had.
     public func sync() async throws(RunLockError) -> [EntryReport] {
-        let lock = try await RunLock.acquire(root: manifest.root, wait: options.lockWait)
-        let opening = StateStore.open(root: manifest.root, mode: .readWrite)
+        let lock = try await RunLock.acquire(in: rootDirectory, wait: options.lockWait)
+        let opening = StateStore.open(in: rootDirectory, mode: .readWrite)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
