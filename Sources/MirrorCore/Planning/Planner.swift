@@ -28,7 +28,7 @@ public enum Planner {
         let current = RemoteValidators(etag: file.etag, lastModified: file.lastModified, size: total)
         // Without an ETag or a Last-Modified nothing tells one version from the next: a file
         // of the same size may hold other bytes. Only a sha256 pin can vouch for bytes then.
-        let versionKnown = file.etag != nil || file.lastModified != nil
+        let versionKnown = current.namesVersion
         var verified = verifiedVersion(local: local, state: state)
         if verified == nil, let complete = state?.complete, let recorded = complete.sha256,
            let actual = destinationSHA256, actual == recorded, local.destination.size == complete.local.size {

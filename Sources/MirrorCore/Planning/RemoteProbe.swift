@@ -25,7 +25,7 @@ struct RemoteProbe: Sendable {
             return .unavailable(.contradictoryReply(contradiction))
         }
         let headLength = response.isSuccess ? response.contentLength : nil
-        if let headLength, response.etag != nil || response.lastModified != nil {
+        if let headLength, response.validators.namesVersion {
             return .available(RemoteFile(size: headLength, etag: response.etag, lastModified: response.lastModified))
         }
         if !response.isSuccess && ![403, 405, 501].contains(response.status) {

@@ -34,6 +34,10 @@ public struct RemoteValidators: Sendable, Equatable {
         self.init(etag: file.etag, lastModified: file.lastModified, size: file.size)
     }
 
+    /// Whether these name a version at all: an ETag or a Last-Modified. The size alone does not
+    /// tell one version of that size from another.
+    public var namesVersion: Bool { etag != nil || lastModified != nil }
+
     /// A strong ETag (a weak one, `W/"…"`, cannot be used with `If-Range`).
     public var strongETag: String? {
         guard let etag, !EntityTag(etag).isWeak else { return nil }
@@ -51,7 +55,7 @@ public struct RemoteValidators: Sendable, Equatable {
     /// difference found, for messages.
     public func difference(from other: RemoteValidators) -> String? {
         let comparable = (etag != nil && other.etag != nil) || (lastModified != nil && other.lastModified != nil)
-        let anyNamed = etag != nil || lastModified != nil || other.etag != nil || other.lastModified != nil
+        let anyNamed = namesVersion || other.namesVersion
         if anyNamed && !comparable {
             return "the server now names its versions by \(other.names) where the record has \(names)"
         }

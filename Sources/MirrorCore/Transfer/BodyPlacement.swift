@@ -98,7 +98,7 @@ enum BodyPlacement: Equatable, Sendable {
     /// names the same version). A reply that names no version leaves the judgement to that
     /// `If-Range`; one that names it only in a way the record cannot be compared with does not.
     private static func differs(_ head: ResponseHead, from startedFrom: RemoteValidators) -> String? {
-        guard head.etag != nil || head.lastModified != nil else { return nil }
-        return startedFrom.difference(from: RemoteValidators(etag: head.etag, lastModified: head.lastModified, size: nil))
+        guard head.validators.namesVersion else { return nil }
+        return startedFrom.difference(from: head.validators)
     }
 }

@@ -79,6 +79,9 @@ public struct ResponseHead: Sendable, Equatable {
 
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init) }
 
+    /// The reply's ETag and Last-Modified (no size: which size applies depends on the status).
+    var validators: RemoteValidators { RemoteValidators(etag: etag, lastModified: lastModified, size: nil) }
+
     public var etag: String? { field("etag").map { String(Substring($0).trimmingSpaces) } }
     public var lastModified: String? { field("last-modified").map { String(Substring($0).trimmingSpaces) } }
 
