@@ -72,9 +72,11 @@ enum TextFormat {
         value < 10 && value >= 0 ? "0\(value)" : String(value)
     }
 
-    /// `text` padded with spaces to `width` characters (never cut).
+    /// `text` padded with spaces to `width` terminal columns (never cut): a wide character
+    /// (CJK, most emoji) counts two.
     static func padded(_ text: String, to width: Int) -> String {
-        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+        let used = TerminalText.columns(text)
+        return used >= width ? text : text + String(repeating: " ", count: width - used)
     }
 }
 

@@ -70,7 +70,7 @@ enum PlanTable {
         var widths = [0, 0, 0]
         for row in rows {
             for column in widths.indices {
-                widths[column] = max(widths[column], row[column].count)
+                widths[column] = max(widths[column], TerminalText.columns(row[column]))
             }
         }
 
