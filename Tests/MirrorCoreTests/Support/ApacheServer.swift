@@ -73,12 +73,7 @@ final class ApacheServer: Sendable {
     /// The access log so far. Apache writes a line as it finishes a response, so a line may
     /// trail the client by a moment: with `atLeast`, this waits up to 5 s for that many.
     func requests(atLeast count: Int = 0) async throws -> [ServedRequest] {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while true {
-            let logged = ServedRequest.parse(log: server.contents(of: "access.log"))
-            if logged.count >= count || ContinuousClock.now >= deadline { return logged }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await server.requests(atLeast: count, within: .seconds(5), polling: .milliseconds(10))
     }
 
     func stop() { server.stop() }

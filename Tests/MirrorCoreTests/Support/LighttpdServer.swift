@@ -48,12 +48,7 @@ final class LighttpdServer: Sendable {
     /// The access log so far. lighttpd writes it out about once a second, so with `atLeast`
     /// this waits up to 10 s for that many lines.
     func requests(atLeast count: Int = 0) async throws -> [ServedRequest] {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while true {
-            let logged = ServedRequest.parse(log: server.contents(of: "access.log"))
-            if logged.count >= count || ContinuousClock.now >= deadline { return logged }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        try await server.requests(atLeast: count, within: .seconds(10), polling: .milliseconds(50))
     }
 
     func stop() { server.stop() }

@@ -117,6 +117,18 @@ final class ServerProcess: Sendable {
     }
 
     /// Stops the server and removes its directory. Idempotent.
+    /// The requests in `access.log` so far. A server writes a line once it has finished a
+    /// response, or later still when it buffers its log, so with `atLeast` this waits up to
+    /// `within` for that many lines.
+    func requests(atLeast count: Int, within: Duration, polling interval: Duration) async throws -> [ServedRequest] {
+        let deadline = ContinuousClock.now + within
+        while true {
+            let logged = ServedRequest.parse(log: contents(of: "access.log"))
+            if logged.count >= count || ContinuousClock.now >= deadline { return logged }
+            try await Task.sleep(for: interval)
+        }
+    }
+
     func stop() {
         process.withLock { process in
             if let running = process { Self.terminate(running) }
