@@ -21,15 +21,6 @@ enum Dnsmasq {
             "--pid-file=" + namespace.scratch.path("dnsmasq.pid"), "--local=/\(domain)/",
         ]
         arguments += addresses.map { "--address=/\($0.key)/\($0.value)" }
-        let process = try namespace.start(arguments, log: "dnsmasq.log")
-        let deadline = ContinuousClock.now + .seconds(5)
-        while true {
-            let log = String(decoding: namespace.scratch.contents(of: "dnsmasq.log") ?? Data(), as: UTF8.self)
-            if log.contains("started") { return }
-            if !process.isRunning || ContinuousClock.now > deadline {
-                throw Unavailable(description: "dnsmasq did not start in the namespace:\n\(log)")
-            }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        try namespace.start(arguments, log: "dnsmasq.log", readyWhen: "started", server: "dnsmasq")
     }
 }

@@ -101,6 +101,21 @@ final class NetworkNamespace: Sendable {
         return process
     }
 
+    /// `start`, returning once `log` contains `ready` (a server's "I am listening" line); the
+    /// server is named in the failure when it exits or takes longer than 5 s.
+    func start(_ arguments: [String], log: String, readyWhen ready: String, server: String) throws {
+        let process = try start(arguments, log: log)
+        let deadline = ContinuousClock.now + .seconds(5)
+        while true {
+            let said = String(decoding: scratch.contents(of: log) ?? Data(), as: UTF8.self)
+            if said.contains(ready) { return }
+            if !process.isRunning || ContinuousClock.now > deadline {
+                throw Unavailable(description: "\(server) did not start in the namespace:\n\(said)")
+            }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+    }
+
     private func spawn(_ arguments: [String], output: String) throws -> Process {
         let launcher = launcher(in: scratch.path)
         let process = Process()

@@ -28,18 +28,9 @@ enum TinyProxy {
         let conf = try namespace.scratch.write(Data(configuration.utf8), to: "tinyproxy.conf")
         let hostsText = hosts.map { "\($0.value) \($0.key)\n" }.joined()
         let hostsFile = try namespace.scratch.write(Data(("127.0.0.1 localhost\n" + hostsText).utf8), to: "tinyproxy.hosts")
-        let process = try namespace.start([
+        try namespace.start([
             "/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
             "mount --bind \"$0\" /etc/hosts && exec \"$1\" -d -c \"$2\"", hostsFile, executable, conf,
-        ], log: "tinyproxy.log")
-        let deadline = ContinuousClock.now + .seconds(5)
-        while true {
-            let log = String(decoding: namespace.scratch.contents(of: "tinyproxy.log") ?? Data(), as: UTF8.self)
-            if log.contains("Accepting connections") { return }
-            if !process.isRunning || ContinuousClock.now > deadline {
-                throw Unavailable(description: "tinyproxy did not start in the namespace:\n\(log)")
-            }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        ], log: "tinyproxy.log", readyWhen: "Accepting connections", server: "tinyproxy")
     }
 }
