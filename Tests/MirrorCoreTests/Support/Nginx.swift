@@ -166,7 +166,7 @@ final class NginxServer: Sendable {
             case .portTaken(let log):
                 lastFailure = .failedToStart(reason: "port \(port) was taken", errorLog: log)
             case .failed(let reason, let log):
-                terminate(process)
+                process.terminateAndWait()
                 throw NginxError.failedToStart(reason: reason, errorLog: log)
             }
         }
@@ -202,7 +202,7 @@ final class NginxServer: Sendable {
     func stop() {
         process.withLock { process in
             if let running = process {
-                Self.terminate(running)
+                running.terminateAndWait()
             }
             process = nil
         }
@@ -332,25 +332,6 @@ final class NginxServer: Sendable {
             .compactMap { try? String(contentsOfFile: workDirectory.path($0), encoding: .utf8) }
             .filter { !$0.isEmpty }
             .joined(separator: "\n")
-    }
-
-    /// SIGTERM, then SIGKILL if nginx is still there after 5 s; returns once it has exited.
-    private static func terminate(_ process: Process) {
-        guard process.isRunning else { return }
-        process.terminate()
-        if !waitForExit(process, timeout: .seconds(5)) {
-            kill(process.processIdentifier, SIGKILL)
-            _ = waitForExit(process, timeout: .seconds(5))
-        }
-    }
-
-    private static func waitForExit(_ process: Process, timeout: Duration) -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            if ContinuousClock.now >= deadline { return false }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return true
     }
 
     // MARK: - Access log

@@ -98,7 +98,7 @@ final class ServerProcess: Sendable {
                 try await Task.sleep(for: .milliseconds(20))
             }
             let text = log()
-            terminate(process)
+            process.terminateAndWait()
             if exited, text.contains("Address already in use") || text.contains("could not bind") {
                 lastFailure = .failedToStart(server: name, reason: "port \(port) was taken", log: text)
                 continue
@@ -131,32 +131,34 @@ final class ServerProcess: Sendable {
 
     func stop() {
         process.withLock { process in
-            if let running = process { Self.terminate(running) }
+            process?.terminateAndWait()
             process = nil
         }
         workDirectory.remove()
     }
+}
 
-    private static func terminate(_ process: Process) {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        if !waitForExit(process, timeout: .seconds(5)) {
-            kill(process.processIdentifier, SIGKILL)
-            _ = waitForExit(process, timeout: .seconds(5))
+extension Process {
+    /// SIGTERM by its pid, then SIGKILL if it is still there after 5 s; returns once it has
+    /// exited (or after 10 s at the most).
+    func terminateAndWait() {
+        guard isRunning else { return }
+        kill(processIdentifier, SIGTERM)
+        if !waitForExit(timeout: .seconds(5)) {
+            kill(processIdentifier, SIGKILL)
+            _ = waitForExit(timeout: .seconds(5))
         }
     }
 
-    private static func waitForExit(_ process: Process, timeout: Duration) -> Bool {
+    private func waitForExit(timeout: Duration) -> Bool {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
+        while isRunning {
             if ContinuousClock.now >= deadline { return false }
             Thread.sleep(forTimeInterval: 0.01)
         }
         return true
     }
-}
 
-extension Process {
     /// Waits for a short-lived helper (openssl, gzip) to exit without blocking a pool thread;
     /// throws when it did not exit with status 0.
     func succeed(_ what: String) async throws {
