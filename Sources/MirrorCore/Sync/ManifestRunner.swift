@@ -68,7 +68,7 @@ public final class ManifestRunner: Sendable {
         )
         options.progress?.expect(manifest.entries.map { ($0.dest, $0.size) })
         let reports = await Self.boundedMap(manifest.entries, width: entryWidth) { entry in
-            let report = await EntrySync(entry: entry, runner: self, store: store, conditions: conditions).run()
+            let report = await EntryDriver(entry: entry, runner: self, store: store, conditions: conditions).run()
             self.options.progress?.entryFinished(dest: entry.dest)
             self.emit(.finished(report))
             return report

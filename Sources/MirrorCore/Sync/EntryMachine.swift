@@ -1,0 +1,657 @@
+import Glibc
+
+/// One entry of `sync` as a state machine: every decision the sync of an entry makes, and
+/// nothing else. `handle(_:)` takes what just happened and returns what to do next; it
+/// performs no I/O, reads no clock and draws no random number, so it is tested as a table
+/// (`EntryMachineTests`). `EntryDriver` carries out the effects and feeds the outcomes back.
+///
+/// The rules it owns, beside the `Planner`'s decision for each attempt:
+/// - attempts, retries and back-off, falling back to the next source, giving up;
+/// - which failures leave the partial file, which delete it, and which make the next attempt
+///   restart rather than resume;
+/// - what the state store is told after each step (the `RecordChange`s it emits);
+/// - the transfer slot: taken before an attempt, given back as soon as the network part of
+///   the attempt is over (before the file is hashed and committed), exactly once.
+struct EntryMachine {
+    /// Where the entry is.
+    enum Phase: Equatable {
+        case idle
+        case waitingForHost
+        case waitingForSlot
+        case inspecting
+        case probing
+        case hashingDestination
+        case hashingForRecord
+        case preparing
+        case transferring
+        case measuringBody
+        case finishingHash
+        case keeping
+        case committing
+        case checkingConnectivity
+        case backingOff
+        case done
+    }
+
+    /// What just happened, as the driver saw it.
+    enum Event: Equatable {
+        /// The run reached this entry; `cancelled` when it was interrupted before.
+        case start(cancelled: Bool)
+        /// Nothing holds back an attempt on the current source (no outage, no Retry-After pause).
+        case hostReady
+        /// An outage outlasted its wait (`.unreachable`), or the run was interrupted (`.cancelled`).
+        case hostUnavailable(TransferFailure)
+        /// A transfer slot is held; `hostTroubled` when an outage or a pause began meanwhile.
+        case slotGranted(hostTroubled: Bool)
+        /// The run was interrupted while waiting for a slot.
+        case slotDenied
+        case inspected(LocalFacts, record: StateRecord?, recordUnreadable: Bool)
+        case inspectionFailed(TransferFailure)
+        case probed(RemoteFacts)
+        case destinationHashed(Result<String, TransferFailure>)
+        /// The partial file is ready for the transfer (a copy of `DEST` made, a record cleared).
+        case prepared(TransferFailure?)
+        case transferEnded(TransferEnd)
+        case bodyMeasured(RemoteFacts)
+        /// The partial file's SHA-256 and its size on disk.
+        case hashed(Result<HashedFile, TransferFailure>)
+        /// `DEST` still held the version it held when the attempt began, and was kept.
+        case kept(LocalIdentity)
+        /// `DEST` changed since the attempt began: it is replaced after all.
+        case keepRefused
+        case committed(Result<LocalIdentity?, TransferFailure>)
+        case connectivityChecked(ConnectivityVerdict)
+        case backOffEnded(cancelled: Bool)
+    }
+
+    /// What the connectivity gate said after a network-level failure.
+    enum ConnectivityVerdict: Equatable {
+        /// The network answers: the failure stands.
+        case reachable
+        /// The network was down and came back: the attempt is not held against the entry.
+        case cameBack
+        /// It stayed down for the whole wait, or the run was interrupted.
+        case gaveUp(TransferFailure)
+    }
+
+    /// What the driver is to do, in order.
+    enum Effect: Equatable {
+        case announce(Notice)
+        /// Wait until no outage or Retry-After pause holds back the source; answers `hostReady`
+        /// or `hostUnavailable`.
+        case awaitHost(source: Int)
+        case acquireSlot
+        case releaseSlot
+        /// Answers `inspected` or `inspectionFailed`.
+        case inspect
+        case probe(source: Int)
+        case hashDestination
+        /// Copy the first `length` bytes of `DEST` into the partial file; `clearingRecord`
+        /// first removes the store's partial record (refusing when that fails). Answers `prepared`.
+        case prepare(copyLength: Int64?, clearingRecord: Bool)
+        case transfer(TransferOrder)
+        /// Probe a body that ended with the connection and no length; answers `bodyMeasured`.
+        case measureBody(source: Int)
+        case finishHash(size: Int64)
+        case keepDestination(CompleteVersion, validators: RemoteValidators, sha256: String)
+        case commit(validators: RemoteValidators, sha256: String)
+        case record(RecordChange)
+        case removePartial
+        case removePartialIfEmpty
+        /// Hold every transfer to the source's host back for what `header` asks.
+        case pauseHost(source: Int, retryAfter: String)
+        case checkConnectivity(source: Int)
+        /// Wait before retry `attempt` on this source; a Retry-After header, when the server
+        /// sent one, sets the delay. Answers `backOffEnded`.
+        case backOff(attempt: Int, failure: TransferFailure, retryAfter: String?)
+        case finish(Outcome)
+    }
+
+    /// What the machine tells the run's listeners, beside what the driver sees for itself.
+    enum Notice: Equatable {
+        case decided(Action)
+        case fallingBack(source: Int, after: TransferFailure)
+    }
+
+    /// How the entry ended.
+    enum Outcome: Equatable {
+        case succeeded(EntryReport.Outcome, action: Action, size: Int64?, sha256: String?)
+        /// `inspectPartial`: the report says how big a partial file is left.
+        case failed(TransferFailure, action: Action, inspectPartial: Bool)
+    }
+
+    /// What the state store is told. The whole policy: a partial file's record is written
+    /// before its first byte (`TransferStartRecord`), cleared whenever that file is deleted or
+    /// a new download begins, and the complete version is recorded once `DEST` holds it.
+    enum RecordChange: Equatable {
+        case clearPartial
+        /// `DEST` holds this version (none known: nil) and no partial file is left.
+        case complete(CompleteVersion?)
+    }
+
+    /// One GET into the partial file.
+    struct TransferOrder: Equatable {
+        var source: Int
+        var action: Action
+        /// Where the new bytes go; 0 starts the file over.
+        var offset: Int64
+        var remote: RemoteFile?
+        /// Validators of the version the partial file holds, when recorded.
+        var startedFrom: RemoteValidators?
+        /// The store held a partial record when the attempt began (perhaps of another version).
+        var hadPartialRecord: Bool
+    }
+
+    /// How a GET ended, as the partial file's writer saw it.
+    enum TransferEnd: Equatable {
+        /// Refused before any request: the partial file could not be opened or had shrunk.
+        case notStarted(TransferFailure, mustRestart: Bool)
+        /// A transport failure, a refused redirect or a failure of the writer.
+        case failed(TransferFailure, bytes: Int64)
+        case noResponse(bytes: Int64)
+        case rejected(TransferFailure, bytes: Int64)
+        case alreadyComplete(total: Int64, head: ResponseHeadSummary)
+        /// The body was written up to `position`; `total` is what the reply said the file holds;
+        /// `restartedFromZero` when a range was asked for and the whole file came.
+        case written(position: Int64, total: Int64?, bytes: Int64, restartedFromZero: Bool, head: ResponseHeadSummary)
+    }
+
+    /// What of a reply's head the machine needs.
+    struct ResponseHeadSummary: Equatable {
+        var etag: String?
+        var lastModified: String?
+        var isChunked = false
+    }
+
+    struct HashedFile: Equatable {
+        var sha256: String
+        var sizeOnDisk: Int64
+    }
+
+    // MARK: Configuration
+
+    let sourceCount: Int
+    let retries: Int
+    let pins: Pins
+    let sizePin: Int64?
+    /// Outages waited out without spending a retry, at most: a server that keeps vanishing
+    /// and coming back must still run out of attempts.
+    static let maxForgivenOutages = 20
+
+    // MARK: State
+
+    private(set) var phase: Phase = .idle
+    private(set) var source = 0
+    private(set) var attempts = 0
+    private(set) var bytes: Int64 = 0
+    private var failuresHere = 0
+    private var forgivenOutages = 0
+    private var lastAction: Action = .download
+    private var lastFailure: TransferFailure = .cancelled
+    /// Set after a failure that forbids continuing the bytes on disk: the next attempt restarts.
+    private var restartReason: String?
+    private var holdsSlot = false
+    // The attempt in progress.
+    private var local: LocalFacts?
+    private var record: StateRecord?
+    private var hadPartialRecord = false
+    private var remote: RemoteFacts?
+    private var destinationHash: String?
+    private var action: Action = .download
+    private var order: TransferOrder?
+    private var pendingEnd: (position: Int64, head: ResponseHeadSummary)?
+    private var committing: (size: Int64, validators: RemoteValidators, sha256: String)?
+    private var retryAfter: String?
+
+    init(sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?) {
+        self.sourceCount = max(1, sourceCount)
+        self.retries = retries
+        self.pins = pins
+        self.sizePin = sizePin
+    }
+
+    var holdsTransferSlot: Bool { holdsSlot }
+
+    // MARK: Transitions
+
+    mutating func handle(_ event: Event) -> [Effect] {
+        switch (phase, event) {
+        case (.idle, .start(let cancelled)):
+            if cancelled {
+                return end(.failed(.cancelled, action: .download, inspectPartial: false))
+            }
+            return beginAttempt()
+
+        case (.waitingForHost, .hostReady):
+            phase = .waitingForSlot
+            return [.acquireSlot]
+        case (.waitingForHost, .hostUnavailable(let failure)):
+            lastFailure = failure
+            return afterSource()
+
+        case (.waitingForSlot, .slotGranted(let troubled)):
+            holdsSlot = true
+            if troubled {
+                // While this entry waited for its turn, a pause or an outage began (the entry
+                // that met it holds its slot until it is in force): wait again.
+                holdsSlot = false
+                phase = .waitingForHost
+                return [.releaseSlot, .awaitHost(source: source)]
+            }
+            attempts += 1
+            resetAttempt()
+            phase = .inspecting
+            return [.inspect]
+        case (.waitingForSlot, .slotDenied):
+            lastFailure = .cancelled
+            return afterSource()
+
+        case (.inspecting, .inspectionFailed(let failure)):
+            action = .fail(failure)
+            return attemptFailed(failure)
+        case (.inspecting, .inspected(let local, let record, let unreadable)):
+            self.local = local
+            self.record = record
+            // A store that could not be read may hold a record of another version all the same.
+            hadPartialRecord = record?.partial != nil || unreadable
+            if Planner.isPinnedAndVerified(local: local, state: record, pins: pins) {
+                // The store vouches for the pinned hash of this very file: no request needed.
+                action = .skip
+                return [.announce(.decided(.skip))] + succeed(.skipped, size: local.destination.size, sha256: pins.sha256)
+            }
+            if local.isEmpty {
+                // Nothing on disk: the probe would only repeat what the GET's headers say.
+                action = .download
+                return [.announce(.decided(.download))] + startTransfer(offset: 0, remote: nil, startedFrom: nil)
+            }
+            phase = .probing
+            return [.probe(source: source)]
+
+        case (.probing, .probed(let facts)):
+            remote = facts
+            guard let local else { return unexpected(event) }
+            if Planner.needsDestinationHash(local: local, remote: facts, pins: pins, state: record) {
+                phase = .hashingDestination
+                return [.hashDestination]
+            }
+            return decide()
+        case (.hashingDestination, .destinationHashed(let result)):
+            switch result {
+            case .success(let hash):
+                destinationHash = hash
+                return decide()
+            case .failure(let failure):
+                action = .fail(failure)
+                return [.announce(.decided(action))] + attemptFailed(failure)
+            }
+
+        case (.hashingForRecord, .destinationHashed(let result)):
+            switch result {
+            case .success(let hash):
+                destinationHash = hash
+                return recordFirstSight()
+            case .failure(let failure):
+                action = .fail(failure)
+                return attemptFailed(failure)
+            }
+
+        case (.preparing, .prepared(let refusal)):
+            if let refusal { return attemptFailed(refusal) }
+            guard let order else { return unexpected(event) }
+            phase = .transferring
+            return [.transfer(order)]
+
+        case (.transferring, .transferEnded(let end)):
+            return transferEnded(end)
+
+        case (.measuringBody, .bodyMeasured(let facts)):
+            guard let pendingEnd else { return unexpected(event) }
+            var total: Int64?
+            if case .available(let file) = facts { total = file.size }
+            return checkLength(position: pendingEnd.position, total: total, head: pendingEnd.head)
+
+        case (.finishingHash, .hashed(let result)):
+            guard let pending = committing else { return unexpected(event) }
+            switch result {
+            case .failure(let failure):
+                return attemptFailed(failure, cleanup: Self.cleanupAfterLocalFailure(failure))
+            case .success(let file):
+                if file.sizeOnDisk != pending.size {
+                    return attemptFailed(.sizeMismatch(expected: pending.size, actual: file.sizeOnDisk))
+                }
+                // A file that fails a pin must never land under DEST, and keeping it would
+                // only resume bad bytes.
+                if let pinned = sizePin, pinned != pending.size {
+                    return attemptFailed(.sizeMismatch(expected: pinned, actual: pending.size), cleanup: [.removePartial, .record(.clearPartial)])
+                }
+                if let pin = pins.sha256, file.sha256 != pin {
+                    return attemptFailed(.checksumMismatch(expected: pin, actual: file.sha256), cleanup: [.removePartial, .record(.clearPartial)])
+                }
+                committing = (pending.size, pending.validators, file.sha256)
+                if let keeping = keptVersion, keeping.sha256 == file.sha256, keeping.local.size == pending.size {
+                    phase = .keeping
+                    return [.keepDestination(keeping, validators: pending.validators, sha256: file.sha256)]
+                }
+                phase = .committing
+                return [.commit(validators: pending.validators, sha256: file.sha256)]
+            }
+
+        case (.keeping, .kept(let identity)):
+            guard let pending = committing else { return unexpected(event) }
+            return [.record(.complete(CompleteVersion(validators: pending.validators, sha256: pending.sha256, local: identity)))]
+                + succeed(.skipped, size: pending.size, sha256: pending.sha256)
+        case (.keeping, .keepRefused):
+            guard let pending = committing else { return unexpected(event) }
+            phase = .committing
+            return [.commit(validators: pending.validators, sha256: pending.sha256)]
+
+        case (.committing, .committed(let result)):
+            guard let pending = committing else { return unexpected(event) }
+            switch result {
+            case .success(let identity):
+                // With no identity the record cannot tell this file from another later: none.
+                let version = identity.map { CompleteVersion(validators: pending.validators, sha256: pending.sha256, local: $0) }
+                return [.record(.complete(version))] + succeed(.transferred, size: pending.size, sha256: pending.sha256)
+            case .failure(let failure):
+                return attemptFailed(failure, cleanup: Self.cleanupAfterLocalFailure(failure))
+            }
+
+        case (.checkingConnectivity, .connectivityChecked(let verdict)):
+            switch verdict {
+            case .cameBack where forgivenOutages < Self.maxForgivenOutages:
+                // The network was down, not the server: that attempt is not held against the
+                // entry, and the retry goes out at once.
+                forgivenOutages += 1
+                phase = .waitingForHost
+                return [.awaitHost(source: source)]
+            case .cameBack, .reachable:
+                return retryOrGiveUp()
+            case .gaveUp(let failure):
+                lastFailure = failure
+                return afterSource()
+            }
+
+        case (.backingOff, .backOffEnded(let cancelled)):
+            if cancelled {
+                lastFailure = .cancelled
+                return afterSource()
+            }
+            phase = .waitingForHost
+            return [.awaitHost(source: source)]
+
+        default:
+            return unexpected(event)
+        }
+    }
+
+    // MARK: Steps
+
+    private mutating func beginAttempt() -> [Effect] {
+        phase = .waitingForHost
+        return [.awaitHost(source: source)]
+    }
+
+    private mutating func resetAttempt() {
+        local = nil
+        record = nil
+        hadPartialRecord = false
+        remote = nil
+        destinationHash = nil
+        order = nil
+        pendingEnd = nil
+        committing = nil
+        retryAfter = nil
+    }
+
+    /// The version `DEST` held when the attempt began, if one was verified: a download of the
+    /// same bytes leaves `DEST` as it is.
+    private var keptVersion: CompleteVersion? {
+        guard let order, order.offset == 0, let local else { return nil }
+        switch order.action {
+        case .download, .restart, .replace: return Planner.verifiedVersion(local: local, state: record)
+        default: return nil
+        }
+    }
+
+    private var remoteFile: RemoteFile? {
+        if case .available(let file)? = remote { return file }
+        return nil
+    }
+
+    private mutating func decide() -> [Effect] {
+        guard let local, let remote else { return unexpected(.probed(.unavailable(.cancelled))) }
+        var decided = Planner.decide(local: local, remote: remote, pins: pins, state: record, destinationSHA256: destinationHash)
+        if let restartReason {
+            switch decided {
+            case .resume, .finish: decided = .restart(reason: restartReason)
+            default: break
+            }
+        }
+        action = decided
+        let announce: [Effect] = [.announce(.decided(decided))]
+        switch decided {
+        case .skip:
+            let verified = Planner.verifiedVersion(local: local, state: record)
+            var effects = announce
+            if local.partial.size != nil { effects.append(.removePartial) }
+            if remoteFile != nil, local.destinationIdentity != nil, verified == nil || verified?.sha256 == nil {
+                // First sight of this DEST (or of its hash): remember what it was found to be,
+                // hash included, so later runs and `verify` can tell if it changes.
+                if destinationHash == nil {
+                    phase = .hashingForRecord
+                    return effects + [.hashDestination]
+                }
+                return effects + recordFirstSight()
+            }
+            if local.partial.size != nil { effects.append(.record(.clearPartial)) }
+            return effects + succeed(.skipped, size: local.destination.size, sha256: verified?.sha256)
+        case .fail(let failure):
+            return announce + attemptFailed(failure)
+        case .download, .restart, .replace:
+            // A new download: what the store said about an earlier partial file is void.
+            let clear: [Effect] = record?.partial != nil ? [.record(.clearPartial)] : []
+            return announce + clear + startTransfer(offset: 0, remote: remoteFile, startedFrom: nil)
+        case .resume(let from, .partial):
+            return announce + startTransfer(offset: from, remote: remoteFile, startedFrom: record?.partial)
+        case .resume(let from, .destination):
+            // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
+            // until a complete, verified file is renamed over it. The copy is resumed with the
+            // overlap check, never with a record: one of another version must go first, even
+            // if this attempt fails before any reply.
+            order = TransferOrder(source: source, action: decided, offset: from, remote: remoteFile, startedFrom: nil,
+                                  hadPartialRecord: hadPartialRecord)
+            phase = .preparing
+            return announce + [.prepare(copyLength: from, clearingRecord: hadPartialRecord)]
+        case .finish(let size):
+            // Only the disk from here on.
+            committing = (size, RemoteValidators(etag: remoteFile?.etag, lastModified: remoteFile?.lastModified, size: size), "")
+            phase = .finishingHash
+            return announce + releaseSlot() + [.finishHash(size: size)]
+        }
+    }
+
+    private mutating func recordFirstSight() -> [Effect] {
+        guard let local, let identity = local.destinationIdentity, let file = remoteFile else {
+            return unexpected(.destinationHashed(.failure(.cancelled)))
+        }
+        let hash = destinationHash ?? ""
+        let validators = Planner.verifiedVersion(local: local, state: record)?.validators ?? RemoteValidators(file)
+        return [.record(.complete(CompleteVersion(validators: validators, sha256: hash, local: identity)))]
+            + succeed(.skipped, size: local.destination.size, sha256: hash)
+    }
+
+    private mutating func startTransfer(offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?) -> [Effect] {
+        let order = TransferOrder(source: source, action: action, offset: offset, remote: remote, startedFrom: startedFrom,
+                                  hadPartialRecord: hadPartialRecord)
+        self.order = order
+        phase = .transferring
+        return [.transfer(order)]
+    }
+
+    private mutating func transferEnded(_ end: TransferEnd) -> [Effect] {
+        switch end {
+        case .notStarted(let failure, let mustRestart):
+            if mustRestart { restartReason = failure.description }
+            return attemptFailed(failure, restartDecided: mustRestart)
+        case .failed(let failure, let bytes):
+            self.bytes = self.bytes.saturatingAdding(bytes)
+            switch failure {
+            case .rangeMismatch:
+                // The bytes on disk are not (or not provably) the server's: never resume them,
+                // in this run or the next.
+                restartReason = failure.description
+                return attemptFailed(failure, cleanup: [.removePartial, .record(.clearPartial)], restartDecided: true)
+            case .bodyTooLarge, .sizePinConflict:
+                return attemptFailed(failure, cleanup: [.removePartial, .record(.clearPartial)])
+            default:
+                let cleanup = Self.cleanupAfterLocalFailure(failure)
+                return attemptFailed(failure, cleanup: cleanup.isEmpty ? [.removePartialIfEmpty] : cleanup)
+            }
+        case .noResponse(let bytes):
+            self.bytes = self.bytes.saturatingAdding(bytes)
+            return attemptFailed(.curl(code: 0, message: "the server sent no response", osErrno: 0), cleanup: [.removePartialIfEmpty])
+        case .rejected(let failure, let bytes):
+            self.bytes = self.bytes.saturatingAdding(bytes)
+            return attemptFailed(failure)
+        case .alreadyComplete(let total, let head):
+            return readyToCommit(size: total, head: head)
+        case .written(let position, let total, let bytes, let restartedFromZero, let head):
+            self.bytes = self.bytes.saturatingAdding(bytes)
+            if restartedFromZero {
+                action = .restart(reason: "the server answered the range request with the whole file")
+            }
+            if total == nil, order?.remote == nil, !head.isChunked, let order {
+                // The body ended when the connection closed and nothing said how long it is:
+                // ask, as the probe skipped for a new file would have.
+                pendingEnd = (position, head)
+                phase = .measuringBody
+                return [.measureBody(source: order.source)]
+            }
+            return checkLength(position: position, total: total, head: head)
+        }
+    }
+
+    private mutating func checkLength(position: Int64, total: Int64?, head: ResponseHeadSummary) -> [Effect] {
+        if let total, position < total {
+            return attemptFailed(.partialBody(received: position, expected: total))
+        }
+        if let total, position > total {
+            // Longer than the server's own size: nothing in it is worth resuming.
+            return attemptFailed(.sizeMismatch(expected: total, actual: position), cleanup: [.removePartial, .record(.clearPartial)])
+        }
+        return readyToCommit(size: position, head: head)
+    }
+
+    private mutating func readyToCommit(size: Int64, head: ResponseHeadSummary) -> [Effect] {
+        let remote = order?.remote
+        let validators = RemoteValidators(etag: head.etag ?? remote?.etag, lastModified: head.lastModified ?? remote?.lastModified, size: size)
+        committing = (size, validators, "")
+        phase = .finishingHash
+        // The network part is over: the next entry may start its request while this file is
+        // checked, fsync'd and renamed.
+        return releaseSlot() + [.finishHash(size: size)]
+    }
+
+    /// What else goes when a local operation failed: a full disk gets its space back, so the
+    /// entries after this one can still be written.
+    static func cleanupAfterLocalFailure(_ failure: TransferFailure) -> [Effect] {
+        if case .localIO(_, _, let code) = failure, code == ENOSPC || code == EDQUOT {
+            return [.removePartial, .record(.clearPartial)]
+        }
+        return []
+    }
+
+    private mutating func releaseSlot() -> [Effect] {
+        guard holdsSlot else { return [] }
+        holdsSlot = false
+        return [.releaseSlot]
+    }
+
+    /// The attempt failed: clean up, give the slot back (a Retry-After in force first), and
+    /// retry, wait for the network, fall back or give up.
+    private mutating func attemptFailed(_ failure: TransferFailure, cleanup: [Effect] = [], restartDecided: Bool = false) -> [Effect] {
+        lastFailure = failure
+        lastAction = action
+        if !restartDecided, action.startsFromZero {
+            // The partial file now holds a fresh download: continue it as usual.
+            restartReason = nil
+        }
+        var effects = cleanup
+        retryAfter = nil
+        if case .httpStatus(_, let header?) = failure, failure.isRetryable {
+            // In force before the slot goes to the next entry for this host.
+            retryAfter = header
+            effects.append(.pauseHost(source: source, retryAfter: header))
+        }
+        effects += releaseSlot()
+        if failure == .cancelled { return effects + afterSource() }
+        if failure.isNetworkLevel {
+            phase = .checkingConnectivity
+            return effects + [.checkConnectivity(source: source)]
+        }
+        return effects + retryOrGiveUp()
+    }
+
+    private mutating func retryOrGiveUp() -> [Effect] {
+        guard lastFailure.isRetryable, failuresHere < retries else { return afterSource() }
+        failuresHere += 1
+        phase = .backingOff
+        return [.backOff(attempt: failuresHere, failure: lastFailure, retryAfter: retryAfter)]
+    }
+
+    /// This source is done with: the next one, or the end.
+    private mutating func afterSource() -> [Effect] {
+        if lastFailure == .cancelled {
+            return end(.failed(.cancelled, action: lastAction, inspectPartial: attempts > 0))
+        }
+        guard Self.worthAnotherSource(lastFailure), source + 1 < sourceCount else {
+            return end(.failed(lastFailure, action: lastAction, inspectPartial: attempts > 0))
+        }
+        source += 1
+        failuresHere = 0
+        phase = .waitingForHost
+        return [.announce(.fallingBack(source: source, after: lastFailure)), .awaitHost(source: source)]
+    }
+
+    /// Local trouble follows the entry to every source; remote trouble may not.
+    static func worthAnotherSource(_ failure: TransferFailure) -> Bool {
+        switch failure {
+        case .localIO, .localConflict, .cancelled: return false
+        default: return true
+        }
+    }
+
+    private mutating func succeed(_ outcome: EntryReport.Outcome, size: Int64?, sha256: String?) -> [Effect] {
+        lastAction = action
+        return releaseSlot() + end(.succeeded(outcome, action: action, size: size, sha256: sha256))
+    }
+
+    private mutating func end(_ outcome: Outcome) -> [Effect] {
+        phase = .done
+        return releaseSlot() + [.finish(outcome)]
+    }
+
+    /// An event the current phase does not expect: a driver bug. The entry fails rather than
+    /// guess, and gives its slot back.
+    private mutating func unexpected(_ event: Event) -> [Effect] {
+        let failure = TransferFailure.localConflict("internal error: \(event) while \(phase)")
+        return releaseSlot() + end(.failed(failure, action: action, inspectPartial: attempts > 0))
+    }
+}
+
+extension Action {
+    var isResume: Bool {
+        switch self {
+        case .resume, .finish: return true
+        default: return false
+        }
+    }
+
+    /// The attempt fetches the file from byte 0.
+    var startsFromZero: Bool {
+        switch self {
+        case .download, .restart, .replace: return true
+        default: return false
+        }
+    }
+}
