@@ -1,0 +1,475 @@
+import Glibc
+import Testing
+@testable import MirrorCore
+
+/// `EntryMachine`, transition by transition: each row feeds events in order and states the
+/// effects each one must produce. Every `(phase, event)` pair the machine handles appears in
+/// at least one row (`everyHandledTransitionIsInTheTable` keeps it so).
+struct EntryMachineTests {
+    typealias Event = EntryMachine.Event
+    typealias Effect = EntryMachine.Effect
+
+    struct Step: Sendable {
+        var event: Event
+        var effects: [Effect]
+        var phase: EntryMachine.Phase
+    }
+
+    struct Row: CustomTestStringConvertible, Sendable {
+        var name: String
+        var sources = 1
+        var retries = 2
+        var pins = Pins()
+        var steps: [Step]
+        var testDescription: String { name }
+    }
+
+    static func step(_ event: Event, _ effects: [Effect], _ phase: EntryMachine.Phase) -> Step {
+        Step(event: event, effects: effects, phase: phase)
+    }
+
+    // Facts used by the rows.
+    static let nothing = LocalFacts(destination: .missing, partial: .missing)
+    static let identity = LocalIdentity(size: 100, modifiedNanoseconds: 784_111_777_000_000_000, inode: 7)
+    static let lastModified = "Sun, 06 Nov 1994 08:49:37 GMT"
+    static let equalDest = LocalFacts(destination: .file(size: 100), partial: .missing, destinationIdentity: identity,
+                                      destinationModified: 784_111_777)
+    static let halfPartial = LocalFacts(destination: .missing, partial: .file(size: 50))
+    static let shortDest = LocalFacts(destination: .file(size: 50), partial: .missing,
+                                      destinationIdentity: LocalIdentity(size: 50, modifiedNanoseconds: 1, inode: 8))
+    static let file = RemoteFile(size: 100, etag: "\"a\"", lastModified: lastModified)
+    static let validators = RemoteValidators(file)
+    static let pin = String(repeating: "a", count: 64)
+    static let other = String(repeating: "b", count: 64)
+    static let head = EntryMachine.ResponseHeadSummary(etag: "\"a\"", lastModified: lastModified)
+    static let verified = CompleteVersion(validators: validators, sha256: pin, local: identity)
+    static let recordOfDest = StateRecord(dest: "f", url: "u", complete: verified)
+    static let recordOfPartial = StateRecord(dest: "f", url: "u", partial: validators)
+    static let refused = TransferFailure.curl(code: 7, message: "refused", osErrno: ECONNREFUSED)
+    static let timeout = TransferFailure.curl(code: 28, message: "timed out", osErrno: 0)
+    static let unavailable503 = TransferFailure.httpStatus(503, retryAfter: "5")
+    static let notFound = TransferFailure.httpStatus(404)
+    static let full = TransferFailure.localIO(path: "f.part", operation: "write", errno: ENOSPC)
+
+    /// Up to the inspection of the first attempt.
+    static let begin: [Step] = [
+        step(.start(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+        step(.hostReady, [.acquireSlot], .waitingForSlot),
+        step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+    ]
+
+    static func download(offset: Int64 = 0, remote: RemoteFile? = nil, action: Action = .download, startedFrom: RemoteValidators? = nil,
+                         hadRecord: Bool = false, source: Int = 0) -> Effect {
+        .transfer(EntryMachine.TransferOrder(source: source, action: action, offset: offset, remote: remote, startedFrom: startedFrom,
+                                             hadPartialRecord: hadRecord))
+    }
+
+    /// A new file downloaded whole, up to its hash.
+    static let freshDownload: [Step] = begin + [
+        step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+        step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+             [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+    ]
+
+    static let rows: [Row] = [
+        Row(name: "interrupted before it began: nothing is touched", steps: [
+            step(.start(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
+        ]),
+        Row(name: "nothing on disk: download without a probe, hash, commit, record the version", steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
+            step(.committed(.success(identity)), [
+                .record(.complete(verified)),
+                .finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "a commit whose file cannot be identified records no version", steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
+            step(.committed(.success(nil)), [
+                .record(.complete(nil)), .finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "pinned and verified by the store: skip without a request", pins: Pins(sha256: pin), steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
+                .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "DEST verified by the store and the server unchanged: skip, nothing recorded", steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "DEST adopted at first sight (its date is the server's): hashed and recorded", steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.announce(.decided(.skip)), .hashDestination], .hashingForRecord),
+            step(.destinationHashed(.success(pin)), [
+                .record(.complete(verified)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "DEST cannot be hashed for its record: the attempt fails with that error", retries: 0, steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.announce(.decided(.skip)), .hashDestination], .hashingForRecord),
+            step(.destinationHashed(.failure(full)), [
+                .releaseSlot, .finish(.failed(full, action: .fail(full), inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a pinned DEST is hashed before deciding; a match is skipped and recorded", pins: Pins(sha256: pin), steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.hashDestination], .hashingDestination),
+            step(.destinationHashed(.success(pin)), [
+                .announce(.decided(.skip)), .record(.complete(verified)), .releaseSlot,
+                .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "a pinned DEST that cannot be hashed: fail, announced", retries: 0, pins: Pins(sha256: pin), steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.hashDestination], .hashingDestination),
+            step(.destinationHashed(.failure(full)), [
+                .announce(.decided(.fail(full))), .releaseSlot, .finish(.failed(full, action: .fail(full), inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a partial file of the recorded version resumes with that record", steps: begin + [
+            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .partial))),
+                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
+            ], .transferring),
+        ]),
+        Row(name: "a short DEST: its prefix is copied (the record cleared first) and continued", steps: begin + [
+            step(.inspected(shortDest, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .destination))), .prepare(copyLength: 50, clearingRecord: true),
+            ], .preparing),
+            step(.prepared(nil), [
+                download(offset: 50, remote: file, action: .resume(from: 50, source: .destination), hadRecord: true),
+            ], .transferring),
+        ]),
+        Row(name: "a refused preparation fails the attempt", retries: 0, steps: begin + [
+            step(.inspected(shortDest, record: nil, recordUnreadable: true), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .destination))), .prepare(copyLength: 50, clearingRecord: true),
+            ], .preparing),
+            step(.prepared(.localConflict("no")), [
+                .releaseSlot, .finish(.failed(.localConflict("no"), action: .resume(from: 50, source: .destination), inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a complete partial file is finished without the network: slot back first", steps: begin + [
+            step(.inspected(LocalFacts(destination: .missing, partial: .file(size: 100)), record: recordOfPartial, recordUnreadable: false),
+                 [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.finish(size: 100))), .releaseSlot, .finishHash(size: 100),
+            ], .finishingHash),
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
+        ]),
+        Row(name: "a download over a verified DEST with the same bytes keeps DEST", steps: begin + [
+            step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: CompleteVersion(
+                validators: RemoteValidators(etag: "\"old\"", lastModified: nil, size: 100), sha256: pin, local: identity),
+                partial: validators), recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\""))), .record(.clearPartial),
+                download(remote: file, action: .replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\""), hadRecord: true),
+            ], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [
+                .keepDestination(CompleteVersion(validators: RemoteValidators(etag: "\"old\"", lastModified: nil, size: 100), sha256: pin, local: identity),
+                                 validators: validators, sha256: pin),
+            ], .keeping),
+            step(.kept(identity), [
+                .record(.complete(verified)),
+                .finish(.succeeded(.skipped, action: .replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\""), size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "DEST changed while the same bytes downloaded: it is replaced after all", steps: begin + [
+            step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: CompleteVersion(
+                validators: RemoteValidators(etag: "\"old\"", lastModified: nil, size: 100), sha256: pin, local: identity)),
+                recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\""))),
+                download(remote: file, action: .replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\"")),
+            ], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [
+                .keepDestination(CompleteVersion(validators: RemoteValidators(etag: "\"old\"", lastModified: nil, size: 100), sha256: pin, local: identity),
+                                 validators: validators, sha256: pin),
+            ], .keeping),
+            step(.keepRefused, [.commit(validators: validators, sha256: pin)], .committing),
+        ]),
+        Row(name: "a sha256 pin mismatch deletes the partial file and its record; retried", pins: Pins(sha256: pin), steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial),
+                .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "a size pin mismatch deletes the partial file and its record", pins: Pins(size: 90), steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial), .backOff(attempt: 1, failure: .sizeMismatch(expected: 90, actual: 100), retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "a file whose size on disk is not what was written fails, kept", retries: 0, steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 99))), [
+                .finish(.failed(.sizeMismatch(expected: 100, actual: 99), action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a full disk while hashing gives the space back", retries: 0, steps: freshDownload + [
+            step(.hashed(.failure(full)), [
+                .removePartial, .record(.clearPartial), .finish(.failed(full, action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a full disk at the commit gives the space back", retries: 0, steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
+            step(.committed(.failure(full)), [
+                .removePartial, .record(.clearPartial), .finish(.failed(full, action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a body shorter than its length is kept for a resume and retried", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 60, total: 100, bytes: 60, restartedFromZero: false, head: head)), [
+                .releaseSlot, .backOff(attempt: 1, failure: .partialBody(received: 60, expected: 100), retryAfter: nil),
+            ], .backingOff),
+            step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+        ]),
+        Row(name: "a body longer than its length is deleted", retries: 0, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 120, total: 100, bytes: 120, restartedFromZero: false, head: head)), [
+                .removePartial, .record(.clearPartial), .releaseSlot,
+                .finish(.failed(.sizeMismatch(expected: 100, actual: 120), action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a first download that ended with the connection and no length is measured by a probe", retries: 0, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 60, total: nil, bytes: 60, restartedFromZero: false, head: head)),
+                 [.measureBody(source: 0)], .measuringBody),
+            step(.bodyMeasured(.available(file)), [
+                .releaseSlot, .finish(.failed(.partialBody(received: 60, expected: 100), action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a chunked body that ended is complete without a probe", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 60, total: nil, bytes: 60, restartedFromZero: false,
+                                         head: .init(etag: "\"a\"", isChunked: true))),
+                 [.releaseSlot, .finishHash(size: 60)], .finishingHash),
+        ]),
+        Row(name: "a resume answered with the whole file becomes a restart", steps: begin + [
+            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .partial))),
+                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
+            ], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: true, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
+            step(.committed(.success(identity)), [
+                .record(.complete(verified)),
+                .finish(.succeeded(.transferred, action: .restart(reason: "the server answered the range request with the whole file"),
+                                   size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "an overlap mismatch deletes the partial file; the next attempt restarts, never resumes", steps: begin + [
+            step(.inspected(halfPartial, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .partial))),
+                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial)),
+            ], .transferring),
+            step(.transferEnded(.failed(.rangeMismatch("differs"), bytes: 0)), [
+                .removePartial, .record(.clearPartial), .releaseSlot, .backOff(attempt: 1, failure: .rangeMismatch("differs"), retryAfter: nil),
+            ], .backingOff),
+            step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            // Even if a partial file were found again, it would not be resumed.
+            step(.inspected(halfPartial, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.restart(reason: "unusable reply to a range request: differs"))),
+                download(remote: file, action: .restart(reason: "unusable reply to a range request: differs")),
+            ], .transferring),
+        ]),
+        Row(name: "a partial file that shrank before the request: the next attempt restarts", retries: 1, steps: begin + [
+            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .partial))),
+                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
+            ], .transferring),
+            step(.transferEnded(.notStarted(.rangeMismatch("shrank"), mustRestart: true)), [
+                .releaseSlot, .backOff(attempt: 1, failure: .rangeMismatch("shrank"), retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "a body past max_size or the size pin is deleted", retries: 0, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(.bodyTooLarge(limit: 10), bytes: 10)), [
+                .removePartial, .record(.clearPartial), .releaseSlot, .finish(.failed(.bodyTooLarge(limit: 10), action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a full disk during the transfer gives the space back", retries: 0, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(full, bytes: 10)), [
+                .removePartial, .record(.clearPartial), .releaseSlot, .finish(.failed(full, action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "no response: an empty partial file goes", retries: 0, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.noResponse(bytes: 0)), [
+                .removePartialIfEmpty, .releaseSlot,
+                .finish(.failed(.curl(code: 0, message: "the server sent no response", osErrno: 0), action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a refused reply keeps the partial file; a 404 is not retried", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.rejected(notFound, bytes: 0)), [
+                .releaseSlot, .finish(.failed(notFound, action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a 503 with Retry-After pauses the host before the slot goes, and sets the back-off", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(unavailable503, bytes: 0)), [
+                .removePartialIfEmpty, .pauseHost(source: 0, retryAfter: "5"), .releaseSlot,
+                .backOff(attempt: 1, failure: unavailable503, retryAfter: "5"),
+            ], .backingOff),
+            step(.backOffEnded(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: true))], .done),
+        ]),
+        Row(name: "retries run out on a source, then the next source is tried", sources: 2, retries: 1, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(.httpStatus(500), bytes: 0)), [
+                .removePartialIfEmpty, .releaseSlot, .backOff(attempt: 1, failure: .httpStatus(500), retryAfter: nil),
+            ], .backingOff),
+            step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(.httpStatus(500), bytes: 0)), [
+                .removePartialIfEmpty, .releaseSlot, .announce(.fallingBack(source: 1, after: .httpStatus(500))), .awaitHost(source: 1),
+            ], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download(source: 1)], .transferring),
+        ]),
+        Row(name: "local trouble is not taken to the next source", sources: 2, steps: begin + [
+            step(.inspectionFailed(.localConflict("a symlink")), [
+                .releaseSlot, .finish(.failed(.localConflict("a symlink"), action: .fail(.localConflict("a symlink")), inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a network failure asks the gate; an outage that ends is forgiven and retried at once", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(timeout, bytes: 0)), [.removePartialIfEmpty, .releaseSlot, .checkConnectivity(source: 0)],
+                 .checkingConnectivity),
+            step(.connectivityChecked(.cameBack), [.awaitHost(source: 0)], .waitingForHost),
+        ]),
+        Row(name: "a network failure with the network up counts as a retry", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(timeout, bytes: 0)), [.removePartialIfEmpty, .releaseSlot, .checkConnectivity(source: 0)],
+                 .checkingConnectivity),
+            step(.connectivityChecked(.reachable), [.backOff(attempt: 1, failure: timeout, retryAfter: nil)], .backingOff),
+        ]),
+        Row(name: "an outage that outlasts its wait fails the entry as unreachable", sources: 2, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(timeout, bytes: 0)), [.removePartialIfEmpty, .releaseSlot, .checkConnectivity(source: 0)],
+                 .checkingConnectivity),
+            step(.connectivityChecked(.gaveUp(.unreachable(host: "h", waited: .seconds(1)))), [
+                .announce(.fallingBack(source: 1, after: .unreachable(host: "h", waited: .seconds(1)))), .awaitHost(source: 1),
+            ], .waitingForHost),
+            step(.hostUnavailable(.unreachable(host: "m", waited: .seconds(1))), [
+                .finish(.failed(.unreachable(host: "m", waited: .seconds(1)), action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a refused connection is not an outage: no gate, a retry", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(refused, bytes: 0)), [
+                .removePartialIfEmpty, .releaseSlot, .backOff(attempt: 1, failure: refused, retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "a pause begun while waiting for a slot: the slot goes back and the host is waited for", steps: [
+            step(.start(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: true), [.releaseSlot, .awaitHost(source: 0)], .waitingForHost),
+        ]),
+        Row(name: "interrupted while waiting for a slot: cancelled, nothing inspected", steps: [
+            step(.start(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotDenied, [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
+        ]),
+        Row(name: "a transfer cancelled: no retry, no other source", sources: 2, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.failed(.cancelled, bytes: 5)), [
+                .removePartialIfEmpty, .releaseSlot, .finish(.failed(.cancelled, action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a probe that fails decides fail; a 404 ends the entry", steps: begin + [
+            step(.inspected(halfPartial, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.unavailable(notFound)), [
+                .announce(.decided(.fail(notFound))), .releaseSlot, .finish(.failed(notFound, action: .fail(notFound), inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a server already complete at the resume point (416) is committed", steps: begin + [
+            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .partial))),
+                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
+            ], .transferring),
+            step(.transferEnded(.alreadyComplete(total: 50, head: head)), [.releaseSlot, .finishHash(size: 50)], .finishingHash),
+        ]),
+        Row(name: "an event a phase does not expect fails the entry and frees the slot", steps: begin + [
+            step(.backOffEnded(cancelled: false), [
+                .releaseSlot, .finish(.failed(.localConflict("internal error: backOffEnded(cancelled: false) while inspecting"),
+                                               action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+    ]
+
+    @Test(arguments: rows)
+    func transitions(_ row: Row) {
+        var machine = EntryMachine(sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+        for (index, step) in row.steps.enumerated() {
+            let effects = machine.handle(step.event)
+            #expect(effects == step.effects, "step \(index + 1): \(step.event)")
+            #expect(machine.phase == step.phase, "step \(index + 1): \(step.event)")
+            if effects != step.effects || machine.phase != step.phase { return }
+        }
+    }
+
+    /// The slot is given back exactly once per grant, on every path in the table.
+    @Test(arguments: rows)
+    func theSlotIsGivenBackOncePerGrant(_ row: Row) {
+        var machine = EntryMachine(sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+        var held = 0
+        for step in row.steps {
+            if case .slotGranted = step.event { held += 1 }
+            for effect in machine.handle(step.event) where effect == .releaseSlot {
+                held -= 1
+                #expect(held == 0, "a slot given back that was not held")
+            }
+            #expect(held == (machine.holdsTransferSlot ? 1 : 0))
+        }
+        if machine.phase == .done { #expect(held == 0) }
+    }
+
+    /// Each phase the machine leaves on some event appears in the table with each event it
+    /// takes there.
+    @Test func everyHandledTransitionIsInTheTable() {
+        var seen = Set<String>()
+        for row in Self.rows {
+            var machine = EntryMachine(sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+            for step in row.steps {
+                seen.insert("\(machine.phase) \(Self.name(of: step.event))")
+                _ = machine.handle(step.event)
+            }
+        }
+        let handled = [
+            "idle start", "waitingForHost hostReady", "waitingForHost hostUnavailable", "waitingForSlot slotGranted",
+            "waitingForSlot slotDenied", "inspecting inspected", "inspecting inspectionFailed", "probing probed",
+            "hashingDestination destinationHashed", "hashingForRecord destinationHashed", "preparing prepared",
+            "transferring transferEnded", "measuringBody bodyMeasured", "finishingHash hashed", "keeping kept",
+            "keeping keepRefused", "committing committed", "checkingConnectivity connectivityChecked", "backingOff backOffEnded",
+        ]
+        for transition in handled {
+            #expect(seen.contains(transition), "no row covers \(transition)")
+        }
+    }
+
+    static func name(of event: Event) -> String {
+        String(describing: event).prefix { $0 != "(" }.description
+    }
+}
