@@ -10,34 +10,76 @@ struct RemoteProbe: Sendable {
     let fetcher: Fetcher
 
     func probe(_ url: RemoteURL, settings: TransferSettings) async -> RemoteFacts {
-        let head = TransferRequest(
+        let head = Self.headRequest(url, settings: settings)
+        switch Self.afterHead(await fetcher.fetch(head), of: head, url: url) {
+        case .known(let facts):
+            return facts
+        case .askForRange(let request, let response):
+            let recorder = ProbeRecorder()
+            let result = await fetcher.fetch(request, sink: recorder)
+            return Self.afterRange(result, recorder: recorder, head: response, url: url)
+        }
+    }
+
+    /// The same, on the engine's thread; `completion` runs there. `onStart` is told each
+    /// request's transfer id, for cancelling it.
+    func probe(
+        _ url: RemoteURL, settings: TransferSettings, onStart: @escaping (UInt64) -> Void = { _ in },
+        completion: @escaping (RemoteFacts) -> Void
+    ) {
+        let head = Self.headRequest(url, settings: settings)
+        fetcher.fetch(head, sink: nil, onStart: onStart) { [fetcher] result in
+            switch Self.afterHead(result, of: head, url: url) {
+            case .known(let facts):
+                completion(facts)
+            case .askForRange(let request, let response):
+                let recorder = ProbeRecorder()
+                fetcher.fetch(request, sink: recorder, onStart: onStart) { result in
+                    completion(Self.afterRange(result, recorder: recorder, head: response, url: url))
+                }
+            }
+        }
+    }
+
+    private static func headRequest(_ url: RemoteURL, settings: TransferSettings) -> TransferRequest {
+        TransferRequest(
             url: url.string, method: .head, headers: settings.headers, timeout: settings.timeout,
             insecure: settings.insecure, certificateAuthorities: settings.certificateAuthorities,
             login: url.login, ftpTLS: settings.ftpTLS, protocols: RedirectRule.protocols(forScheme: Self.scheme(of: url.string))
         )
-        let headResult = await fetcher.fetch(head)
-        if let failure = headResult.redirectFailure { return .unavailable(failure) }
-        if let failure = headResult.outcome.transportFailure { return .unavailable(failure.redactingHost(of: url)) }
+    }
+
+    private enum AfterHead {
+        case known(RemoteFacts)
+        /// HEAD did not say enough: ask with a one-byte GET, keeping HEAD's reply.
+        case askForRange(TransferRequest, head: ResponseHead)
+    }
+
+    private static func afterHead(_ headResult: Fetcher.Result, of head: TransferRequest, url: RemoteURL) -> AfterHead {
+        if let failure = headResult.redirectFailure { return .known(.unavailable(failure)) }
+        if let failure = headResult.outcome.transportFailure { return .known(.unavailable(failure.redactingHost(of: url))) }
         guard let response = headResult.outcome.head else {
-            return .unavailable(.curl(code: 0, message: "no response", osErrno: 0))
+            return .known(.unavailable(.curl(code: 0, message: "no response", osErrno: 0)))
         }
         if response.isSuccess, let contradiction = response.contradiction {
-            return .unavailable(.contradictoryReply(contradiction))
+            return .known(.unavailable(.contradictoryReply(contradiction)))
         }
         let headLength = response.isSuccess ? response.contentLength : nil
         if let headLength, response.validators.namesVersion {
-            return .available(RemoteFile(size: headLength, etag: response.etag, lastModified: response.lastModified))
+            return .known(.available(RemoteFile(size: headLength, etag: response.etag, lastModified: response.lastModified)))
         }
         if !response.isSuccess && ![403, 405, 501].contains(response.status) {
-            return .unavailable(.httpStatus(response.status, retryAfter: response["retry-after"]))
+            return .known(.unavailable(.httpStatus(response.status, retryAfter: response["retry-after"])))
         }
-
         var rangeProbe = head
         rangeProbe.method = .get
         rangeProbe.rangeFirst = 0
         rangeProbe.rangeLast = 0
-        let recorder = ProbeRecorder()
-        let getResult = await fetcher.fetch(rangeProbe, sink: recorder)
+        return .askForRange(rangeProbe, head: response)
+    }
+
+    private static func afterRange(_ getResult: Fetcher.Result, recorder: ProbeRecorder, head response: ResponseHead, url: RemoteURL) -> RemoteFacts {
+        let headLength = response.isSuccess ? response.contentLength : nil
         if let headLength {
             let answered = getResult.redirectFailure == nil && getResult.outcome.transportFailure == nil
             guard answered, let answer = recorder.head ?? getResult.outcome.head, [200, 206, 416].contains(answer.status) else {

@@ -30,7 +30,8 @@ final class BlockingPool: Sendable {
         }
     }
 
-    private func submit(_ job: @escaping @Sendable () -> Void) {
+    /// Runs `job` on one of the pool's threads.
+    func submit(_ job: @escaping @Sendable () -> Void) {
         let startThread = state.withLock { state -> Bool in
             state.queue.append(job)
             guard state.threads < limit else { return false }

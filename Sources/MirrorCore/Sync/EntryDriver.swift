@@ -1,23 +1,47 @@
 import Glibc
 
-/// Carries out what an entry's `EntryMachine` decides: the waits, the requests, the file
-/// operations and the store's writes, and hands each outcome back to the machine. Decides
-/// nothing itself.
+/// Carries out what an entry's `EntryMachine` decides, on the transfer engine's thread: the
+/// cheap steps (looking at the disk, reading the store's record, starting a request, deciding
+/// about a reply) run there at once; hashing, fsync and rename go to the run's blocking pool
+/// and come back as events; waits for a host, a back-off or the network run as tasks that post
+/// their answer back. Decides nothing itself.
 ///
 /// Data rules kept by what it does: bytes land only in the partial file; `DEST` appears only by
 /// renaming a complete, verified, fsync'd partial file over it; an existing `DEST` is never
 /// deleted or written in place; cleanup removes only partial files.
-struct EntryDriver {
+///
+/// Touched only on the engine's thread (hence `@unchecked Sendable`): every answer from
+/// elsewhere is posted there.
+final class EntryDriver: @unchecked Sendable {
     let entry: Entry
-    let runner: ManifestRunner
-    let store: StateStore?
-    let conditions: HostConditions
+    let run: SyncRun
+    private var runner: ManifestRunner { run.runner }
+    private var store: StateStore? { run.store }
+    private var conditions: HostConditions { run.conditions }
+    private var machine: EntryMachine
+    private let paths: DestinationPaths
+    private let sources: [RemoteURL]
+    private var slot: TransferSlots.Slot?
+    private var slotRequest: UInt64?
+    private var partial: OpenPartial?
+    /// The request in flight, to stop it when the run is interrupted.
+    private var transferID: UInt64?
+    /// A wait in progress (host, back-off, network), to end it when the run is interrupted.
+    private var waiting: Task<Void, Never>?
+    private var finished = false
+    private let onFinish: (EntryReport) -> Void
 
     /// Bytes re-requested before the resume point when no validator vouches for the partial file.
     static let overlapLength: Int64 = 64 * 1024
 
-    private var paths: DestinationPaths { runner.paths(for: entry) }
-    private var sources: [RemoteURL] { [entry.url] + entry.mirrors }
+    init(entry: Entry, run: SyncRun, onFinish: @escaping (EntryReport) -> Void) {
+        self.entry = entry
+        self.run = run
+        self.onFinish = onFinish
+        paths = run.runner.paths(for: entry)
+        sources = [entry.url] + entry.mirrors
+        machine = EntryMachine(sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
+    }
 
     /// The partial file of the attempt in progress, open from the transfer (or the finishing
     /// hash) until it is committed or the attempt ends.
@@ -40,127 +64,162 @@ struct EntryDriver {
         }
     }
 
-    func run() async -> EntryReport {
-        var machine = EntryMachine(
-            sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
-        var slot: TransferSlots.Slot?
-        var partial: OpenPartial?
-        var pending: [EntryMachine.Effect] = machine.handle(.start(cancelled: Task.isCancelled))
-        defer {
-            partial?.close()
-            slot?.release()
+    func start() {
+        deliver(.start(cancelled: run.isCancelled))
+    }
+
+    /// Stops what the entry waits for; the machine hears of it as a cancelled step.
+    func cancel() {
+        if let transferID { runner.fetcher.engine.cancel(transferID) }
+        if let slotRequest {
+            // A request still in the queue is answered here; one granted meanwhile is answered
+            // by its posted grant, which finds the run cancelled.
+            self.slotRequest = nil
+            if runner.slots.withdraw(slotRequest) { deliver(.slotDenied) }
         }
+        waiting?.cancel()
+    }
+
+    /// Hands `event` to the machine and carries out what it says, until the machine waits for
+    /// an answer that is not at hand.
+    private func deliver(_ event: EntryMachine.Event) {
+        var pending = machine.handle(event)
         while !pending.isEmpty {
             let effect = pending.removeFirst()
-            if effect.endsAttemptFile {
-                partial?.close()
-                partial = nil
-            }
-            var answer: EntryMachine.Event?
-            switch effect {
-            case .finish(let outcome):
-                return report(outcome, machine: machine)
-            case .announce(let notice):
-                announce(notice)
-            case .awaitHost(let index):
-                answer = await awaitHost(sources[index])
-            case .acquireSlot:
-                if let granted = await runner.slots.acquire() {
-                    slot = granted
-                    answer = .slotGranted(hostTroubled: isTroubled(sources[machine.source]))
-                } else {
-                    answer = .slotDenied
-                }
-            case .releaseSlot:
-                slot?.release()
-                slot = nil
-            case .inspect:
-                answer = inspect()
-            case .probe(let index):
-                let facts = await runner.probe.probe(sources[index], settings: entry.settings)
-                runner.emit(.probed(dest: entry.dest, url: sources[index].display, facts))
-                answer = .probed(facts)
-            case .measureBody(let index):
-                answer = .bodyMeasured(await runner.probe.probe(sources[index], settings: entry.settings))
-            case .hashDestination:
-                let paths = self.paths
-                let runner = self.runner
-                answer = .destinationHashed(await runner.blocking.run {
-                    Result { () throws(TransferFailure) in try runner.hashDestination(paths) }
-                })
-            case .prepare(let length, let clearingRecord):
-                answer = .prepared(prepare(copyLength: length, clearingRecord: clearingRecord))
-            case .transfer(let order):
-                partial?.close()
-                let (end, opened) = await transfer(order)
-                partial = opened
-                answer = .transferEnded(end)
-            case .finishHash(let size):
-                if partial == nil {
-                    do {
-                        partial = OpenPartial(fd: try runner.rootDirectory.openPartial(paths, truncate: false, durable: runner.options.durable), hasher: nil)
-                    } catch {
-                        answer = .hashed(.failure(error))
-                        break
-                    }
-                }
-                answer = .hashed(await finishHash(partial!, size: size))
-            case .keepDestination(let version, let validators, let sha256):
-                let kept = await keepDestination(version, validators: validators)
-                if kept != nil {
-                    partial?.close()
-                    partial = nil
-                }
-                _ = sha256
-                answer = kept.map { .kept($0) } ?? .keepRefused
-            case .commit(let validators, _):
-                guard let open = partial else {
-                    answer = .committed(.failure(.localConflict("internal error: no partial file to commit")))
-                    break
-                }
-                let result = await commit(open, validators: validators)
-                if case .success = result {
-                    open.committed = true
-                    partial = nil
-                }
-                answer = .committed(result)
-            case .record(let change):
-                record(change)
-            case .removePartial:
-                runner.rootDirectory.removePartial(paths)
-            case .removePartialIfEmpty:
-                // An empty partial file holds nothing worth resuming: leave no trace of a failed start.
-                if let partial, (try? FileSystem.size(of: partial.fd, path: paths.partial)) == 0 {
-                    runner.rootDirectory.removePartial(paths)
-                }
-            case .pauseHost(let index, let header):
-                if let host = HostKey(sources[index]),
-                   let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
-                    runner.emit(.pausedByServer(host: host.description, pause: pause))
-                    conditions.pauses.pause(host, for: pause)
-                }
-            case .checkConnectivity(let index):
-                answer = .connectivityChecked(await checkConnectivity(sources[index]))
-            case .backOff(let attempt, let failure, let header):
-                if Task.isCancelled {
-                    answer = .backOffEnded(cancelled: true)
-                    break
-                }
-                let serverPause = header.flatMap { RetryAfter.delay($0, now: Int(time(nil)), cap: runner.options.retryAfterCap) }
-                let delay = serverPause ?? runner.options.retryPolicy.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
-                runner.emit(.retrying(dest: entry.dest, failure: failure, attempt: attempt, delay: delay))
-                do {
-                    try await Task.sleep(for: delay)
-                    answer = .backOffEnded(cancelled: false)
-                } catch {
-                    answer = .backOffEnded(cancelled: true)
-                }
-            }
-            if let answer {
+            if let answer = perform(effect) {
                 pending = machine.handle(answer) + pending
             }
         }
-        return report(.failed(.localConflict("internal error: the entry ended without a result"), action: .download, inspectPartial: true), machine: machine)
+    }
+
+    /// Posts an answer from another thread to the engine's.
+    private func answer(_ event: EntryMachine.Event) {
+        runner.fetcher.engine.post { [self] in deliver(event) }
+    }
+
+    /// Carries out one effect; returns the answer when it is known at once.
+    private func perform(_ effect: EntryMachine.Effect) -> EntryMachine.Event? {
+        if effect.endsAttemptFile {
+            partial?.close()
+            partial = nil
+        }
+        switch effect {
+        case .finish(let outcome):
+            finish(outcome)
+        case .announce(let notice):
+            announce(notice)
+        case .awaitHost(let index):
+            return awaitHost(sources[index])
+        case .acquireSlot:
+            if run.isCancelled { return .slotDenied }
+            let (granted, id) = runner.slots.acquire { [self] slot in
+                runner.fetcher.engine.post { [self] in
+                    slotRequest = nil
+                    if run.isCancelled {
+                        slot.release()
+                        deliver(.slotDenied)
+                        return
+                    }
+                    self.slot = slot
+                    deliver(.slotGranted(hostTroubled: isTroubled(sources[machine.source])))
+                }
+            }
+            if let granted {
+                slot = granted
+                return .slotGranted(hostTroubled: isTroubled(sources[machine.source]))
+            }
+            slotRequest = id
+        case .releaseSlot:
+            slot?.release()
+            slot = nil
+        case .inspect:
+            return inspect()
+        case .probe where run.isCancelled:
+            return .probed(.unavailable(.cancelled))
+        case .measureBody where run.isCancelled:
+            return .bodyMeasured(.unavailable(.cancelled))
+        case .transfer where run.isCancelled:
+            return .transferEnded(.notStarted(.cancelled, mustRestart: false))
+        case .probe(let index):
+            let source = sources[index]
+            runner.probe.probe(source, settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
+                transferID = nil
+                runner.emit(.probed(dest: entry.dest, url: source.display, facts))
+                deliver(.probed(facts))
+            }
+        case .measureBody(let index):
+            runner.probe.probe(sources[index], settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
+                transferID = nil
+                deliver(.bodyMeasured(facts))
+            }
+        case .hashDestination:
+            let paths = self.paths
+            let runner = self.runner
+            runner.blocking.submit { [self] in
+                answer(.destinationHashed(Result { () throws(TransferFailure) in try runner.hashDestination(paths) }))
+            }
+        case .prepare(let length, let clearingRecord):
+            runner.blocking.submit { [self] in
+                answer(.prepared(prepare(copyLength: length, clearingRecord: clearingRecord)))
+            }
+        case .transfer(let order):
+            partial?.close()
+            partial = nil
+            transfer(order)
+        case .finishHash(let size):
+            if partial == nil {
+                do {
+                    partial = OpenPartial(fd: try runner.rootDirectory.openPartial(paths, truncate: false, durable: runner.options.durable), hasher: nil)
+                } catch {
+                    return .hashed(.failure(error))
+                }
+            }
+            finishHash(partial!, size: size)
+        case .keepDestination(let version, let validators, _):
+            keepDestination(version, validators: validators)
+        case .commit(let validators, _):
+            guard let open = partial else {
+                return .committed(.failure(.localConflict("internal error: no partial file to commit")))
+            }
+            commit(open, validators: validators)
+        case .record(let change):
+            record(change)
+        case .removePartial:
+            runner.rootDirectory.removePartial(paths)
+        case .removePartialIfEmpty:
+            // An empty partial file holds nothing worth resuming: leave no trace of a failed start.
+            if let partial, (try? FileSystem.size(of: partial.fd, path: paths.partial)) == 0 {
+                runner.rootDirectory.removePartial(paths)
+            }
+        case .pauseHost(let index, let header):
+            if let host = HostKey(sources[index]),
+               let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
+                runner.emit(.pausedByServer(host: host.description, pause: pause))
+                conditions.pauses.pause(host, for: pause)
+            }
+        case .checkConnectivity(let index):
+            return checkConnectivity(sources[index])
+        case .backOff(let attempt, let failure, let header):
+            if run.isCancelled { return .backOffEnded(cancelled: true) }
+            let serverPause = header.flatMap { RetryAfter.delay($0, now: Int(time(nil)), cap: runner.options.retryAfterCap) }
+            let delay = serverPause ?? runner.options.retryPolicy.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
+            runner.emit(.retrying(dest: entry.dest, failure: failure, attempt: attempt, delay: delay))
+            waiting = Task { [self] in
+                let cancelled = (try? await Task.sleep(for: delay)) == nil
+                answer(.backOffEnded(cancelled: cancelled))
+            }
+        }
+        return nil
+    }
+
+    private func finish(_ outcome: EntryMachine.Outcome) {
+        guard !finished else { return }
+        finished = true
+        partial?.close()
+        partial = nil
+        slot?.release()
+        slot = nil
+        onFinish(report(outcome))
     }
 
     // MARK: Effects
@@ -175,19 +234,25 @@ struct EntryDriver {
     }
 
     /// Outages and Retry-After pauses are waited out without a transfer slot, so a host that
-    /// asked for ten minutes' rest does not hold up the others.
-    private func awaitHost(_ source: RemoteURL) async -> EntryMachine.Event {
-        if Task.isCancelled { return .hostUnavailable(.cancelled) }
+    /// asked for ten minutes' rest does not hold up the others. Nearly always nothing holds the
+    /// host back, and the answer is at hand.
+    private func awaitHost(_ source: RemoteURL) -> EntryMachine.Event? {
+        if run.isCancelled { return .hostUnavailable(.cancelled) }
         guard let host = HostKey(source), let target = conditions.target(for: source) else { return .hostReady }
-        do {
-            try await conditions.gate.beforeAttempt(talkingTo: target)
-            try await conditions.pauses.waitOut(host)
-            return .hostReady
-        } catch let unreachable as ConnectivityGate.Unreachable {
-            return .hostUnavailable(Task.isCancelled ? .cancelled : .unreachable(host: unreachable.target.description, waited: unreachable.waited))
-        } catch {
-            return .hostUnavailable(.cancelled)
+        if !isTroubled(source) { return .hostReady }
+        let conditions = self.conditions
+        waiting = Task { [self] in
+            do {
+                try await conditions.gate.beforeAttempt(talkingTo: target)
+                try await conditions.pauses.waitOut(host)
+                answer(.hostReady)
+            } catch let unreachable as ConnectivityGate.Unreachable {
+                answer(.hostUnavailable(Task.isCancelled ? .cancelled : .unreachable(host: unreachable.target.description, waited: unreachable.waited)))
+            } catch {
+                answer(.hostUnavailable(.cancelled))
+            }
         }
+        return nil
     }
 
     private func isTroubled(_ source: RemoteURL) -> Bool {
@@ -195,14 +260,19 @@ struct EntryDriver {
         return conditions.pauses.isPaused(host) || conditions.gate.hasTrouble(target)
     }
 
-    private func checkConnectivity(_ source: RemoteURL) async -> EntryMachine.ConnectivityVerdict {
-        if Task.isCancelled { return .gaveUp(.cancelled) }
-        guard let target = conditions.target(for: source) else { return .reachable }
-        do {
-            return try await conditions.gate.afterFailure(talkingTo: target) == .cameBack ? .cameBack : .reachable
-        } catch {
-            return .gaveUp(Task.isCancelled ? .cancelled : .unreachable(host: error.target.description, waited: error.waited))
+    private func checkConnectivity(_ source: RemoteURL) -> EntryMachine.Event? {
+        if run.isCancelled { return .connectivityChecked(.gaveUp(.cancelled)) }
+        guard let target = conditions.target(for: source) else { return .connectivityChecked(.reachable) }
+        let gate = conditions.gate
+        waiting = Task { [self] in
+            do throws(ConnectivityGate.Unreachable) {
+                let passage = try await gate.afterFailure(talkingTo: target)
+                answer(.connectivityChecked(passage == .cameBack ? .cameBack : .reachable))
+            } catch {
+                answer(.connectivityChecked(.gaveUp(Task.isCancelled ? .cancelled : .unreachable(host: error.target.description, waited: error.waited))))
+            }
         }
+        return nil
     }
 
     private func inspect() -> EntryMachine.Event {
@@ -251,20 +321,19 @@ struct EntryDriver {
         }
     }
 
-    /// GETs the file from `order.offset` into the partial file. The file stays open for the
-    /// hash and the commit that follow.
-    private func transfer(_ order: EntryMachine.TransferOrder) async -> (EntryMachine.TransferEnd, OpenPartial?) {
-        let paths = self.paths
+    /// GETs the file from `order.offset` into the partial file; answers `transferEnded`. The
+    /// file stays open for the hash and the commit that follow.
+    private func transfer(_ order: EntryMachine.TransferOrder) {
         let source = sources[order.source]
         let offset = order.offset
         let fd: Int32
         do {
             fd = try runner.rootDirectory.openPartial(paths, truncate: offset == 0, durable: runner.options.durable)
         } catch {
-            return (.notStarted(error, mustRestart: false), nil)
+            return deliver(.transferEnded(.notStarted(error, mustRestart: false)))
         }
         let hasher = TrailingHasher(fd: fd, path: paths.partial, startWriteback: runner.options.durable)
-        let open = OpenPartial(fd: fd, hasher: hasher)
+        partial = OpenPartial(fd: fd, hasher: hasher)
 
         let resumeGuard = offset > 0 ? ResumeGuard.choose(recorded: order.startedFrom, current: order.remote) : nil
         let validator = resumeGuard?.ifRange
@@ -272,7 +341,8 @@ struct EntryDriver {
         do throws(TransferFailure) {
             let size = try FileSystem.size(of: fd, path: paths.partial)
             if size < offset {
-                return (.notStarted(.rangeMismatch("partial file shrank to \(size) bytes while resuming from \(offset)"), mustRestart: true), open)
+                return deliver(.transferEnded(.notStarted(
+                    .rangeMismatch("partial file shrank to \(size) bytes while resuming from \(offset)"), mustRestart: true)))
             }
             if size > offset, ftruncate(fd, off_t(offset)) != 0 {
                 throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
@@ -282,7 +352,7 @@ struct EntryDriver {
                 overlap = try FileSystem.read(fd: fd, path: paths.partial, at: offset - min(Self.overlapLength, offset), count: Int(min(Self.overlapLength, offset)))
             }
         } catch {
-            return (.notStarted(error, mustRestart: false), open)
+            return deliver(.transferEnded(.notStarted(error, mustRestart: false)))
         }
         let firstByte = offset - Int64(overlap.count)
 
@@ -304,33 +374,39 @@ struct EntryDriver {
             certificateAuthorities: entry.settings.certificateAuthorities, login: source.login, ftpTLS: entry.settings.ftpTLS,
             protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
         )
-        let fetched = await runner.fetcher.fetch(request, sink: writer)
-        ticket?.finish()
+        runner.fetcher.fetch(request, sink: writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
+            transferID = nil
+            ticket?.finish()
+            deliver(.transferEnded(Self.end(of: fetched, writer: writer, source: source, firstByte: firstByte)))
+        }
+    }
+
+    /// How a GET ended, in the machine's terms.
+    private static func end(of fetched: Fetcher.Result, writer: PartialFileWriter, source: RemoteURL, firstByte: Int64) -> EntryMachine.TransferEnd {
         let bytes = writer.bytesWritten
         if let failure = fetched.redirectFailure ?? writer.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source) {
-            return (.failed(failure, bytes: bytes), open)
+            return .failed(failure, bytes: bytes)
         }
         guard let head = writer.head, let placement = writer.placement else {
-            return (.noResponse(bytes: bytes), open)
+            return .noResponse(bytes: bytes)
         }
         let summary = EntryMachine.ResponseHeadSummary(etag: head.etag, lastModified: head.lastModified, isChunked: head.isChunked)
         switch placement {
         case .alreadyComplete(let total):
-            return (.alreadyComplete(total: total, head: summary), open)
+            return .alreadyComplete(total: total, head: summary)
         case .write(let from, let total):
-            return (.written(position: writer.position, total: total, bytes: bytes,
-                             restartedFromZero: from == 0 && firstByte > 0, head: summary), open)
+            return .written(position: writer.position, total: total, bytes: bytes, restartedFromZero: from == 0 && firstByte > 0, head: summary)
         case .reject(let failure):
-            return (.rejected(failure, bytes: bytes), open)
+            return .rejected(failure, bytes: bytes)
         }
     }
 
     /// The partial file's SHA-256 (finished on the run's blocking pool, where waiting for the
     /// hashing thread or reading the file stalls no transfer) and its size on disk.
-    private func finishHash(_ open: OpenPartial, size: Int64) async -> Result<EntryMachine.HashedFile, TransferFailure> {
+    private func finishHash(_ open: OpenPartial, size: Int64) {
         let path = paths.partial
-        return await runner.blocking.run {
-            Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
+        runner.blocking.submit { [self] in
+            answer(.hashed(Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
                 let digest: String
                 if let hasher = open.hasher {
                     digest = try hasher.finish(size: size)
@@ -340,20 +416,20 @@ struct EntryDriver {
                     digest = hasher.finalize()
                 }
                 return EntryMachine.HashedFile(sha256: digest, sizeOnDisk: try FileSystem.size(of: open.fd, path: path))
-            }
+            }))
         }
     }
 
     /// When `DEST` is still the file `version` describes (not touched since the attempt
     /// began), it stays as it is (its inode), takes the new date, and the partial file goes:
-    /// the download had the same bytes. Nil when `DEST` changed.
-    private func keepDestination(_ version: CompleteVersion, validators: RemoteValidators) async -> LocalIdentity? {
+    /// the download had the same bytes. Answers `keepRefused` when `DEST` changed.
+    private func keepDestination(_ version: CompleteVersion, validators: RemoteValidators) {
         let paths = self.paths
         let rootDirectory = runner.rootDirectory
-        return await runner.blocking.run { () -> LocalIdentity? in
-            guard let destination = try? rootDirectory.openDestination(paths) else { return nil }
+        runner.blocking.submit { [self] in
+            guard let destination = try? rootDirectory.openDestination(paths) else { return answer(.keepRefused) }
             defer { close(destination) }
-            guard (try? LocalIdentity.of(fd: destination, path: paths.destination)) == version.local else { return nil }
+            guard (try? LocalIdentity.of(fd: destination, path: paths.destination)) == version.local else { return answer(.keepRefused) }
             rootDirectory.removePartial(paths)
             // The same bytes, perhaps under a new date: DEST takes it, as a download would, so
             // that its date still names its version if the record is ever lost.
@@ -364,29 +440,31 @@ struct EntryDriver {
                let identity = try? LocalIdentity.of(fd: destination, path: paths.destination) {
                 local = identity
             }
-            return local
+            answer(.kept(local))
         }
     }
 
-    /// Renames the partial file into place (dated, fsync'd). Its identity after the rename, when
-    /// it can be read.
-    private func commit(_ open: OpenPartial, validators: RemoteValidators) async -> Result<LocalIdentity?, TransferFailure> {
+    /// Renames the partial file into place (dated, fsync'd); answers `committed` with its
+    /// identity after the rename, when it can be read.
+    private func commit(_ open: OpenPartial, validators: RemoteValidators) {
         let paths = self.paths
         let runner = self.runner
-        return await runner.blocking.run {
-            Result { () throws(TransferFailure) -> LocalIdentity? in
+        runner.blocking.submit { [self] in
+            let result = Result { () throws(TransferFailure) -> LocalIdentity? in
                 try runner.rootDirectory.commit(
                     fd: open.fd, paths, modified: validators.lastModified.flatMap(HTTPDate.parse),
                     directories: runner.options.durable ? runner.directorySync : nil
                 )
                 let identity = try? LocalIdentity.of(fd: open.fd, path: paths.destination)
                 close(open.fd)
+                open.committed = true
                 return identity
             }
+            answer(.committed(result))
         }
     }
 
-    private func report(_ outcome: EntryMachine.Outcome, machine: EntryMachine) -> EntryReport {
+    private func report(_ outcome: EntryMachine.Outcome) -> EntryReport {
         let source = sources[machine.source].display
         switch outcome {
         case .succeeded(let result, let action, let size, let sha256):

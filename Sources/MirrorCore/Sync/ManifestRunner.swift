@@ -67,11 +67,13 @@ public final class ManifestRunner: Sendable {
             proxies: options.proxies
         )
         options.progress?.expect(manifest.entries.map { ($0.dest, $0.size) })
-        let reports = await Self.boundedMap(manifest.entries, width: entryWidth) { entry in
-            let report = await EntryDriver(entry: entry, runner: self, store: store, conditions: conditions).run()
-            self.options.progress?.entryFinished(dest: entry.dest)
-            self.emit(.finished(report))
-            return report
+        let run = SyncRun(runner: self, store: store, conditions: conditions, width: entryWidth)
+        let reports = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                run.start { continuation.resume(returning: $0) }
+            }
+        } onCancel: {
+            run.cancel()
         }
         store?.close()
         withExtendedLifetime(lock) {}

@@ -26,7 +26,8 @@ final class TransferSlots: Sendable {
 
     private struct State {
         var free: Int
-        var waiting: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
+        /// Each waiter is told `true` with a permit, or `false` when it is withdrawn.
+        var waiting: [(id: UInt64, answer: @Sendable (Bool) -> Void)] = []
         var nextID: UInt64 = 0
     }
 
@@ -53,29 +54,52 @@ final class TransferSlots: Sendable {
                         state.free -= 1
                         return true
                     }
-                    state.waiting.append((id, continuation))
+                    state.waiting.append((id, { continuation.resume(returning: $0) }))
                     return nil
                 }
                 if let answer { continuation.resume(returning: answer) }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-                guard let index = state.waiting.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiting.remove(at: index).continuation
-            }
-            waiter?.resume(returning: false)
+            withdraw(id)
         }
         return granted ? Slot(self) : nil
     }
 
+    /// Without waiting: a permit now, or `granted` is called with one later, in turn (on the
+    /// thread that gives one back), and the id to `withdraw` the request is returned.
+    func acquire(orWhenFree granted: @escaping @Sendable (Slot) -> Void) -> (Slot?, UInt64) {
+        state.withLock { state -> (Slot?, UInt64) in
+            let id = state.nextID
+            state.nextID += 1
+            if state.free > 0 {
+                state.free -= 1
+                return (Slot(self), id)
+            }
+            state.waiting.append((id, { [self] held in if held { granted(Slot(self)) } }))
+            return (nil, id)
+        }
+    }
+
+    /// Takes a waiting request out of the queue, answering it no; false when it was no longer
+    /// there (granted meanwhile).
+    @discardableResult
+    func withdraw(_ id: UInt64) -> Bool {
+        let waiter = state.withLock { state -> (@Sendable (Bool) -> Void)? in
+            guard let index = state.waiting.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiting.remove(at: index).answer
+        }
+        waiter?(false)
+        return waiter != nil
+    }
+
     private func giveBack() {
-        let next = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+        let next = state.withLock { state -> (@Sendable (Bool) -> Void)? in
             if state.waiting.isEmpty {
                 state.free += 1
                 return nil
             }
-            return state.waiting.removeFirst().continuation
+            return state.waiting.removeFirst().answer
         }
-        next?.resume(returning: true)
+        next?(true)
     }
 }

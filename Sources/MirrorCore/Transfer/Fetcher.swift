@@ -19,32 +19,66 @@ struct Fetcher: Sendable {
 
     func fetch(_ original: TransferRequest, sink: (any ResponseBodySink)? = nil) async -> Result {
         var request = original
-        // Parsed only when a redirect needs it: most requests have none.
-        var originalScheme: String?
         var hops = 0
         while true {
             request.proxy = proxies.proxy(for: request.url)?.url
             let outcome = await engine.perform(request, sink: sink)
-            guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
-                return Result(outcome: outcome, redirectFailure: nil)
+            switch Self.next(after: outcome, of: request, original: original, hops: &hops) {
+            case .done(let result): return result
+            case .follow(let next): request = next
             }
-            hops += 1
-            if hops > Self.maxRedirects {
-                return Result(outcome: outcome, redirectFailure: .redirectRefused("more than \(Self.maxRedirects) redirects"))
-            }
-            let scheme = originalScheme ?? URLComponents(string: original.url)?.scheme?.lowercased() ?? ""
-            originalScheme = scheme
-            switch RedirectRule.next(from: request.url, to: target, originalScheme: scheme) {
-            case .refuse(let reason):
-                return Result(outcome: outcome, redirectFailure: .redirectRefused(reason))
-            case .follow(let url, let sameOrigin):
-                request.url = url
-                if !sameOrigin {
-                    request.headers = []
-                    request.login = nil
+        }
+    }
+
+    /// The same, on the engine's thread: each hop starts there at once, and `completion` runs
+    /// there. `onStart` is told each hop's transfer id, for cancelling it.
+    func fetch(
+        _ original: TransferRequest, sink: (any ResponseBodySink)?, onStart: @escaping (UInt64) -> Void = { _ in },
+        completion: @escaping (Result) -> Void
+    ) {
+        var hops = 0
+        func hop(_ request: TransferRequest) {
+            var request = request
+            request.proxy = proxies.proxy(for: request.url)?.url
+            let id = engine.start(request, sink: sink) { outcome in
+                switch Self.next(after: outcome, of: request, original: original, hops: &hops) {
+                case .done(let result): completion(result)
+                case .follow(let next): hop(next)
                 }
-                request.protocols = RedirectRule.protocols(forScheme: URLComponents(string: url)?.scheme ?? "")
             }
+            onStart(id)
+        }
+        hop(original)
+    }
+
+    private enum Step {
+        case done(Result)
+        case follow(TransferRequest)
+    }
+
+    /// What follows a hop's outcome: the result, or the request for the next location.
+    private static func next(after outcome: TransferOutcome, of request: TransferRequest, original: TransferRequest, hops: inout Int) -> Step {
+        guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
+            return .done(Result(outcome: outcome, redirectFailure: nil))
+        }
+        hops += 1
+        if hops > maxRedirects {
+            return .done(Result(outcome: outcome, redirectFailure: .redirectRefused("more than \(maxRedirects) redirects")))
+        }
+        // Parsed only when a redirect needs it: most requests have none.
+        let scheme = URLComponents(string: original.url)?.scheme?.lowercased() ?? ""
+        switch RedirectRule.next(from: request.url, to: target, originalScheme: scheme) {
+        case .refuse(let reason):
+            return .done(Result(outcome: outcome, redirectFailure: .redirectRefused(reason)))
+        case .follow(let url, let sameOrigin):
+            var next = request
+            next.url = url
+            if !sameOrigin {
+                next.headers = []
+                next.login = nil
+            }
+            next.protocols = RedirectRule.protocols(forScheme: URLComponents(string: url)?.scheme ?? "")
+            return .follow(next)
         }
     }
 }

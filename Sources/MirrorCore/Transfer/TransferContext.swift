@@ -9,7 +9,8 @@ final class TransferContext {
     let request: TransferRequest
     let sink: (any ResponseBodySink)?
     let easy = EasyHandle()
-    let continuation: CheckedContinuation<TransferOutcome, Never>
+    /// Called once, on the engine's thread, when the request ends.
+    let completion: (TransferOutcome) -> Void
 
     /// Freed only after the easy handle is cleaned up: libcurl keeps these pointers.
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -39,12 +40,12 @@ final class TransferContext {
 
     init(
         id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
-        continuation: CheckedContinuation<TransferOutcome, Never>
+        completion: @escaping (TransferOutcome) -> Void
     ) {
         self.id = id
         self.request = request
         self.sink = sink
-        self.continuation = continuation
+        self.completion = completion
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
 
@@ -336,8 +337,8 @@ final class TransferContext {
         return ResponseHead(status: 200, fields: synthetic)
     }
 
-    /// Completes the request: consults the sink if the response had no body, then resumes the
-    /// waiting caller. Call after the handle left the multi handle, before `releaseHandle`.
+    /// Completes the request: consults the sink if the response had no body, then tells the
+    /// caller. Call after the handle left the multi handle, before `releaseHandle`.
     func finish(code: CURLcode, cancelled: Bool) {
         let head: ResponseHead? = sawHTTPStatusLine || code == CURLE_OK ? currentHead() : nil
         if disposition == nil, head != nil, !cancelled, code == CURLE_OK {
@@ -366,7 +367,7 @@ final class TransferContext {
             cancelled: cancelled
         )
         sink?.end()
-        continuation.resume(returning: outcome)
+        completion(outcome)
     }
 
     func releaseHandle() {

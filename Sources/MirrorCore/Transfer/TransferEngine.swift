@@ -3,11 +3,13 @@ import Glibc
 import Synchronization
 
 /// Runs HTTP(S)/FTP requests concurrently on one thread that owns a libcurl multi handle and
-/// every easy handle, so probes and downloads share one connection pool.
+/// every easy handle, so probes and downloads share one connection pool. The same thread runs
+/// the work posted to it (`post`): the sync of every entry takes its cheap steps there, with no
+/// hop to another thread per request.
 ///
-/// Callers `await perform(_:sink:)` from any task. The request is queued under a lock, the
-/// thread is woken with `curl_multi_wakeup`, and the result comes back through a continuation.
-/// Cancelling the calling task stops its transfer.
+/// From the loop's thread, `start(_:sink:completion:)` adds a request at once and calls
+/// `completion` there when it ends. From anywhere else, `await perform(_:sink:)` posts the
+/// request and resumes the caller when it is done; cancelling the calling task stops it.
 final class TransferEngine: Sendable {
     private let loop: MultiLoop
 
@@ -20,6 +22,28 @@ final class TransferEngine: Sendable {
 
     deinit {
         loop.stop()
+    }
+
+    /// Runs `work` on the loop's thread, after what was posted before it.
+    func post(_ work: @escaping @Sendable () -> Void) {
+        loop.post(work)
+    }
+
+    /// Starts `request` now; `completion` runs on the loop's thread when it ends. Call only on
+    /// the loop's thread. Returns the transfer's id, for `cancel`.
+    @discardableResult
+    func start(
+        _ request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void
+    ) -> UInt64 {
+        let id = loop.makeID()
+        loop.start(id: id, request: request, sink: sink, completion: completion, alreadyCancelled: false)
+        return id
+    }
+
+    /// Stops a transfer started with `start`; its completion runs (cancelled). Call only on the
+    /// loop's thread.
+    func cancel(_ id: UInt64) {
+        loop.cancelNow(id: id)
     }
 
     func perform(_ request: TransferRequest, sink: (any ResponseBodySink)? = nil) async -> TransferOutcome {
@@ -52,6 +76,7 @@ private final class MultiLoop: @unchecked Sendable {
 
     private struct Inbox {
         var submissions: [Submission] = []
+        var posted: [@Sendable () -> Void] = []
         var cancelled: Set<UInt64> = []
         var stopping = false
         var nextID: UInt64 = 1
@@ -59,6 +84,8 @@ private final class MultiLoop: @unchecked Sendable {
 
     private let multi: UnsafeMutableRawPointer
     private let inbox = Mutex(Inbox())
+    /// Set while the loop waits in `curl_multi_poll`: only then does a post need to wake it.
+    private let sleeping = Atomic<Bool>(false)
     /// Running transfers by easy handle; touched only on the loop thread.
     private var active: [UnsafeMutableRawPointer: TransferContext] = [:]
 
@@ -79,12 +106,17 @@ private final class MultiLoop: @unchecked Sendable {
         continuation: CheckedContinuation<TransferOutcome, Never>
     ) {
         inbox.withLock { $0.submissions.append(Submission(id: id, request: request, sink: sink, continuation: continuation)) }
-        curl_multi_wakeup(multi)
+        wake()
+    }
+
+    func post(_ work: @escaping @Sendable () -> Void) {
+        inbox.withLock { $0.posted.append(work) }
+        wake()
     }
 
     func cancel(id: UInt64) {
         inbox.withLock { _ = $0.cancelled.insert(id) }
-        curl_multi_wakeup(multi)
+        wake()
     }
 
     func stop() {
@@ -92,18 +124,39 @@ private final class MultiLoop: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
+    /// Wakes the loop if it sleeps. The loop says it sleeps before it looks at the inbox a last
+    /// time, and this looks after adding to it: either the loop sees the new item or this sees
+    /// it sleeping.
+    private func wake() {
+        if sleeping.load(ordering: .sequentiallyConsistent) {
+            curl_multi_wakeup(multi)
+        }
+    }
+
+    /// Stops a running transfer now; on the loop's thread only.
+    func cancelNow(id: UInt64) {
+        guard let handle = active.first(where: { $0.value.id == id })?.key else { return }
+        complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
+    }
+
     func run() {
         while true {
-            let (submissions, cancelled, stopping) = inbox.withLock { inbox in
-                defer { inbox.submissions.removeAll() }
-                return (inbox.submissions, inbox.cancelled, inbox.stopping)
+            let (submissions, posted, cancelled, stopping) = inbox.withLock { inbox in
+                defer {
+                    inbox.submissions.removeAll()
+                    inbox.posted.removeAll()
+                }
+                return (inbox.submissions, inbox.posted, inbox.cancelled, inbox.stopping)
             }
             var matched = Set<UInt64>()
             for submission in submissions {
                 let isCancelled = cancelled.contains(submission.id)
                 if isCancelled { matched.insert(submission.id) }
-                start(submission, alreadyCancelled: isCancelled)
+                let continuation = submission.continuation
+                start(id: submission.id, request: submission.request, sink: submission.sink,
+                      completion: { continuation.resume(returning: $0) }, alreadyCancelled: isCancelled)
             }
+            for work in posted { work() }
             if !cancelled.isEmpty {
                 for (handle, context) in active where cancelled.contains(context.id) {
                     matched.insert(context.id)
@@ -120,16 +173,21 @@ private final class MultiLoop: @unchecked Sendable {
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             drainFinished()
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            sleeping.store(true, ordering: .sequentiallyConsistent)
+            let idle = inbox.withLock { $0.submissions.isEmpty && $0.posted.isEmpty && !$0.stopping }
+            if idle {
+                curl_multi_poll(multi, nil, 0, 1000, nil)
+            }
+            sleeping.store(false, ordering: .sequentiallyConsistent)
         }
         curl_multi_cleanup(multi)
     }
 
-    private func start(_ submission: Submission, alreadyCancelled: Bool) {
-        let context = TransferContext(
-            id: submission.id, request: submission.request, sink: submission.sink,
-            continuation: submission.continuation
-        )
+    func start(
+        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
+        completion: @escaping (TransferOutcome) -> Void, alreadyCancelled: Bool
+    ) {
+        let context = TransferContext(id: id, request: request, sink: sink, completion: completion)
         if alreadyCancelled {
             context.finish(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
             context.releaseHandle()
