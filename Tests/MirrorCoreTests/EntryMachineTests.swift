@@ -17,6 +17,7 @@ struct EntryMachineTests {
 
     struct Row: CustomTestStringConvertible, Sendable {
         var name: String
+        var mode = EntryMachine.Mode.sync
         var sources = 1
         var retries = 2
         var pins = Pins()
@@ -411,6 +412,54 @@ struct EntryMachineTests {
             ], .transferring),
             step(.transferEnded(.alreadyComplete(total: 50, head: head)), [.releaseSlot, .finishHash(size: 50)], .finishingHash),
         ]),
+        Row(name: "plan: nothing on disk is still probed, for the size the plan shows", mode: .plan, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.download)), .releaseSlot, .finish(.planned(.download, localSize: nil, remoteSize: 100)),
+            ], .done),
+        ]),
+        Row(name: "plan: a partial file is shown as a resume and nothing is touched", mode: .plan, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .partial))), .releaseSlot,
+                .finish(.planned(.resume(from: 50, source: .partial), localSize: 50, remoteSize: 100)),
+            ], .done),
+        ]),
+        Row(name: "plan: a first sight of DEST is shown as skip without hashing or recording it", mode: .plan, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.skip)), .releaseSlot, .finish(.planned(.skip, localSize: 100, remoteSize: 100)),
+            ], .done),
+        ]),
+        Row(name: "plan: pinned and verified needs no request", mode: .plan, pins: Pins(sha256: pin), steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
+                .announce(.decided(.skip)), .releaseSlot, .finish(.planned(.skip, localSize: 100, remoteSize: 100)),
+            ], .done),
+        ]),
+        Row(name: "plan: an unreadable destination is a fail row, not retried", mode: .plan, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspectionFailed(.localConflict("a symlink")), [
+                .releaseSlot, .finish(.planned(.fail(.localConflict("a symlink")), localSize: nil, remoteSize: nil)),
+            ], .done),
+        ]),
+        Row(name: "plan: a pinned DEST that cannot be hashed is a fail row", mode: .plan, pins: Pins(sha256: pin), steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.hashDestination], .hashingDestination),
+            step(.destinationHashed(.failure(full)), [
+                .announce(.decided(.fail(full))), .releaseSlot, .finish(.planned(.fail(full), localSize: 100, remoteSize: 100)),
+            ], .done),
+        ]),
         Row(name: "an event a phase does not expect fails the entry and frees the slot", steps: begin + [
             step(.backOffEnded(cancelled: false), [
                 .releaseSlot, .finish(.failed(.localConflict("internal error: backOffEnded(cancelled: false) while inspecting"),
@@ -421,7 +470,7 @@ struct EntryMachineTests {
 
     @Test(arguments: rows)
     func transitions(_ row: Row) {
-        var machine = EntryMachine(sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+        var machine = EntryMachine(mode: row.mode, sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
         for (index, step) in row.steps.enumerated() {
             let effects = machine.handle(step.event)
             #expect(effects == step.effects, "step \(index + 1): \(step.event)")
@@ -433,7 +482,7 @@ struct EntryMachineTests {
     /// The slot is given back exactly once per grant, on every path in the table.
     @Test(arguments: rows)
     func theSlotIsGivenBackOncePerGrant(_ row: Row) {
-        var machine = EntryMachine(sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+        var machine = EntryMachine(mode: row.mode, sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
         var held = 0
         for step in row.steps {
             if case .slotGranted = step.event { held += 1 }
@@ -451,7 +500,7 @@ struct EntryMachineTests {
     @Test func everyHandledTransitionIsInTheTable() {
         var seen = Set<String>()
         for row in Self.rows {
-            var machine = EntryMachine(sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+            var machine = EntryMachine(mode: row.mode, sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
             for step in row.steps {
                 seen.insert("\(machine.phase) \(Self.name(of: step.event))")
                 _ = machine.handle(step.event)

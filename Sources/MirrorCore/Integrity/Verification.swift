@@ -33,8 +33,9 @@ extension ManifestRunner {
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
-        return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
-            self.verifyEntry(entry, store: store, rehash: rehash)
+        // Hashing blocks in the kernel: on the run's blocking pool, not the cooperative one.
+        return await boundedMap(manifest.entries, width: options.concurrency) { entry in
+            await self.blocking.run { self.verifyEntry(entry, store: store, rehash: rehash) }
         }
     }
 

@@ -29,18 +29,18 @@ final class EntryDriver: @unchecked Sendable {
     /// A wait in progress (host, back-off, network), to end it when the run is interrupted.
     private var waiting: Task<Void, Never>?
     private var finished = false
-    private let onFinish: (EntryReport) -> Void
+    private let onFinish: (EntryResult) -> Void
 
     /// Bytes re-requested before the resume point when no validator vouches for the partial file.
     static let overlapLength: Int64 = 64 * 1024
 
-    init(entry: Entry, run: SyncRun, onFinish: @escaping (EntryReport) -> Void) {
+    init(entry: Entry, run: SyncRun, onFinish: @escaping (EntryResult) -> Void) {
         self.entry = entry
         self.run = run
         self.onFinish = onFinish
         paths = run.runner.paths(for: entry)
         sources = [entry.url] + entry.mirrors
-        machine = EntryMachine(sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
+        machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
     }
 
     /// The partial file of the attempt in progress, open from the transfer (or the finishing
@@ -219,7 +219,11 @@ final class EntryDriver: @unchecked Sendable {
         partial = nil
         slot?.release()
         slot = nil
-        onFinish(report(outcome))
+        if case .planned(let action, let localSize, let remoteSize) = outcome {
+            onFinish(.planned(PlannedEntry(dest: entry.dest, url: entry.url.display, action: action, localSize: localSize, remoteSize: remoteSize)))
+        } else {
+            onFinish(.synced(report(outcome)))
+        }
     }
 
     // MARK: Effects
@@ -471,6 +475,9 @@ final class EntryDriver: @unchecked Sendable {
             return EntryReport(
                 dest: entry.dest, url: source, action: action, outcome: result,
                 bytesTransferred: machine.bytes, size: size, attempts: machine.attempts, sha256: sha256)
+        case .planned(let action, _, _):
+            return EntryReport(dest: entry.dest, url: source, action: action, outcome: .skipped,
+                               bytesTransferred: 0, size: nil, attempts: 0, sha256: nil)
         case .failed(let failure, let action, let inspectPartial):
             // What is on disk now, not what an attempt meant to keep: "a partial file is kept"
             // must be true when it is said.
@@ -480,6 +487,12 @@ final class EntryDriver: @unchecked Sendable {
                 bytesTransferred: machine.bytes, size: nil, attempts: machine.attempts, sha256: nil, partialSize: partial)
         }
     }
+}
+
+/// How one entry of a run ended: its report (`sync`) or its plan (`plan`).
+enum EntryResult: Sendable {
+    case synced(EntryReport)
+    case planned(PlannedEntry)
 }
 
 extension EntryMachine.Effect {

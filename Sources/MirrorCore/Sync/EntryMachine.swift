@@ -113,8 +113,20 @@ struct EntryMachine {
         case fallingBack(source: Int, after: TransferFailure)
     }
 
+    /// What the machine is run for.
+    enum Mode: Equatable {
+        /// Carry the entry out.
+        case sync
+        /// Only decide, as `mirror plan` shows it: inspect, probe (always, for the remote
+        /// size), hash `DEST` when the decision needs it; nothing on disk or in the store is
+        /// changed, no host is waited for, nothing is retried.
+        case plan
+    }
+
     /// How the entry ended.
     enum Outcome: Equatable {
+        /// `plan` only: the decision, with the sizes the plan shows.
+        case planned(Action, localSize: Int64?, remoteSize: Int64?)
         case succeeded(EntryReport.Outcome, action: Action, size: Int64?, sha256: String?)
         /// `inspectPartial`: the report says how big a partial file is left.
         case failed(TransferFailure, action: Action, inspectPartial: Bool)
@@ -170,6 +182,7 @@ struct EntryMachine {
 
     // MARK: Configuration
 
+    let mode: Mode
     let sourceCount: Int
     let retries: Int
     let pins: Pins
@@ -203,7 +216,8 @@ struct EntryMachine {
     private var committing: (size: Int64, validators: RemoteValidators, sha256: String)?
     private var retryAfter: String?
 
-    init(sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?) {
+    init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?) {
+        self.mode = mode
         self.sourceCount = max(1, sourceCount)
         self.retries = retries
         self.pins = pins
@@ -219,6 +233,10 @@ struct EntryMachine {
         case (.idle, .start(let cancelled)):
             if cancelled {
                 return end(.failed(.cancelled, action: .download, inspectPartial: false))
+            }
+            if mode == .plan {
+                phase = .waitingForSlot
+                return [.acquireSlot]
             }
             return beginAttempt()
 
@@ -248,6 +266,7 @@ struct EntryMachine {
 
         case (.inspecting, .inspectionFailed(let failure)):
             action = .fail(failure)
+            if mode == .plan { return end(.planned(action, localSize: nil, remoteSize: nil)) }
             return attemptFailed(failure)
         case (.inspecting, .inspected(let local, let record, let unreadable)):
             self.local = local
@@ -257,9 +276,13 @@ struct EntryMachine {
             if Planner.isPinnedAndVerified(local: local, state: record, pins: pins) {
                 // The store vouches for the pinned hash of this very file: no request needed.
                 action = .skip
+                if mode == .plan {
+                    let size = local.destination.size ?? local.partial.size
+                    return [.announce(.decided(.skip))] + end(.planned(.skip, localSize: size, remoteSize: size))
+                }
                 return [.announce(.decided(.skip))] + succeed(.skipped, size: local.destination.size, sha256: pins.sha256)
             }
-            if local.isEmpty {
+            if local.isEmpty, mode == .sync {
                 // Nothing on disk: the probe would only repeat what the GET's headers say.
                 action = .download
                 return [.announce(.decided(.download))] + startTransfer(offset: 0, remote: nil, startedFrom: nil)
@@ -282,6 +305,7 @@ struct EntryMachine {
                 return decide()
             case .failure(let failure):
                 action = .fail(failure)
+                if mode == .plan { return planned() }
                 return [.announce(.decided(action))] + attemptFailed(failure)
             }
 
@@ -428,6 +452,7 @@ struct EntryMachine {
             }
         }
         action = decided
+        if mode == .plan { return planned() }
         let announce: [Effect] = [.announce(.decided(decided))]
         switch decided {
         case .skip:
@@ -468,6 +493,12 @@ struct EntryMachine {
             phase = .finishingHash
             return announce + releaseSlot() + [.finishHash(size: size)]
         }
+    }
+
+    /// `plan`: the decision is all there is.
+    private mutating func planned() -> [Effect] {
+        let localSize = local?.destination.size ?? local?.partial.size
+        return [.announce(.decided(action))] + end(.planned(action, localSize: localSize, remoteSize: remoteFile?.size))
     }
 
     private mutating func recordFirstSight() -> [Effect] {

@@ -42,8 +42,12 @@ public final class ManifestRunner: Sendable {
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
-        return await Self.boundedMap(manifest.entries, width: options.concurrency) { entry in
-            await self.planEntry(entry, store: store)
+        // A plan waits for no host: its conditions are never consulted.
+        let conditions = HostConditions(gate: ConnectivityGate(wait: .zero), pauses: HostPauses(), probe: nil, proxies: options.proxies)
+        let results = await run(.plan, store: store, conditions: conditions, width: options.concurrency)
+        return results.map { result in
+            guard case .planned(let planned) = result else { preconditionFailure("a plan ended in a sync report") }
+            return planned
         }
     }
 
@@ -67,13 +71,9 @@ public final class ManifestRunner: Sendable {
             proxies: options.proxies
         )
         options.progress?.expect(manifest.entries.map { ($0.dest, $0.size) })
-        let run = SyncRun(runner: self, store: store, conditions: conditions, width: entryWidth)
-        let reports = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                run.start { continuation.resume(returning: $0) }
-            }
-        } onCancel: {
-            run.cancel()
+        let reports = await run(.sync, store: store, conditions: conditions, width: entryWidth).map { result in
+            guard case .synced(let report) = result else { preconditionFailure("a sync ended in a plan") }
+            return report
         }
         store?.close()
         withExtendedLifetime(lock) {}
@@ -88,33 +88,6 @@ public final class ManifestRunner: Sendable {
         options.events?(event)
     }
 
-    private func planEntry(_ entry: Entry, store: StateStore?) async -> PlannedEntry {
-        let paths = paths(for: entry)
-        let local: LocalFacts
-        do {
-            local = try LocalFacts.inspect(paths, in: rootDirectory)
-        } catch {
-            return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .fail(error), localSize: nil, remoteSize: nil)
-        }
-        let localSize = local.destination.size ?? local.partial.size
-        let record = record(of: entry, in: store)
-        if Planner.isPinnedAndVerified(local: local, state: record, pins: entry.pins) {
-            // The store vouches for the pinned hash of this very file: no request needed.
-            emit(.decided(dest: entry.dest, .skip))
-            return PlannedEntry(dest: entry.dest, url: entry.url.display, action: .skip, localSize: localSize, remoteSize: localSize)
-        }
-        let decision = await probeAndDecide(entry, source: entry.url, local: local, record: record)
-        emit(.decided(dest: entry.dest, decision.action))
-        return PlannedEntry(dest: entry.dest, url: entry.url.display, action: decision.action, localSize: localSize,
-                            remoteSize: decision.remote?.size)
-    }
-
-    /// The store's record for an entry; a store that cannot be read is reported and treated
-    /// as having none.
-    func record(of entry: Entry, in store: StateStore?) -> StateRecord? {
-        readRecord(of: entry, in: store).record
-    }
-
     /// The record, and whether the store failed to say: then a record of any kind may still
     /// be in it.
     func readRecord(of entry: Entry, in store: StateStore?) -> (record: StateRecord?, unreadable: Bool) {
@@ -127,28 +100,6 @@ public final class ManifestRunner: Sendable {
         }
     }
 
-    /// What `plan` and `sync` both do to decide an entry once its local facts are known:
-    /// probe the source, hash `DEST` when the decision depends on it, and ask the planner.
-    /// A failure to hash becomes a `fail` action.
-    func probeAndDecide(_ entry: Entry, source: RemoteURL, local: LocalFacts, record: StateRecord?) async
-        -> (remote: RemoteFile?, destinationSHA256: String?, action: Action)
-    {
-        let facts = await probe.probe(source, settings: entry.settings)
-        emit(.probed(dest: entry.dest, url: source.display, facts))
-        var remote: RemoteFile?
-        if case .available(let file) = facts { remote = file }
-        var hash: String?
-        if Planner.needsDestinationHash(local: local, remote: facts, pins: entry.pins, state: record) {
-            do {
-                hash = try hashDestination(paths(for: entry))
-            } catch {
-                return (remote, nil, .fail(error))
-            }
-        }
-        let action = Planner.decide(local: local, remote: facts, pins: entry.pins, state: record, destinationSHA256: hash)
-        return (remote, hash, action)
-    }
-
     /// SHA-256 of a whole `DEST`, opened through the root without following a symbolic link.
     func hashDestination(_ paths: DestinationPaths) throws(TransferFailure) -> String {
         let fd = try rootDirectory.openDestination(paths)
@@ -159,28 +110,16 @@ public final class ManifestRunner: Sendable {
         return hasher.finalize()
     }
 
-    /// Runs `body` over `items` with at most `width` running at once; results keep the
-    /// items' order.
-    static func boundedMap<Item: Sendable, Result: Sendable>(
-        _ items: [Item], width: Int, _ body: @escaping @Sendable (Item) async -> Result
-    ) async -> [Result] {
-        await withTaskGroup(of: (Int, Result).self) { group in
-            var results = [Result?](repeating: nil, count: items.count)
-            var next = 0
-            while next < min(max(width, 1), items.count) {
-                let index = next
-                group.addTask { (index, await body(items[index])) }
-                next += 1
+    /// Runs every entry on the engine's thread, `width` at once; the results in manifest order.
+    /// Cancelling the calling task interrupts the run.
+    private func run(_ mode: EntryMachine.Mode, store: StateStore?, conditions: HostConditions, width: Int) async -> [EntryResult] {
+        let run = SyncRun(runner: self, mode: mode, store: store, conditions: conditions, width: width)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                run.start { continuation.resume(returning: $0) }
             }
-            for await (index, result) in group {
-                results[index] = result
-                if next < items.count {
-                    let index = next
-                    group.addTask { (index, await body(items[index])) }
-                    next += 1
-                }
-            }
-            return results.map { $0! }
+        } onCancel: {
+            run.cancel()
         }
     }
 }

@@ -1,5 +1,6 @@
-/// One `sync` of a manifest on the transfer engine's thread: starts an `EntryDriver` for each
-/// entry, at most `width` at once and in manifest order, and collects their reports.
+/// One `sync` (or `plan`) of a manifest on the transfer engine's thread: starts an
+/// `EntryDriver` for each entry, at most `width` at once and in manifest order, and collects
+/// their results.
 ///
 /// Touched only on the engine's thread (hence `@unchecked Sendable`), apart from `cancel`,
 /// which posts there.
@@ -7,29 +8,31 @@ final class SyncRun: @unchecked Sendable {
     let runner: ManifestRunner
     let store: StateStore?
     let conditions: HostConditions
+    let mode: EntryMachine.Mode
     private let entries: [Entry]
     private let width: Int
-    private var reports: [EntryReport?]
+    private var results: [EntryResult?]
     private var running: [Int: EntryDriver] = [:]
     private var next = 0
     private var remaining: Int
     private var cancelled = false
-    private var completion: (@Sendable ([EntryReport]) -> Void)?
+    private var completion: (@Sendable ([EntryResult]) -> Void)?
 
-    init(runner: ManifestRunner, store: StateStore?, conditions: HostConditions, width: Int) {
+    init(runner: ManifestRunner, mode: EntryMachine.Mode, store: StateStore?, conditions: HostConditions, width: Int) {
         self.runner = runner
+        self.mode = mode
         self.store = store
         self.conditions = conditions
         entries = runner.manifest.entries
         self.width = max(1, width)
-        reports = Array(repeating: nil, count: entries.count)
+        results = Array(repeating: nil, count: entries.count)
         remaining = entries.count
     }
 
     var isCancelled: Bool { cancelled }
 
-    /// Runs every entry; `completion` gets the reports in manifest order, on the engine's thread.
-    func start(completion: @escaping @Sendable ([EntryReport]) -> Void) {
+    /// Runs every entry; `completion` gets the results in manifest order, on the engine's thread.
+    func start(completion: @escaping @Sendable ([EntryResult]) -> Void) {
         runner.fetcher.engine.post { [self] in
             self.completion = completion
             if remaining == 0 { return finishRun() }
@@ -49,18 +52,20 @@ final class SyncRun: @unchecked Sendable {
         let index = next
         next += 1
         let entry = entries[index]
-        let driver = EntryDriver(entry: entry, run: self) { [self] report in
-            entryFinished(index, report)
+        let driver = EntryDriver(entry: entry, run: self) { [self] result in
+            entryFinished(index, result)
         }
         running[index] = driver
         driver.start()
     }
 
-    private func entryFinished(_ index: Int, _ report: EntryReport) {
+    private func entryFinished(_ index: Int, _ result: EntryResult) {
         running[index] = nil
-        reports[index] = report
-        runner.options.progress?.entryFinished(dest: report.dest)
-        runner.emit(.finished(report))
+        results[index] = result
+        if case .synced(let report) = result {
+            runner.options.progress?.entryFinished(dest: report.dest)
+            runner.emit(.finished(report))
+        }
         remaining -= 1
         if remaining == 0 { return finishRun() }
         // Not from inside the finishing driver's own step: the next one starts on a clean stack.
@@ -74,6 +79,6 @@ final class SyncRun: @unchecked Sendable {
     private func finishRun() {
         guard let completion else { return }
         self.completion = nil
-        completion(reports.map { $0! })
+        completion(results.map { $0! })
     }
 }
