@@ -79,14 +79,7 @@ struct EntryMachineTests {
         Row(name: "nothing on disk: download without a probe, hash, commit, record the version", steps: freshDownload + [
             step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
             step(.committed(.success(identity)), [
-                .record(.complete(verified)),
                 .finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin)),
-            ], .done),
-        ]),
-        Row(name: "a commit whose file cannot be identified records no version", steps: freshDownload + [
-            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
-            step(.committed(.success(nil)), [
-                .record(.complete(nil)), .finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin)),
             ], .done),
         ]),
         Row(name: "pinned and verified by the store: skip without a request", pins: Pins(sha256: pin), steps: begin + [
@@ -265,7 +258,6 @@ struct EntryMachineTests {
                  [.releaseSlot, .finishHash(size: 100)], .finishingHash),
             step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
             step(.committed(.success(identity)), [
-                .record(.complete(verified)),
                 .finish(.succeeded(.transferred, action: .restart(reason: "the server answered the range request with the whole file"),
                                    size: 100, sha256: pin)),
             ], .done),

@@ -108,6 +108,23 @@ public final class StateStore: Sendable {
         connection.withLock { $0.close() }
     }
 
+    /// Records, in one transaction, that each `dest` now holds `version` (nil: none known)
+    /// and no partial file: a group of commits. All are written or none.
+    public func recordCommitted(_ commits: [(dest: String, url: String, version: CompleteVersion?)]) throws(StoreError) {
+        guard !commits.isEmpty else { return }
+        try connection.withLock { connection throws(StoreError) in
+            try connection.transaction { () throws(StoreError) in
+                for commit in commits {
+                    var record = try connection.read(commit.dest) ?? StateRecord(dest: commit.dest, url: commit.url)
+                    record.url = commit.url
+                    record.partial = nil
+                    record.complete = commit.version
+                    try connection.write(record)
+                }
+            }
+        }
+    }
+
     /// Updates the record of `dest` in place; `change` receives nil when there is none.
     public func update(dest: String, url: String, _ change: (inout StateRecord) -> Void) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in
@@ -268,6 +285,21 @@ private final class Connection {
                 record.partial = RemoteValidators(etag: text(select, 11), lastModified: text(select, 12), size: integer(select, 13))
             }
             found[DestKey(dest)] = record
+        }
+    }
+
+    /// Runs `body` in one transaction; a failure rolls it back, and the records read at
+    /// start are no longer trusted (they may hold rolled-back writes).
+    func transaction(_ body: () throws(StoreError) -> Void) throws(StoreError) {
+        try ensureOpen()
+        try Self.execute(db, "BEGIN IMMEDIATE")
+        do {
+            try body()
+            try Self.execute(db, "COMMIT")
+        } catch {
+            sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
+            records = nil
+            throw error
         }
     }
 

@@ -62,21 +62,15 @@ extension RootDirectory {
         if done == nil { throw .localIO(path: paths.directory, operation: "create directory", errno: ENOENT) }
     }
 
-    /// Makes the file complete on disk under its final name: mtime, fsync, rename, and an
-    /// fsync of the directory so the rename itself survives a crash.
-    /// - Parameter directories: where the directory's fsync is shared with other renames;
-    ///   `nil` skips both fsyncs.
-    func commit(fd: Int32, _ paths: DestinationPaths, modified: Int?, directories: DirectorySync?) throws(TransferFailure) {
-        try FileSystem.prepareForCommit(fd: fd, path: paths.partial, modified: modified, durable: directories != nil)
+    /// Renames the partial file to its final name. The caller has made the file durable first
+    /// (see `GroupCommit`), and makes the directory durable after.
+    func rename(_ paths: DestinationPaths) throws(TransferFailure) {
         let renamed: Void? = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
             if renameat(directory, paths.partialName, directory, paths.name) != 0 {
                 throw .localIO(path: paths.destination, operation: "rename into", errno: errno)
             }
         }
         if renamed == nil { throw .localIO(path: paths.destination, operation: "rename into", errno: ENOENT) }
-        if let failed = directories?.sync(paths.relativeDirectory) {
-            throw .localIO(path: paths.directory, operation: "fsync directory", errno: failed)
-        }
     }
 
     /// Removes the partial file, if it is there; a symbolic link on the way is left alone.

@@ -177,11 +177,11 @@ final class EntryDriver: @unchecked Sendable {
             finishHash(partial!, size: size)
         case .keepDestination(let version, let validators, _):
             keepDestination(version, validators: validators)
-        case .commit(let validators, _):
+        case .commit(let validators, let sha256):
             guard let open = partial else {
                 return .committed(.failure(.localConflict("internal error: no partial file to commit")))
             }
-            commit(open, validators: validators)
+            commit(open, validators: validators, sha256: sha256)
         case .record(let change):
             record(change)
         case .removePartial:
@@ -448,24 +448,15 @@ final class EntryDriver: @unchecked Sendable {
         }
     }
 
-    /// Renames the partial file into place (dated, fsync'd); answers `committed` with its
+    /// Queues the partial file for the next group commit; answers `committed` with its
     /// identity after the rename, when it can be read.
-    private func commit(_ open: OpenPartial, validators: RemoteValidators) {
-        let paths = self.paths
-        let runner = self.runner
-        runner.blocking.submit { [self] in
-            let result = Result { () throws(TransferFailure) -> LocalIdentity? in
-                try runner.rootDirectory.commit(
-                    fd: open.fd, paths, modified: validators.lastModified.flatMap(HTTPDate.parse),
-                    directories: runner.options.durable ? runner.directorySync : nil
-                )
-                let identity = try? LocalIdentity.of(fd: open.fd, path: paths.destination)
-                close(open.fd)
-                open.committed = true
-                return identity
-            }
-            answer(.committed(result))
-        }
+    private func commit(_ open: OpenPartial, validators: RemoteValidators, sha256: String) {
+        run.groupCommit.commit(GroupCommit.Request(
+            fd: open.fd, paths: paths, dest: entry.dest, url: entry.url.display, validators: validators, sha256: sha256
+        ) { [self] result in
+            if case .success = result { open.committed = true }
+            deliver(.committed(result))
+        })
     }
 
     private func report(_ outcome: EntryMachine.Outcome) -> EntryReport {

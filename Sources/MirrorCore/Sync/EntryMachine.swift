@@ -94,6 +94,8 @@ struct EntryMachine {
         case measureBody(source: Int)
         case finishHash(size: Int64)
         case keepDestination(CompleteVersion, validators: RemoteValidators, sha256: String)
+        /// Date, fsync and rename the partial file, and record the version it holds (with no
+        /// partial file left), together with other finished files (see `GroupCommit`).
         case commit(validators: RemoteValidators, sha256: String)
         case record(RecordChange)
         case removePartial
@@ -134,7 +136,8 @@ struct EntryMachine {
 
     /// What the state store is told. The whole policy: a partial file's record is written
     /// before its first byte (`TransferStartRecord`), cleared whenever that file is deleted or
-    /// a new download begins, and the complete version is recorded once `DEST` holds it.
+    /// a new download begins, and the complete version is recorded once `DEST` holds it (by
+    /// the commit itself, in its group's transaction, or here when `DEST` was kept or adopted).
     enum RecordChange: Equatable {
         case clearPartial
         /// `DEST` holds this version (none known: nil) and no partial file is left.
@@ -372,10 +375,9 @@ struct EntryMachine {
         case (.committing, .committed(let result)):
             guard let pending = committing else { return unexpected(event) }
             switch result {
-            case .success(let identity):
-                // With no identity the record cannot tell this file from another later: none.
-                let version = identity.map { CompleteVersion(validators: pending.validators, sha256: pending.sha256, local: $0) }
-                return [.record(.complete(version))] + succeed(.transferred, size: pending.size, sha256: pending.sha256)
+            case .success:
+                // The commit recorded the version (see `Effect.commit`).
+                return succeed(.transferred, size: pending.size, sha256: pending.sha256)
             case .failure(let failure):
                 return attemptFailed(failure, cleanup: Self.cleanupAfterLocalFailure(failure))
             }

@@ -20,7 +20,6 @@ public final class ManifestRunner: Sendable {
     /// commits many files together and the network does not wait for the disk.
     let entryWidth: Int
     static let entriesPerTransfer = 4
-    let directorySync: DirectorySync
 
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
@@ -32,7 +31,6 @@ public final class ManifestRunner: Sendable {
         slots = TransferSlots(options.concurrency)
         let rootDirectory = RootDirectory(path: manifest.root)
         self.rootDirectory = rootDirectory
-        directorySync = DirectorySync { rootDirectory.syncDirectory($0) }
     }
 
     /// Decides every entry without changing anything on disk: no files, no directories, not

@@ -9,6 +9,7 @@ final class SyncRun: @unchecked Sendable {
     let store: StateStore?
     let conditions: HostConditions
     let mode: EntryMachine.Mode
+    let groupCommit: GroupCommit
     private let entries: [Entry]
     private let width: Int
     private var results: [EntryResult?]
@@ -21,6 +22,9 @@ final class SyncRun: @unchecked Sendable {
     init(runner: ManifestRunner, mode: EntryMachine.Mode, store: StateStore?, conditions: HostConditions, width: Int) {
         self.runner = runner
         self.mode = mode
+        groupCommit = GroupCommit(
+            rootDirectory: runner.rootDirectory, durable: runner.options.durable, store: store, pool: runner.blocking,
+            engine: runner.fetcher.engine, onStoreProblem: { [runner] in runner.emit(.stateStoreProblem($0)) })
         self.store = store
         self.conditions = conditions
         entries = runner.manifest.entries

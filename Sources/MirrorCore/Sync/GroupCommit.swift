@@ -1,0 +1,133 @@
+import CLinux
+import Glibc
+
+/// Makes finished files durable together. Each verified partial file is queued here; a group
+/// is every file queued while the previous group was being written (at most `maxGroup`), so a
+/// lone file commits at once and a busy run commits many per disk round. For each group, on the
+/// run's blocking pool: each file gets its date and is fsync'd, then all are renamed to their
+/// final names, then each directory they went into is fsync'd once, and the store records every
+/// new version in one transaction. Only then is each entry told.
+///
+/// The promise stays what it is for one file: `DEST` appears only complete, verified and
+/// durable; a crash loses at most the records of the group being written (the store is a cache,
+/// and every file carries its server date, so a lost record costs a check, not a wrong file).
+///
+/// `commit` is called on the engine's thread only (hence `@unchecked Sendable`), and answers
+/// there.
+final class GroupCommit: @unchecked Sendable {
+    struct Request {
+        var fd: Int32
+        var paths: DestinationPaths
+        var dest: String
+        var url: String
+        var validators: RemoteValidators
+        var sha256: String
+        /// Told, on the engine's thread, the file's identity after the rename (nil when it
+        /// cannot be read) or why the commit failed. `fd` is closed on success.
+        var answer: (Result<LocalIdentity?, TransferFailure>) -> Void
+    }
+
+    static let maxGroup = 256
+
+    private let rootDirectory: RootDirectory
+    private let durable: Bool
+    private let store: StateStore?
+    private let pool: BlockingPool
+    private let engine: TransferEngine
+    private let onStoreProblem: @Sendable (String) -> Void
+    private var queued: [Request] = []
+    private var writing = false
+
+    init(rootDirectory: RootDirectory, durable: Bool, store: StateStore?, pool: BlockingPool, engine: TransferEngine,
+         onStoreProblem: @escaping @Sendable (String) -> Void) {
+        self.rootDirectory = rootDirectory
+        self.durable = durable
+        self.store = store
+        self.pool = pool
+        self.engine = engine
+        self.onStoreProblem = onStoreProblem
+    }
+
+    func commit(_ request: Request) {
+        queued.append(request)
+        if !writing { writeNextGroup() }
+    }
+
+    private func writeNextGroup() {
+        guard !queued.isEmpty else { return }
+        let group = Array(queued.prefix(Self.maxGroup))
+        queued.removeFirst(group.count)
+        writing = true
+        let work = GroupWork(group: group, rootDirectory: rootDirectory, durable: durable, store: store, onStoreProblem: onStoreProblem)
+        pool.submit { [self] in
+            let results = work.write()
+            engine.post { [self] in
+                writing = false
+                for (request, result) in zip(work.group, results) { request.answer(result) }
+                writeNextGroup()
+            }
+        }
+    }
+}
+
+/// One group's disk work, on a pool thread.
+struct GroupWork: @unchecked Sendable {
+    let group: [GroupCommit.Request]
+    let rootDirectory: RootDirectory
+    let durable: Bool
+    let store: StateStore?
+    let onStoreProblem: @Sendable (String) -> Void
+
+    func write() -> [Result<LocalIdentity?, TransferFailure>] {
+        var results = [Result<LocalIdentity?, TransferFailure>?](repeating: nil, count: group.count)
+        // Dated and durable, each: before any of them is renamed, every byte is on disk.
+        if durable {
+            for request in group {
+                _ = mirror_start_writeback(request.fd, 0, 0)
+            }
+        }
+        for (index, request) in group.enumerated() {
+            do {
+                try FileSystem.prepareForCommit(
+                    fd: request.fd, path: request.paths.partial,
+                    modified: request.validators.lastModified.flatMap(HTTPDate.parse), durable: durable)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        var directories: [String: [Int]] = [:]
+        for (index, request) in group.enumerated() where results[index] == nil {
+            do {
+                try rootDirectory.rename(request.paths)
+                directories[request.paths.relativeDirectory, default: []].append(index)
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        if durable {
+            for (directory, members) in directories {
+                if let failed = rootDirectory.syncDirectory(directory) {
+                    let path = group[members[0]].paths.directory
+                    for index in members { results[index] = .failure(.localIO(path: path, operation: "fsync directory", errno: failed)) }
+                }
+            }
+        }
+        var commits: [(dest: String, url: String, version: CompleteVersion?)] = []
+        for (index, request) in group.enumerated() where results[index] == nil {
+            let identity = try? LocalIdentity.of(fd: request.fd, path: request.paths.destination)
+            close(request.fd)
+            results[index] = .success(identity)
+            commits.append((request.dest, request.url, identity.map {
+                CompleteVersion(validators: request.validators, sha256: request.sha256, local: $0)
+            }))
+        }
+        if let store {
+            do {
+                try store.recordCommitted(commits)
+            } catch {
+                onStoreProblem("writing \(store.path): \(error)")
+            }
+        }
+        return results.map { $0! }
+    }
+}
