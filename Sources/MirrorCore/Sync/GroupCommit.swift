@@ -58,7 +58,8 @@ final class GroupCommit: @unchecked Sendable {
         let group = Array(queued.prefix(Self.maxGroup))
         queued.removeFirst(group.count)
         writing = true
-        let work = GroupWork(group: group, rootDirectory: rootDirectory, durable: durable, store: store, onStoreProblem: onStoreProblem)
+        let work = GroupWork(group: group, rootDirectory: rootDirectory, durable: durable, store: store,
+                             syncDirectory: { [rootDirectory] in rootDirectory.syncDirectory($0) }, onStoreProblem: onStoreProblem)
         pool.submit { [self] in
             let results = work.write()
             engine.post { [self] in
@@ -76,6 +77,8 @@ struct GroupWork: @unchecked Sendable {
     let rootDirectory: RootDirectory
     let durable: Bool
     let store: StateStore?
+    /// fsync of a directory under the root; the errno of a failure.
+    let syncDirectory: (String) -> Int32?
     let onStoreProblem: @Sendable (String) -> Void
 
     func write() -> [Result<LocalIdentity?, TransferFailure>] {
@@ -106,7 +109,7 @@ struct GroupWork: @unchecked Sendable {
         }
         if durable {
             for (directory, members) in directories {
-                if let failed = rootDirectory.syncDirectory(directory) {
+                if let failed = syncDirectory(directory) {
                     let path = group[members[0]].paths.directory
                     for index in members { results[index] = .failure(.localIO(path: path, operation: "fsync directory", errno: failed)) }
                 }
