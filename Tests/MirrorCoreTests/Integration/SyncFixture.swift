@@ -83,10 +83,3 @@ final class SyncFixture: Sendable {
         }
     }
 }
-
-extension TemporaryDirectory {
-    /// What `listing` shows, less mirror's own `.mirror/` folder: the files a user sees.
-    func files(_ relativePath: String) -> [String] {
-        listing(relativePath).filter { $0 != ".mirror" && !$0.hasPrefix(".mirror/") }
-    }
-}
