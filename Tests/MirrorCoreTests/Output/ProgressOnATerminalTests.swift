@@ -18,18 +18,18 @@ struct ProgressOnATerminalTests {
     static func syncOnTerminal(term: String, size: Int, rate: Int, stdoutToo: Bool = false) throws -> (result: MirrorBinary.Result, terminal: String) {
         var files: [String: Data] = [:]
         for (index, path) in paths.enumerated() { files[path] = randomData(count: size, seed: UInt64(60 + index)) }
-        let fixture = try SyncFixture(files: files, nginx: NginxOptions(rateLimit: rate))
-        try fixture.directory.write(Data(fixture.manifest(paths.map { ("/" + $0, $0) }).utf8), to: "mirror.yaml")
+        let scenario = try SyncScenario(.nginx(site: files, options: NginxOptions(rateLimit: rate)))
+        try scenario.write(ManifestText(entries: paths.map { .url(scenario.url("/" + $0), dest: $0) }), to: "mirror.yaml")
         let terminal = try PseudoTerminal(columns: UInt16(columns))
         var environment = ["TERM": term]
         environment["COLUMNS"] = nil
-        let running = try MirrorBinary.start(["sync", "-j", "2", "mirror.yaml"], in: fixture.directory.path,
-                                             environment: environment, standardOutput: stdoutToo ? terminal.device : nil,
+        let running = try scenario.start(["sync", "-j", "2", "mirror.yaml"],
+                                        environment: environment, standardOutput: stdoutToo ? terminal.device : nil,
                                              standardError: terminal.device)
         let result = try running.wait()
         let output = String(decoding: try terminal.finish(), as: UTF8.self)
         for path in paths {
-            #expect(fixture.local(path) == fixture.served(path), "\(path) arrived whole")
+            #expect(scenario.local(path) == scenario.served(path), "\(path) arrived whole")
         }
         return (result, output)
     }
