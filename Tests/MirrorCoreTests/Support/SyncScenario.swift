@@ -25,6 +25,9 @@ final class SyncScenario: Sendable {
         case none
         /// The fault-injecting server (`server`), scripted by the test.
         case faultServer
+        /// The fault server inside `namespace`, reached only by a `mirror` run in there (`run`
+        /// with `launcher`).
+        case faultServerInside(NetworkNamespace)
         /// nginx (`nginx`) serving `site`: files by their path under the site.
         case nginx(site: [String: Data], options: NginxOptions = .init())
     }
@@ -60,6 +63,9 @@ final class SyncScenario: Sendable {
             nginxServer = nil
         case .faultServer:
             faultServer = try FaultServer.start()
+            nginxServer = nil
+        case .faultServerInside(let namespace):
+            faultServer = try FaultServer.start(in: namespace)
             nginxServer = nil
         case .nginx(let site, let options):
             for (path, data) in site { try directory.write(data, to: "site/" + path) }
@@ -153,7 +159,8 @@ final class SyncScenario: Sendable {
 
     // MARK: The run, through the binary
 
-    /// Writes `manifest` as `name` in the scenario's directory; returns its absolute path.
+    /// Writes `manifest` (or any `text`) as the file `name` in the scenario's directory; returns
+    /// its absolute path.
     @discardableResult
     func write(_ manifest: ManifestText, to name: String = "m.yaml") throws -> String {
         try write(text: manifest.text, to: name)
@@ -169,10 +176,12 @@ final class SyncScenario: Sendable {
         String(decoding: directory.contents(of: name) ?? Data(), as: UTF8.self)
     }
 
-    /// Runs `mirror arguments` to completion in the scenario's directory (see `MirrorBinary.start`).
-    func run(_ arguments: [String], environment: [String: String] = [:], umask: mode_t? = nil,
-             launcher: [String] = []) throws -> MirrorBinary.Result {
-        try MirrorBinary.run(arguments, in: directory.path, environment: environment, umask: umask, launcher: launcher)
+    /// Runs `mirror arguments` to completion in the scenario's directory, or in `workingDirectory`
+    /// (see `MirrorBinary.start`).
+    func run(_ arguments: [String], in workingDirectory: String? = nil, environment: [String: String] = [:],
+             umask: mode_t? = nil, launcher: [String] = []) throws -> MirrorBinary.Result {
+        try MirrorBinary.run(arguments, in: workingDirectory ?? directory.path, environment: environment, umask: umask,
+                             launcher: launcher)
     }
 
     /// Starts `mirror arguments` in the scenario's directory, for a test that acts while it runs.
