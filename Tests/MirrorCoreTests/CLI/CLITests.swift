@@ -31,22 +31,20 @@ struct CLITests {
     /// Dates from outside may lie past what nanoseconds since 1970 can count (2262): a server's
     /// Last-Modified becomes the file's mtime, and a file may have been touched to any date.
     @Test func datesPast2262TrapNeitherSyncNorPlanNorVerify() throws {
-        setenv("no_proxy", "*", 1)
-        let server = try FaultServer.start()
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         defer { server.stop() }
         server.route("/far.bin", reply: .file(Self.payload, etag: "\"far\"", lastModified: "Fri, 31 Dec 2600 23:59:59 GMT"))
-        let directory = try TemporaryDirectory(prefix: "mirror-far")
-        let manifest = "version: 1\nroot: root\nfiles:\n  - url: \(server.url("/far.bin"))\n  - url: \(server.url("/far.bin"))\n    dest: touched.bin\n"
-        try directory.write(Data(manifest.utf8), to: "m.yaml")
+        try scenario.write(.files(.url(server.url("/far.bin")), .url(server.url("/far.bin"), dest: "touched.bin")))
         for command in ["sync", "sync", "plan", "verify"] {
-            let result = try MirrorBinary.run([command, "m.yaml"], in: directory.path)
+            let result = try scenario.run([command, "m.yaml"])
             #expect(result.status == 0, "\(command): \(result)")
         }
-        #expect(directory.contents(of: "root/far.bin") == Self.payload)
+        #expect(scenario.local("far.bin") == Self.payload)
         // A file touched far into the future by hand, checked offline.
         var times = [timespec(tv_sec: 10_413_792_000, tv_nsec: 0), timespec(tv_sec: 10_413_792_000, tv_nsec: 0)]
-        #expect(utimensat(AT_FDCWD, directory.path("root/touched.bin"), &times, 0) == 0)
-        let verify = try MirrorBinary.run(["verify", "m.yaml"], in: directory.path)
+        #expect(utimensat(AT_FDCWD, scenario.rootPath("touched.bin"), &times, 0) == 0)
+        let verify = try scenario.run(["verify", "m.yaml"])
         #expect(verify.status == 0, "touched, same bytes: \(verify)")
     }
 
