@@ -13,12 +13,10 @@ struct SyncAgainstNginxTests {
     /// The five-way setup: a complete file, a half file, a too-large file, a missing
     /// file (in a directory that does not exist yet) and a 404.
     static func fiveWay() throws -> (SyncScenario, Manifest) {
-        let scenario = try SyncScenario(.nginx(site: [
-            "complete.bin": complete, "half.bin": half, "shrunk.bin": shrunk, "missing.bin": missing,
-        ]))
+        let scenario = try SyncScenario(
+            .nginx(site: ["complete.bin": complete, "half.bin": half, "shrunk.bin": shrunk, "missing.bin": missing]),
+            before: ["half.bin": half.prefix(500_000), "shrunk.bin": randomData(count: 60_000, seed: 9)])
         try scenario.putCopy(ofServed: "complete.bin", at: "complete.bin")
-        try scenario.put(half.prefix(500_000), at: "half.bin")
-        try scenario.put(randomData(count: 60_000, seed: 9), at: "shrunk.bin")
         let manifest = try scenario.load(.files(
             .url(scenario.url("/complete.bin"), dest: "complete.bin"), .url(scenario.url("/half.bin"), dest: "half.bin"),
             .url(scenario.url("/shrunk.bin"), dest: "shrunk.bin"), .url(scenario.url("/missing.bin"), dest: "new/dir/missing.bin"),
@@ -84,8 +82,7 @@ struct SyncAgainstNginxTests {
 
     @Test func partialFileIsResumedAndRenamed() async throws {
         let data = randomData(count: 2_000_000, seed: 5)
-        let scenario = try SyncScenario(.nginx(site: ["p.bin": data]))
-        try scenario.put(data.prefix(750_000), at: "p.bin.part")
+        let scenario = try SyncScenario(.nginx(site: ["p.bin": data]), before: ["p.bin.part": data.prefix(750_000)])
         let manifest = try scenario.load(.files(.url(scenario.url("/p.bin"), dest: "p.bin")))
 
         let plan = await scenario.runner(manifest).plan()
@@ -100,8 +97,7 @@ struct SyncAgainstNginxTests {
 
     @Test func completePartialWithoutARecordIsCheckedByItsTailThenRenamed() async throws {
         let data = randomData(count: 200_000, seed: 6)
-        let scenario = try SyncScenario(.nginx(site: ["c.bin": data]))
-        try scenario.put(data, at: "c.bin.part")
+        let scenario = try SyncScenario(.nginx(site: ["c.bin": data]), before: ["c.bin.part": data])
         let manifest = try scenario.load(.files(.url(scenario.url("/c.bin"), dest: "c.bin")))
         let reports = try await scenario.sync(manifest)
 
@@ -114,8 +110,7 @@ struct SyncAgainstNginxTests {
 
     @Test func headRefusedFallsBackToARangeProbe() async throws {
         let data = randomData(count: 10_000, seed: 7)
-        let scenario = try SyncScenario(.nginx(site: ["h.bin": data]))
-        try scenario.put(data.prefix(4_000), at: "h.bin")
+        let scenario = try SyncScenario(.nginx(site: ["h.bin": data]), before: ["h.bin": data.prefix(4_000)])
         let manifest = try scenario.load(.files(.url(scenario.url("/nohead/h.bin"), dest: "h.bin")))
 
         let plan = await scenario.runner(manifest).plan()
@@ -129,9 +124,8 @@ struct SyncAgainstNginxTests {
 
     @Test func ignoredRangeRestartsFromZeroInsteadOfAppending() async throws {
         let data = randomData(count: 500_000, seed: 8)
-        let scenario = try SyncScenario(.nginx(site: ["r.bin": data]))
         // A partial whose bytes are wrong: appending to it would splice two files.
-        try scenario.put(randomData(count: 100_000, seed: 99), at: "r.bin.part")
+        let scenario = try SyncScenario(.nginx(site: ["r.bin": data]), before: ["r.bin.part": randomData(count: 100_000, seed: 99)])
         let manifest = try scenario.load(.files(.url(scenario.url("/norange/r.bin"), dest: "r.bin")))
         let reports = try await scenario.sync(manifest)
 
@@ -204,10 +198,10 @@ struct SyncAgainstNginxTests {
     /// ignored range are hashed beside the transfer, and the pin still checks the whole file.
     @Test func largeFilesAreHashedBesideTheTransfer() async throws {
         let data = randomData(count: 20 << 20, seed: 90)
-        let scenario = try SyncScenario(.nginx(site: ["big.bin": data]))
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": data]), before: [
+            "resumed.bin.part": data.prefix(12 << 20), "restarted.bin.part": randomData(count: 9 << 20, seed: 91),
+        ])
         let pin = SHA256Hasher.hex(of: data)
-        try scenario.put(data.prefix(12 << 20), at: "resumed.bin.part")
-        try scenario.put(randomData(count: 9 << 20, seed: 91), at: "restarted.bin.part")
         let reports = try await scenario.sync(.files(
             .url(scenario.url("/big.bin"), dest: "resumed.bin", "sha256: \(pin)"),
             .url(scenario.url("/norange/big.bin"), dest: "restarted.bin", "sha256: \(pin)")))
