@@ -28,8 +28,8 @@ struct ApacheTests {
     @Test func anUnchangedFileIsSkippedWhenItsWeakETagTurnsStrong() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-apache-site")
         let apache = try await ApacheServer.start(serving: site)
-        let work = try LocalRoot()
-        let manifest = try work.manifest(url: apache.url("/w.bin"), dest: "w.bin")
+        let work = try SyncScenario()
+        let manifest = try work.load(.files(.url(apache.url("/w.bin"), dest: "w.bin", "retries: 1")))
         let data = try await Self.writeWhileWeak(site, "w.bin", count: 200_000, seed: 30) {
             _ = try await work.sync(manifest)
             return try work.record("w.bin")?.complete?.validators.etag
@@ -50,7 +50,7 @@ struct ApacheTests {
     @Test func aPartialStartedUnderAWeakETagIsResumedWhenTheTagTurnsStrong() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-apache-site")
         let apache = try await ApacheServer.start(serving: site)
-        let work = try LocalRoot()
+        let work = try SyncScenario()
         let url = apache.url("/p.bin")
         var validators: (etag: String?, lastModified: String?) = (nil, nil)
         let data = try await Self.writeWhileWeak(site, "p.bin", count: 300_000, seed: 40) {
@@ -59,13 +59,13 @@ struct ApacheTests {
         }
         // What a run cut off while the tag was weak leaves behind: a third of the file and the
         // record of the version it came from.
-        try work.putLocal(data.prefix(100_000), at: "p.bin.part")
+        try work.put(data.prefix(100_000), at: "p.bin.part")
         try work.save(StateRecord(dest: "p.bin", url: url, partial: RemoteValidators(
             etag: validators.etag, lastModified: validators.lastModified, size: 300_000)))
         try await Task.sleep(for: Self.untilTheTagIsStrong)
         let before = try await apache.requests().count
 
-        let reports = try await work.sync(try work.manifest(url: url, dest: "p.bin"))
+        let reports = try await work.sync(.files(.url(url, dest: "p.bin", "retries: 1")))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].action == .resume(from: 100_000, source: .partial))
@@ -99,19 +99,19 @@ struct ApacheTests {
         let apache = try await ApacheServer.start(serving: site, extraConfiguration: "AddEncoding x-gzip .gz")
         let head = try CurlCommand.run(["-sI", apache.url("/a.tar.gz")])
         try #require(head.output.lowercased().contains("content-encoding: x-gzip"), "\(head)")
-        let work = try LocalRoot()
+        let work = try SyncScenario()
         let pin = SHA256Hasher.hex(of: tarball)
 
-        let reports = try await work.sync(try work.manifest(url: apache.url("/a.tar.gz"), dest: "a.tar.gz", lines: ["sha256: \(pin)"]))
+        let reports = try await work.sync(.files(.url(apache.url("/a.tar.gz"), dest: "a.tar.gz", "retries: 1", "sha256: \(pin)")))
 
         #expect(reports[0].outcome == .transferred, "\(reports[0].outcome)")
         #expect(reports[0].size == Int64(tarball.count) && reports[0].sha256 == pin)
         #expect(work.local("a.tar.gz") == tarball, "the bytes are the file's, not decompressed")
 
         // A pin of the decompressed bytes is not what was served: refused, nothing lands.
-        let other = try LocalRoot()
+        let other = try SyncScenario()
         let wrongPin = SHA256Hasher.hex(of: Data(repeating: 0x61, count: 100_000) + randomData(count: 50_000, seed: 50))
-        let refused = try await other.sync(try other.manifest(url: apache.url("/a.tar.gz"), dest: "a.tar.gz", lines: ["sha256: \(wrongPin)"]))
+        let refused = try await other.sync(.files(.url(apache.url("/a.tar.gz"), dest: "a.tar.gz", "retries: 1", "sha256: \(wrongPin)")))
         #expect(refused[0].outcome == .failed(.checksumMismatch(expected: wrongPin, actual: pin)))
         #expect(other.local("a.tar.gz") == nil)
     }
@@ -124,13 +124,13 @@ struct ApacheTests {
         try await Task.sleep(for: Self.untilTheTagIsStrong)
         let url = apache.url("/b.tar.gz")
         let validators = try headValidators(url)
-        let work = try LocalRoot()
-        try work.putLocal(tarball.prefix(150_000), at: "b.tar.gz.part")
+        let work = try SyncScenario()
+        try work.put(tarball.prefix(150_000), at: "b.tar.gz.part")
         try work.save(StateRecord(dest: "b.tar.gz", url: url, partial: RemoteValidators(
             etag: validators.etag, lastModified: validators.lastModified, size: Int64(tarball.count))))
         let before = try await apache.requests().count
 
-        let reports = try await work.sync(try work.manifest(url: url, dest: "b.tar.gz"))
+        let reports = try await work.sync(.files(.url(url, dest: "b.tar.gz", "retries: 1")))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].bytesTransferred == Int64(tarball.count - 150_000))

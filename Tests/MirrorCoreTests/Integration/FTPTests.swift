@@ -13,8 +13,8 @@ struct FTPTests {
         let firstTime = Date(timeIntervalSince1970: 1_700_000_000)
         try FileManager.default.setAttributes([.modificationDate: firstTime], ofItemAtPath: path)
         let ftp = try await VsftpdServer.start(serving: site)
-        let work = try LocalRoot()
-        let manifest = try work.manifest(url: ftp.url("/f.bin"), dest: "f.bin")
+        let work = try SyncScenario()
+        let manifest = try work.load(.files(.url(ftp.url("/f.bin"), dest: "f.bin", "retries: 1")))
 
         let first = try await work.sync(manifest)
         #expect(first[0].outcome == .transferred)
@@ -40,10 +40,10 @@ struct FTPTests {
         let data = randomData(count: 300_000, seed: 82)
         try site.write(data, to: "r.bin")
         let ftp = try await VsftpdServer.start(serving: site)
-        let work = try LocalRoot()
-        try work.putLocal(data.prefix(200_000), at: "r.bin.part")
+        let work = try SyncScenario()
+        try work.put(data.prefix(200_000), at: "r.bin.part")
 
-        let reports = try await work.sync(try work.manifest(url: ftp.url("/r.bin"), dest: "r.bin"))
+        let reports = try await work.sync(.files(.url(ftp.url("/r.bin"), dest: "r.bin", "retries: 1")))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].bytesTransferred == 100_000)
@@ -56,17 +56,17 @@ struct FTPTests {
         let data = randomData(count: 150_000, seed: 83)
         try site.write(data, to: "s.bin")
         let ftp = try await VsftpdServer.start(serving: site, tls: .explicitRequired)
-        let work = try LocalRoot()
+        let work = try SyncScenario()
 
         // Plain FTP to a server that insists on TLS: refused at login.
-        let plain = try await work.sync(try work.manifest(url: ftp.url("/s.bin"), dest: "plain.bin"))
+        let plain = try await work.sync(.files(.url(ftp.url("/s.bin"), dest: "plain.bin", "retries: 1")))
         guard case .failed = plain[0].outcome else {
             Issue.record("plain FTP to a TLS-only server should fail: \(plain[0].outcome)")
             return
         }
 
-        let secured = try await work.sync(try work.manifest(
-            url: ftp.url("/s.bin"), dest: "s.bin", lines: ["ftp_tls: required", "ca_file: \(try #require(ftp.authority).caCertificate)"]))
+        let secured = try await work.sync(.files(.url(
+            ftp.url("/s.bin"), dest: "s.bin", "retries: 1", "ftp_tls: required", "ca_file: \(try #require(ftp.authority).caCertificate)")))
 
         #expect(secured[0].outcome == .transferred, "\(secured[0].outcome)")
         #expect(work.local("s.bin")?.fingerprint == data.fingerprint)
@@ -80,10 +80,10 @@ struct FTPTests {
         let data = randomData(count: 20_000, seed: 86)
         try site.write(data, to: "t.bin")
         let ftp = try await VsftpdServer.start(serving: site)
-        let work = try LocalRoot()
+        let work = try SyncScenario()
 
-        let tried = try await work.sync(try work.manifest(url: ftp.url("/t.bin"), dest: "t.bin", lines: ["ftp_tls: try"]))
-        let required = try await work.sync(try work.manifest(url: ftp.url("/t.bin"), dest: "r.bin", lines: ["ftp_tls: required"]))
+        let tried = try await work.sync(.files(.url(ftp.url("/t.bin"), dest: "t.bin", "retries: 1", "ftp_tls: try")))
+        let required = try await work.sync(.files(.url(ftp.url("/t.bin"), dest: "r.bin", "retries: 1", "ftp_tls: required")))
 
         #expect(tried[0].outcome == .transferred, "\(tried[0].outcome)")
         #expect(work.local("t.bin")?.fingerprint == data.fingerprint)
@@ -99,9 +99,9 @@ struct FTPTests {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         try site.write(randomData(count: 1_000, seed: 84), to: "v.bin")
         let ftp = try await VsftpdServer.start(serving: site, tls: .explicitRequired)
-        let work = try LocalRoot()
+        let work = try SyncScenario()
 
-        let reports = try await work.sync(try work.manifest(url: ftp.url("/v.bin"), dest: "v.bin", lines: ["ftp_tls: required"]))
+        let reports = try await work.sync(.files(.url(ftp.url("/v.bin"), dest: "v.bin", "retries: 1", "ftp_tls: required")))
 
         guard case .failed(let failure) = reports[0].outcome else {
             Issue.record("a certificate of an unknown CA must not be trusted without ca_file")
@@ -116,9 +116,9 @@ struct FTPTests {
         let data = randomData(count: 120_000, seed: 85)
         try site.write(data, to: "i.bin")
         let ftp = try await VsftpdServer.start(serving: site, tls: .implicit)
-        let work = try LocalRoot()
+        let work = try SyncScenario()
 
-        let reports = try await work.sync(try work.manifest(url: ftp.url("/i.bin", scheme: "ftps"), dest: "i.bin", lines: ["ca_file: \(try #require(ftp.authority).caCertificate)"]))
+        let reports = try await work.sync(.files(.url(ftp.url("/i.bin", scheme: "ftps"), dest: "i.bin", "retries: 1", "ca_file: \(try #require(ftp.authority).caCertificate)")))
 
         #expect(reports[0].outcome == .transferred, "\(reports[0].outcome)")
         #expect(work.local("i.bin")?.fingerprint == data.fingerprint)

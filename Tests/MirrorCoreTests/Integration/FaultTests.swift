@@ -6,53 +6,35 @@ import Testing
 /// requests received, the outcome and the bytes on disk (declarative, as curl's suite does).
 @Suite(.serialized)
 struct FaultTests {
-    let directory: TemporaryDirectory
-    let server: FaultServer
+    let scenario: SyncScenario
+    var server: FaultServer { scenario.server }
 
     init() throws {
-        setenv("no_proxy", "*", 1)
-        directory = try TemporaryDirectory(prefix: "mirror-fault")
-        server = try FaultServer.start()
+        scenario = try SyncScenario(.faultServer)
     }
-
-    var root: String { directory.path("root") }
-
-    func sync(_ entries: String, extra: String = "", root: String? = nil) async throws -> [EntryReport] {
-        let text = "version: 1\nroot: root\n\(extra)files:\n\(entries)"
-        let manifest = try ManifestLoader.parse(text: text, path: "fault.yaml", baseDirectory: directory.path, environment: [:])
-        let runner = ManifestRunner(manifest: manifest, options: RunOptions(
-            concurrency: 2, retryPolicy: RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20))))
-        return try await runner.sync()
-    }
-
-    func entry(_ path: String, dest: String? = nil, lines: String = "") -> String {
-        "  - url: \(server.url(path))\n" + (dest.map { "    dest: \($0)\n" } ?? "") + lines
-    }
-
-    func local(_ dest: String) -> Data? { directory.contents(of: "root/" + dest) }
 
     @Test func serviceUnavailableThenSuccessIsRetried() async throws {
         let data = randomData(count: 50_000, seed: 1)
         server.route("/a.bin", method: "GET", replies: [.status(503, headers: ["Retry-After": "0"]), .file(data)])
-        let reports = try await sync(entry("/a.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/a.bin"))))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].attempts == 2)
-        #expect(local("a.bin")?.fingerprint == data.fingerprint)
-        #expect(directory.files("root") == ["a.bin"])
+        #expect(scenario.local("a.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.files() == ["a.bin"])
     }
 
     @Test func aCutBodyIsResumedFromWhereItStopped() async throws {
         let data = randomData(count: 200_000, seed: 2)
         server.route("/cut.bin", method: "GET", replies: [.file(data, etag: "\"c\"").cut(afterBodyBytes: 70_000), .file(data, etag: "\"c\"")])
         server.route("/cut.bin", method: "HEAD", reply: .file(data, etag: "\"c\""))
-        let reports = try await sync(entry("/cut.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/cut.bin"))))
 
         #expect(reports[0].outcome == .transferred)
         let gets = server.requests(for: "/cut.bin").filter { $0.method == "GET" }
         #expect(gets.map { $0.headers["Range"] } == [nil, "bytes=70000-"])
         #expect(gets.map { $0.headers["If-Range"] } == [nil, "\"c\""])
-        #expect(local("cut.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("cut.bin")?.fingerprint == data.fingerprint)
     }
 
     /// With no ETag and no Last-Modified nothing says the bytes on disk are of the version the
@@ -63,13 +45,13 @@ struct FaultTests {
         new.replaceSubrange(0..<1_000, with: randomData(count: 1_000, seed: 22))
         server.route("/nv.bin", method: "GET", replies: [.file(old).cut(afterBodyBytes: 100_000), .file(new)])
         server.route("/nv.bin", method: "HEAD", reply: .file(new))
-        let reports = try await sync(entry("/nv.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/nv.bin"))))
 
         #expect(reports[0].outcome == .transferred)
         // (The one-byte GETs ask a HEAD with no validators for the GET's.)
         let ranges = server.requests(for: "/nv.bin").filter { $0.method == "GET" && $0.headers["Range"] != "bytes=0-0" }.map { $0.headers["Range"] }
         #expect(ranges == [nil, nil], "restarted, not resumed")
-        #expect(local("nv.bin")?.fingerprint == new.fingerprint)
+        #expect(scenario.local("nv.bin")?.fingerprint == new.fingerprint)
     }
 
     /// The same after a run was killed: a partial file left by a server with no validators is
@@ -78,19 +60,15 @@ struct FaultTests {
         let old = randomData(count: 200_000, seed: 23)
         var new = old
         new.replaceSubrange(0..<1_000, with: randomData(count: 1_000, seed: 24))
-        try directory.write(old.prefix(150_000), to: "root/nvp.bin.part")
+        try scenario.put(old.prefix(150_000), at: "nvp.bin.part")
         server.route("/nvp.bin", reply: .file(new))
-        let plan = await ManifestRunner(
-            manifest: try ManifestLoader.parse(
-                text: "version: 1\nroot: root\nfiles:\n" + entry("/nvp.bin"), path: directory.path("m.yaml"),
-                baseDirectory: directory.path, environment: [:]),
-            options: RunOptions(concurrency: 1)).plan()
+        let plan = try await scenario.runner(.files(.url(server.url("/nvp.bin")))).plan()
         #expect(plan[0].action == .restart(reason: Planner.noVersion + ", so the partial file cannot be resumed safely"))
-        let reports = try await sync(entry("/nvp.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/nvp.bin"))))
 
         #expect(reports[0].outcome == .transferred)
         #expect(server.requests(for: "/nvp.bin").filter { $0.method == "GET" && $0.headers["Range"] != "bytes=0-0" }.map { $0.headers["Range"] } == [nil])
-        #expect(local("nvp.bin")?.fingerprint == new.fingerprint)
+        #expect(scenario.local("nvp.bin")?.fingerprint == new.fingerprint)
     }
 
     /// Bodies longer than the write buffer are written a megabyte at a time: the bytes still
@@ -101,12 +79,12 @@ struct FaultTests {
         let cut = (2 << 20) + 123_457
         server.route("/long-cut.bin", method: "GET", replies: [.file(data, etag: "\"l1\"").cut(afterBodyBytes: cut), .file(data, etag: "\"l1\"")])
         server.route("/long-cut.bin", method: "HEAD", reply: .file(data, etag: "\"l1\""))
-        let reports = try await sync(entry("/long-cut.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/long-cut.bin"))))
 
         #expect(reports[0].outcome == .transferred)
         let ranges = server.requests(for: "/long-cut.bin").filter { $0.method == "GET" }.map { $0.headers["Range"] }
         #expect(ranges == [nil, "bytes=\(cut)-"])
-        #expect(local("long-cut.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("long-cut.bin")?.fingerprint == data.fingerprint)
     }
 
     /// A reply of the whole file that ends early, with nothing in it to say so (no
@@ -114,14 +92,14 @@ struct FaultTests {
     @Test func aBodyCutShortWithoutContentLengthNeverReplacesTheFile() async throws {
         let old = randomData(count: 300_000, seed: 30)
         let data = randomData(count: 200_000, seed: 31)
-        try directory.write(old, to: "root/short.bin")
+        try scenario.put(old, at: "short.bin")
         server.route("/short.bin", method: "HEAD", reply: .file(data, etag: "\"s2\""))
         let head = "HTTP/1.1 200 OK\r\nETag: \"s2\"\r\nConnection: close\r\n\r\n"
         server.route("/short.bin", method: "GET", reply: .raw(Data(head.utf8) + data.prefix(100_000)))
-        let reports = try await sync(entry("/short.bin", lines: "    retries: 1\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/short.bin"), "retries: 1")))
 
         #expect(reports[0].outcome == .failed(.partialBody(received: 100_000, expected: 200_000)))
-        #expect(local("short.bin") == old, "the old file stays whole")
+        #expect(scenario.local("short.bin") == old, "the old file stays whole")
     }
 
     /// The same with nothing on disk, when the GET is sent without a probe: a body that ends
@@ -131,10 +109,10 @@ struct FaultTests {
         server.route("/first.bin", method: "HEAD", reply: .file(data, etag: "\"f1\""))
         let head = "HTTP/1.1 200 OK\r\nETag: \"f1\"\r\nConnection: close\r\n\r\n"
         server.route("/first.bin", method: "GET", reply: .raw(Data(head.utf8) + data.prefix(100_000)))
-        let reports = try await sync(entry("/first.bin", lines: "    retries: 0\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/first.bin"), "retries: 0")))
 
         #expect(reports[0].outcome == .failed(.partialBody(received: 100_000, expected: 200_000)))
-        #expect(local("first.bin") == nil)
+        #expect(scenario.local("first.bin") == nil)
     }
 
     /// A part is not the file: a 206 to a request without Range is refused, whatever its
@@ -143,10 +121,10 @@ struct FaultTests {
         let data = randomData(count: 100_000, seed: 32)
         let head = "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99999/*\r\nContent-Length: 100000\r\n\r\n"
         server.route("/part.bin", method: "GET", reply: .raw(Data(head.utf8) + data))
-        let reports = try await sync(entry("/part.bin", lines: "    retries: 0\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/part.bin"), "retries: 0")))
 
         #expect(reports[0].outcome == .failed(.contradictoryReply("206 Partial Content to a request for the whole file")))
-        #expect(directory.files("root").isEmpty)
+        #expect(scenario.files().isEmpty)
     }
 
     /// Two different Content-Lengths: libcurl believes one, so which bytes arrived is unknown.
@@ -154,17 +132,14 @@ struct FaultTests {
         let data = randomData(count: 100, seed: 33)
         let head = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nContent-Length: 200000\r\n\r\n"
         server.route("/two.bin", method: "GET", reply: .raw(Data(head.utf8) + data))
-        let reports = try await sync(entry("/two.bin", lines: "    retries: 0\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/two.bin"), "retries: 0")))
         #expect(reports[0].outcome == .failed(.contradictoryReply("Content-Length given as `100` and `200000`")))
-        #expect(directory.files("root").isEmpty)
+        #expect(scenario.files().isEmpty)
 
         // The probe of an existing file: `plan` fails the entry rather than believe one length.
-        try directory.write(data, to: "root/two.bin")
+        try scenario.put(data, at: "two.bin")
         server.route("/two.bin", method: "HEAD", reply: .raw(head))
-        let manifest = try ManifestLoader.parse(
-            text: "version: 1\nroot: root\nfiles:\n" + entry("/two.bin"), path: directory.path("m.yaml"),
-            baseDirectory: directory.path, environment: [:])
-        let plan = await ManifestRunner(manifest: manifest, options: RunOptions(concurrency: 1)).plan()
+        let plan = try await scenario.runner(.files(.url(server.url("/two.bin")))).plan()
         #expect(plan[0].action == .fail(.contradictoryReply("Content-Length given as `100` and `200000`")))
     }
 
@@ -172,46 +147,44 @@ struct FaultTests {
         let data = randomData(count: 100_000, seed: 3)
         server.route("/flaky.bin", method: "GET", replies: [.file(data, etag: "\"f\"").cut(afterBodyBytes: 10_000), .status(503)])
         server.route("/flaky.bin", method: "HEAD", reply: .file(data, etag: "\"f\""))
-        let reports = try await sync(entry("/flaky.bin", lines: "    retries: 2\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/flaky.bin"), "retries: 2")))
 
         #expect(reports[0].outcome == .failed(.httpStatus(503)))
         #expect(reports[0].attempts == 3)
-        #expect(local("flaky.bin") == nil)
-        #expect(local("flaky.bin.part")?.count == 10_000, "the next run resumes it")
+        #expect(scenario.local("flaky.bin") == nil)
+        #expect(scenario.local("flaky.bin.part")?.count == 10_000, "the next run resumes it")
     }
 
     @Test func aRangeReplyStartingElsewhereIsNotAppended() async throws {
         let data = randomData(count: 300_000, seed: 4)
-        try directory.write(data.prefix(100_000), to: "root/w.bin.part")
+        try scenario.put(data.prefix(100_000), at: "w.bin.part")
         server.route("/w.bin", method: "HEAD", reply: .file(data, etag: "\"w\""))
         // First a 206 that claims to start at 0 though 34464 was asked for, then a good server.
         server.route("/w.bin", method: "GET", replies: [.file(data, etag: "\"w\"").misreportingRange(start: 0), .file(data, etag: "\"w\"")])
-        let reports = try await sync(entry("/w.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/w.bin"))))
 
         #expect(reports[0].outcome == .transferred)
         let gets = server.requests(for: "/w.bin").filter { $0.method == "GET" }
         // The bad reply made mirror restart from 0 rather than splice.
         #expect(gets.map { $0.headers["Range"] } == ["bytes=\(100_000 - 65_536)-", nil])
-        #expect(local("w.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("w.bin")?.fingerprint == data.fingerprint)
     }
 
     @Test func aFourSixteenThatContradictsTheProbeIsNotTakenForComplete() async throws {
         let data = randomData(count: 30_000, seed: 5)
-        try directory.write(data.prefix(20_000), to: "root/s.bin.part")
-        let store = try #require(StateStore.open(root: root, mode: .readWrite).store)
-        try store.save(StateRecord(dest: "s.bin", url: server.url("/s.bin"),
-                                   partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 30_000)))
-        store.close()
+        try scenario.put(data.prefix(20_000), at: "s.bin.part")
+        try scenario.save(StateRecord(dest: "s.bin", url: server.url("/s.bin"),
+                                      partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 30_000)))
         // The probe says 30000 bytes, then a GET claims the file ends at the partial's 20000.
         server.route("/s.bin", method: "HEAD", reply: .file(data, etag: "\"v1\""))
         server.route("/s.bin", method: "GET", replies: [.status(416, headers: ["Content-Range": "bytes */20000"]), .file(data, etag: "\"v1\"")])
-        let reports = try await sync(entry("/s.bin", lines: "    retries: 1\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/s.bin"), "retries: 1")))
 
         #expect(reports[0].outcome == .transferred)
         let gets = server.requests(for: "/s.bin").filter { $0.method == "GET" }
         #expect(gets.first?.headers["If-Range"] == "\"v1\"")
         #expect(gets.last?.headers["Range"] == nil, "restarted from 0 instead")
-        #expect(local("s.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("s.bin")?.fingerprint == data.fingerprint)
     }
 
     /// The store records which version a partial file holds before its first byte. When that
@@ -219,14 +192,11 @@ struct FaultTests {
     /// land: a later resume would trust the old record and splice that version onto them.
     @Test func noByteIsWrittenUnderARecordOfAnotherVersion() async throws {
         let data = randomData(count: 200_000, seed: 9)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let store = try #require(StateStore.open(root: root, mode: .readWrite).store)
-        try store.save(StateRecord(dest: "x.bin", url: server.url("/x.bin"),
-                                   partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 200_000)))
-        store.close()
-        let lock = try StoreWriteLock(path: root + "/.mirror/state.sqlite")
+        try scenario.save(StateRecord(dest: "x.bin", url: server.url("/x.bin"),
+                                      partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 200_000)))
+        let lock = try StoreWriteLock(path: scenario.rootPath(".mirror/state.sqlite"))
         server.route("/x.bin", method: "GET", reply: .file(data, etag: "\"v2\""))
-        let reports = try await sync(entry("/x.bin", lines: "    retries: 0\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/x.bin"), "retries: 0")))
         lock.release()
 
         guard case .failed(.localConflict(let message)) = reports[0].outcome else {
@@ -234,10 +204,9 @@ struct FaultTests {
             return
         }
         #expect(message.contains("the record there is of another version; not writing to it"))
-        #expect(local("x.bin.part") == nil)
-        #expect(local("x.bin") == nil)
-        let reopened = try #require(StateStore.open(root: root, mode: .readOnly).store)
-        #expect(try reopened.record(for: "x.bin")?.partial?.etag == "\"v1\"", "the old record is still there")
+        #expect(scenario.local("x.bin.part") == nil)
+        #expect(scenario.local("x.bin") == nil)
+        #expect(try scenario.record("x.bin")?.partial?.etag == "\"v1\"", "the old record is still there")
     }
 
     /// A short DEST is copied to DEST.part and continued with the overlap check. A record of
@@ -247,44 +216,41 @@ struct FaultTests {
     @Test func aCopyOfAShortDestIsNeverResumedUnderAnOldRecord() async throws {
         let v1 = randomData(count: 300_000, seed: 21)
         let other = randomData(count: 150_000, seed: 22)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let store = try #require(StateStore.open(root: root, mode: .readWrite).store)
-        try store.save(StateRecord(dest: "y.bin", url: server.url("/y.bin"),
-                                   partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 300_000)))
-        store.close()
-        try directory.write(other, to: "root/y.bin")
+        try scenario.save(StateRecord(dest: "y.bin", url: server.url("/y.bin"),
+                                      partial: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 300_000)))
+        try scenario.put(other, at: "y.bin")
         server.route("/y.bin", method: "HEAD", reply: .file(v1, etag: "\"v1\""))
         server.route("/y.bin", method: "GET", replies: [.status(503), .file(v1, etag: "\"v1\"")])
-        let reports = try await sync(entry("/y.bin", lines: "    retries: 1\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/y.bin"), "retries: 1")))
 
         let gets = server.requests(for: "/y.bin").filter { $0.method == "GET" }
         #expect(gets.allSatisfy { $0.headers["If-Range"] == nil }, "the copy is never vouched for by the old record")
         if reports[0].outcome == .transferred {
-            #expect(local("y.bin")?.fingerprint == v1.fingerprint)
+            #expect(scenario.local("y.bin")?.fingerprint == v1.fingerprint)
         } else {
-            #expect(local("y.bin")?.fingerprint == other.fingerprint, "DEST untouched")
+            #expect(scenario.local("y.bin")?.fingerprint == other.fingerprint, "DEST untouched")
         }
     }
 
     @Test func aBodyLongerThanAnnouncedIsStopped() async throws {
         let data = randomData(count: 50_000, seed: 6)
         server.route("/long.bin", method: "GET", reply: .file(data).contentLength(20_000).header("Connection", "close"))
-        let reports = try await sync(entry("/long.bin", lines: "    retries: 0\n    size: 20000\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/long.bin"), "retries: 0", "size: 20000")))
 
         // The response ends where its Content-Length says; the extra bytes are never written.
         #expect(reports[0].outcome == .transferred)
-        #expect(local("long.bin")?.fingerprint == data.prefix(20_000).fingerprint)
-        #expect(directory.files("root") == ["long.bin"])
+        #expect(scenario.local("long.bin")?.fingerprint == data.prefix(20_000).fingerprint)
+        #expect(scenario.files() == ["long.bin"])
     }
 
     @Test func maxSizeStopsAnOversizedBody() async throws {
         let data = randomData(count: 80_000, seed: 7)
         server.route("/big.bin", method: "GET", reply: .file(data))
-        let reports = try await sync(entry("/big.bin", lines: "    max_size: 10000\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/big.bin"), "max_size: 10000")))
 
         #expect(reports[0].outcome == .failed(.bodyTooLarge(limit: 10_000)))
         #expect(reports[0].attempts == 1, "not retried")
-        #expect(directory.files("root").isEmpty)
+        #expect(scenario.files().isEmpty)
     }
 
     @Test func headersAreDroppedWhenARedirectLeavesTheOrigin() async throws {
@@ -295,11 +261,10 @@ struct FaultTests {
         server.route("/moved", reply: .redirect(to: other.url("/final")))
         other.route("/final", reply: .file(data))
         let withCredentials = server.url("/same").replacingOccurrences(of: "http://", with: "http://robot:hunter2@")
-        let reports = try await sync(
-            "  - url: \(withCredentials)\n    dest: r.bin\n    headers:\n      X-Token: s3cret\n")
+        let reports = try await scenario.sync(.files(.url(withCredentials, dest: "r.bin", "headers:", "  X-Token: s3cret")))
 
         #expect(reports[0].outcome == .transferred)
-        #expect(local("r.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("r.bin")?.fingerprint == data.fingerprint)
         #expect(server.requests(for: "/same").allSatisfy { $0.headers["X-Token"] == "s3cret" })
         #expect(server.requests(for: "/moved").allSatisfy { $0.headers["X-Token"] == "s3cret" }, "same origin keeps it")
         #expect(!other.requests.isEmpty)
@@ -310,46 +275,46 @@ struct FaultTests {
 
     @Test func redirectsAreLimitedToTen() async throws {
         for hop in 0..<12 { server.route("/hop\(hop)", reply: .redirect(to: server.url("/hop\(hop + 1)"))) }
-        let reports = try await sync(entry("/hop0", dest: "h.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/hop0"), dest: "h.bin")))
 
         #expect(reports[0].outcome == .failed(.redirectRefused("more than 10 redirects")))
         #expect(server.requests.count == 11)
-        #expect(directory.files("root").isEmpty)
+        #expect(scenario.files().isEmpty)
     }
 
     @Test func aMirrorServesWhenThePrimaryIsGone() async throws {
         let data = randomData(count: 9_000, seed: 9)
         server.route("/gone.bin", reply: .status(404))
         server.route("/copy.bin", reply: .file(data))
-        let reports = try await sync(
-            entry("/gone.bin", dest: "m.bin", lines: "    mirrors: [\"\(server.url("/copy.bin"))\"]\n"))
+        let reports = try await scenario.sync(.files(
+            .url(server.url("/gone.bin"), dest: "m.bin", "mirrors: [\"\(server.url("/copy.bin"))\"]")))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].url == server.url("/copy.bin"))
-        #expect(local("m.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("m.bin")?.fingerprint == data.fingerprint)
     }
 
     @Test func noAcceptEncodingIsSentAndAnEncodedBodyIsSavedAsSent() async throws {
         let data = randomData(count: 1_000, seed: 10)
         server.route("/z.bin", reply: .file(data).header("Content-Encoding", "gzip"))
-        let reports = try await sync(entry("/z.bin"))
+        let reports = try await scenario.sync(.files(.url(server.url("/z.bin"))))
 
         #expect(reports[0].outcome == .transferred && reports[0].size == 1_000)
         #expect(server.requests.allSatisfy { $0.headers["Accept-Encoding"] == nil })
-        #expect(local("z.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("z.bin")?.fingerprint == data.fingerprint)
     }
 
     @Test func aStalledServerTimesOutAndTheRetrySucceeds() async throws {
         let data = randomData(count: 200_000, seed: 11)
         server.route("/slow.bin", method: "GET", replies: [.file(data, etag: "\"s\"").stalled(afterBodyBytes: 100_000, for: .seconds(4)), .file(data, etag: "\"s\"")])
         server.route("/slow.bin", method: "HEAD", reply: .file(data, etag: "\"s\""))
-        let reports = try await sync(entry("/slow.bin", lines: "    timeout: 1s\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/slow.bin"), "timeout: 1s")))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].attempts == 2)
         let ranges = server.requests(for: "/slow.bin").filter { $0.method == "GET" }.map { $0.headers["Range"] }
         #expect(ranges == [nil, "bytes=100000-"])
-        #expect(local("slow.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("slow.bin")?.fingerprint == data.fingerprint)
     }
 
     @Test func theStallGuardAbandonsADripFedTransfer() async throws {
@@ -357,12 +322,12 @@ struct FaultTests {
         server.route("/drip.bin", method: "GET", replies: [.file(data).dripped(bytes: 200, every: .milliseconds(100)), .file(data)])
         server.route("/drip.bin", method: "HEAD", reply: .file(data))
         let started = ContinuousClock.now
-        let reports = try await sync(entry("/drip.bin", lines: "    min_speed: 10KiB\n    min_speed_time: 1s\n"))
+        let reports = try await scenario.sync(.files(.url(server.url("/drip.bin"), "min_speed: 10KiB", "min_speed_time: 1s")))
 
         #expect(reports[0].outcome == .transferred)
         #expect(reports[0].attempts == 2, "the 2 KB/s attempt was abandoned")
         #expect(ContinuousClock.now - started < .seconds(10))
-        #expect(local("drip.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("drip.bin")?.fingerprint == data.fingerprint)
     }
 
     @Test func theStallGuardIsReadFromDefaultsAndEntries() throws {

@@ -5,12 +5,12 @@ import Testing
 /// `file://` sources (with `allow_file: true`) go through the same planning and transfer rules.
 struct FileURLTests {
     @Test func aFileSourceDownloadsSkipsAndResumes() async throws {
-        let directory = try TemporaryDirectory(prefix: "mirror-file")
+        let scenario = try SyncScenario()
+        let directory = scenario.directory
         let data = randomData(count: 300_000, seed: 95)
         let source = try directory.write(data, to: "src/a.bin")
-        let text = "version: 1\nallow_file: true\nroot: out\nfiles:\n  - url: file://\(source)\n"
-        let manifest = try ManifestLoader.parse(text: text, path: "f.yaml", baseDirectory: directory.path, environment: [:])
-        let runner = { ManifestRunner(manifest: manifest, options: RunOptions(concurrency: 1)) }
+        let manifest = try scenario.load(ManifestText(root: "out", top: ["allow_file: true"], entries: [.url("file://\(source)")]))
+        let runner = { scenario.runner(manifest, .init(concurrency: 1, retryPolicy: .standard)) }
 
         #expect(try await runner().sync().map(\.outcome) == [.transferred])
         #expect(try await runner().sync().map(\.outcome) == [.skipped])
@@ -35,28 +35,19 @@ struct FileURLTests {
 @Suite(.serialized)
 struct FileURLFIFOTests {
     @Test func aFIFOAsAFileSourceFailsAtOnceAndSIGTERMStillEndsTheRun() throws {
-        setenv("no_proxy", "*", 1)
-        let directory = try TemporaryDirectory(prefix: "mirror-fifo")
+        let scenario = try SyncScenario(.faultServer)
+        let directory = scenario.directory
         let fifo = directory.path("pipe")
         #expect(mkfifo(fifo, 0o600) == 0)
         // A second entry that stays in flight, so there is a run left to end with SIGTERM.
-        let server = try FaultServer.start()
+        let server = scenario.server
         server.route("/slow.bin", reply: .file(randomData(count: 1000, seed: 96)).delayed(by: .seconds(30)))
-        let text = """
-            version: 1
-            allow_file: true
-            root: out
-            concurrency: 2
-            files:
-              - url: file://\(fifo)
-                dest: pipe.bin
-              - url: \(server.url("/slow.bin"))
-                dest: slow.bin
-                timeout: 60s
-            """
-        try directory.write(Data(text.utf8), to: "m.yaml")
+        try scenario.write(ManifestText(root: "out", top: ["allow_file: true", "concurrency: 2"], entries: [
+            .url("file://\(fifo)", dest: "pipe.bin"),
+            .url(server.url("/slow.bin"), dest: "slow.bin", "timeout: 60s"),
+        ]))
 
-        let running = try MirrorBinary.start(["sync", "m.yaml"], in: directory.path, timeout: .seconds(30))
+        let running = try scenario.start(["sync", "m.yaml"], timeout: .seconds(30))
         let deadline = ContinuousClock.now + .seconds(15)
         func stderr() -> String { String(decoding: running.scratch.contents(of: "stderr") ?? Data(), as: UTF8.self) }
         while !stderr().contains("FAILED pipe.bin") && ContinuousClock.now < deadline {

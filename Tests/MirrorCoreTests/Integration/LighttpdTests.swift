@@ -16,14 +16,14 @@ struct LighttpdTests {
         let validators = try headValidators(recorded)
         let etag = try #require(validators.etag)
         #expect(!EntityTag(etag).isWeak)
-        let work = try LocalRoot()
-        try work.putLocal(data.prefix(400_000), at: "r.bin.part")
+        let work = try SyncScenario()
+        try work.put(data.prefix(400_000), at: "r.bin.part")
         try work.save(StateRecord(dest: "r.bin", url: recorded, partial: RemoteValidators(
             etag: etag, lastModified: validators.lastModified, size: 1_000_000)))
-        try work.putLocal(data.prefix(250_000), at: "o.bin.part")
+        try work.put(data.prefix(250_000), at: "o.bin.part")
 
-        let first = try await work.sync(try work.manifest(url: recorded, dest: "r.bin"))
-        let second = try await work.sync(try work.manifest(url: lighttpd.url("/o.bin"), dest: "o.bin"))
+        let first = try await work.sync(.files(.url(recorded, dest: "r.bin", "retries: 1")))
+        let second = try await work.sync(.files(.url(lighttpd.url("/o.bin"), dest: "o.bin", "retries: 1")))
 
         #expect(first[0].outcome == .transferred && first[0].bytesTransferred == 600_000)
         #expect(second[0].outcome == .transferred && second[0].bytesTransferred == 750_000)
@@ -44,8 +44,8 @@ struct LighttpdTests {
         let lighttpd = try await LighttpdServer.start(serving: site)
         let url = lighttpd.url("/c.bin")
         let before = try headValidators(url)
-        let work = try LocalRoot()
-        try work.putLocal(old.prefix(200_000), at: "c.bin.part")
+        let work = try SyncScenario()
+        try work.put(old.prefix(200_000), at: "c.bin.part")
         try work.save(StateRecord(dest: "c.bin", url: url, partial: RemoteValidators(
             etag: before.etag, lastModified: before.lastModified, size: 500_000)))
         // The same size, another modification time: lighttpd's ETag changes with it.
@@ -53,7 +53,7 @@ struct LighttpdTests {
         try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -3_600)], ofItemAtPath: path)
         #expect(try headValidators(url).etag != before.etag)
 
-        let reports = try await work.sync(try work.manifest(url: url, dest: "c.bin"))
+        let reports = try await work.sync(.files(.url(url, dest: "c.bin", "retries: 1")))
 
         #expect(reports[0].outcome == .transferred && reports[0].bytesTransferred == 500_000)
         #expect(work.local("c.bin")?.fingerprint == new.fingerprint)

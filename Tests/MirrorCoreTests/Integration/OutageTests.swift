@@ -9,13 +9,6 @@ import Testing
 struct OutageTests {
     static let data = randomData(count: 400_000, seed: 60)
 
-    /// A scratch directory with `m.yaml`.
-    static func manifest(_ text: String) throws -> TemporaryDirectory {
-        let directory = try TemporaryDirectory(prefix: "mirror-outage")
-        try directory.write(Data(text.utf8), to: "m.yaml")
-        return directory
-    }
-
     /// Waits (bounded) until `condition` holds; false when it never did.
     static func eventually(within limit: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
         let deadline = ContinuousClock.now + limit
@@ -28,7 +21,8 @@ struct OutageTests {
 
     @Test func aNetworkThatGoesAwayMidBodyAndComesBackDoesNotCostTheRetries() throws {
         let namespace = try NetworkNamespace()
-        let server = try FaultServer.start(in: namespace)
+        let scenario = try SyncScenario(.faultServerInside(namespace))
+        let server = scenario.server
         defer { server.stop() }
         server.route("/a.bin", method: "GET", replies: [
             .file(Self.data, etag: "\"e\"").stalled(afterBodyBytes: 150_000, for: .seconds(30)),
@@ -36,18 +30,11 @@ struct OutageTests {
         ])
         server.route("/a.bin", method: "HEAD", reply: .file(Self.data, etag: "\"e\""))
         // No retries at all: only an outage that is forgiven lets the entry finish.
-        let directory = try Self.manifest("""
-            version: 1
-            root: root
-            connectivity:
-              wait: 60s
-            files:
-              - url: \(server.url("/a.bin"))
-                retries: 0
-                timeout: 2s
-            """)
-        let run = try MirrorBinary.start(["sync", "m.yaml"], in: directory.path, launcher: namespace.launcher(in: directory.path))
-        #expect(Self.eventually { (directory.contents(of: "root/a.bin.part")?.count ?? 0) >= 150_000 })
+        try scenario.write(ManifestText(top: ["connectivity:", "  wait: 60s"], entries: [
+            .url(server.url("/a.bin"), "retries: 0", "timeout: 2s"),
+        ]))
+        let run = try scenario.start(["sync", "m.yaml"], launcher: namespace.launcher(in: scenario.directory.path))
+        #expect(Self.eventually { (scenario.local("a.bin.part")?.count ?? 0) >= 150_000 })
         try namespace.setLoopback(up: false)
         let said = Self.eventually { String(decoding: run.scratch.contents(of: "stderr") ?? Data(), as: UTF8.self).contains("is unreachable") }
         #expect(said, "the outage is announced")
@@ -55,7 +42,7 @@ struct OutageTests {
         let result = try run.wait()
 
         #expect(result.status == 0, "\(result)")
-        #expect(directory.contents(of: "root/a.bin")?.fingerprint == Self.data.fingerprint)
+        #expect(scenario.local("a.bin")?.fingerprint == Self.data.fingerprint)
         #expect(result.stderr.components(separatedBy: "mirror: 127.0.0.1:\(server.port) is unreachable;").count == 2, "said once: \(result)")
         let gets = server.requests(for: "/a.bin").filter { $0.method == "GET" }
         #expect(gets.count == 2)
@@ -64,13 +51,15 @@ struct OutageTests {
 
     @Test func aNetworkThatStaysAwayEndsTheRunAsUnreachable() throws {
         let namespace = try NetworkNamespace()
-        let server = try FaultServer.start(in: namespace)
+        let scenario = try SyncScenario(.faultServerInside(namespace))
+        let server = scenario.server
         defer { server.stop() }
         server.route("/a.bin", reply: .file(Self.data))
         try namespace.setLoopback(up: false)
-        let directory = try Self.manifest("version: 1\nroot: root\nconcurrency: 1\nconnectivity:\n  wait: 2s\ndefaults:\n  timeout: 1s\n  retries: 3\nfiles:\n"
-            + ["a", "b", "c"].map { "  - url: \(server.url("/\($0).bin"))\n" }.joined())
-        let result = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path, launcher: namespace.launcher(in: directory.path))
+        try scenario.write(ManifestText(
+            top: ["concurrency: 1", "connectivity:", "  wait: 2s", "defaults:", "  timeout: 1s", "  retries: 3"],
+            entries: ["a", "b", "c"].map { .url(server.url("/\($0).bin")) }))
+        let result = try scenario.run(["sync", "m.yaml"], launcher: namespace.launcher(in: scenario.directory.path))
 
         #expect(result.status == 4, "\(result)")
         #expect(result.stderr.contains("127.0.0.1:\(server.port) is unreachable; transfers to it wait up to 2s"))
@@ -80,7 +69,7 @@ struct OutageTests {
         #expect(result.stderr.components(separatedBy: "FAILED").count == 4)
         #expect(result.stderr.contains("FAILED a.bin: the network stayed unreachable: no connection to 127.0.0.1:\(server.port) for 2s (\(server.url("/a.bin")), 1 attempt)"),
                 "retries are not spent while the network is down: \(result)")
-        #expect(directory.files("root").isEmpty)
+        #expect(scenario.files().isEmpty)
     }
 
     /// An authoritative NXDOMAIN proves the network works: a typo in a host name fails that
@@ -88,35 +77,30 @@ struct OutageTests {
     @Test func aHostThatDoesNotResolveFailsWithItsCauseInsteadOfWaiting() throws {
         let namespace = try NetworkNamespace()
         try Dnsmasq.start(in: namespace, domain: "mirror.test", addresses: ["good.mirror.test": "127.0.0.1"])
-        let server = try FaultServer.start(in: namespace)
+        let scenario = try SyncScenario(.faultServerInside(namespace))
+        let server = scenario.server
         defer { server.stop() }
         server.route("/b.bin", reply: .file(Self.data))
-        let directory = try Self.manifest("""
-            version: 1
-            root: root
-            connectivity:
-              wait: 20s
-            files:
-              - url: http://typo.mirror.test:\(server.port)/a.bin
-                retries: 1
-              - url: http://good.mirror.test:\(server.port)/b.bin
-            """)
-        let result = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path, launcher: namespace.launcher(in: directory.path))
+        try scenario.write(ManifestText(top: ["connectivity:", "  wait: 20s"], entries: [
+            .url("http://typo.mirror.test:\(server.port)/a.bin", "retries: 1"),
+            .url("http://good.mirror.test:\(server.port)/b.bin"),
+        ]))
+        let result = try scenario.run(["sync", "m.yaml"], launcher: namespace.launcher(in: scenario.directory.path))
 
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("FAILED a.bin: Could not resolve host: typo.mirror.test"), "\(result)")
         #expect(result.stderr.contains("2 attempts)"), "retried with backoff")
         #expect(!result.stderr.contains("unreachable"), "\(result)")
-        #expect(directory.contents(of: "root/b.bin")?.fingerprint == Self.data.fingerprint)
+        #expect(scenario.local("b.bin")?.fingerprint == Self.data.fingerprint)
     }
 
     /// A resolver that cannot be reached is the network not answering: an outage (exit 4).
     @Test func aResolverThatCannotBeReachedIsAnOutage() throws {
         // Nothing listens on 127.0.0.2:53 in there.
         let namespace = try NetworkNamespace(nameserver: "127.0.0.2")
-        let directory = try Self.manifest(
-            "version: 1\nroot: root\nconnectivity:\n  wait: 2s\nfiles:\n  - url: http://good.mirror.test:8080/a.bin\n")
-        let result = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path, launcher: namespace.launcher(in: directory.path))
+        let scenario = try SyncScenario()
+        try scenario.write(ManifestText(top: ["connectivity:", "  wait: 2s"], entries: [.url("http://good.mirror.test:8080/a.bin")]))
+        let result = try scenario.run(["sync", "m.yaml"], launcher: namespace.launcher(in: scenario.directory.path))
 
         #expect(result.status == 4, "\(result)")
         #expect(result.stderr.contains("good.mirror.test:8080 is unreachable"), "\(result)")
@@ -126,9 +110,11 @@ struct OutageTests {
     @Test func aRefusedPortFailsWithItsCauseInsteadOfWaiting() throws {
         let closed = try ClosedPort()
         defer { withExtendedLifetime(closed) {} }
-        let directory = try Self.manifest(
-            "version: 1\nroot: root\nconnectivity:\n  wait: 20s\nfiles:\n  - url: http://127.0.0.1:\(closed.port)/a.bin\n    retries: 2\n")
-        let result = try MirrorBinary.run(["sync", "--quiet", "m.yaml"], in: directory.path)
+        let scenario = try SyncScenario()
+        try scenario.write(ManifestText(top: ["connectivity:", "  wait: 20s"], entries: [
+            .url("http://127.0.0.1:\(closed.port)/a.bin", "retries: 2"),
+        ]))
+        let result = try scenario.run(["sync", "--quiet", "m.yaml"])
 
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("Connection refused"), "\(result)")
@@ -141,26 +127,22 @@ struct OutageTests {
     @Test func theConnectivityCheckGoesThroughTheProxy() throws {
         // No resolver in there: only the proxy knows where origin.mirror.test is.
         let namespace = try NetworkNamespace(nameserver: "127.0.0.2")
-        let server = try FaultServer.start(in: namespace)
+        let scenario = try SyncScenario(.faultServerInside(namespace))
+        let server = scenario.server
         defer { server.stop() }
         try TinyProxy.start(in: namespace, port: 3128, hosts: ["origin.mirror.test": "127.0.0.1"])
         server.route("/a.bin", method: "GET", replies: [.file(Self.data, etag: "\"p\"").cut(afterBodyBytes: 100_000), .file(Self.data, etag: "\"p\"")])
         server.route("/a.bin", method: "HEAD", reply: .file(Self.data, etag: "\"p\""))
-        let directory = try Self.manifest("""
-            version: 1
-            root: root
-            connectivity:
-              wait: 3s
-            files:
-              - url: http://origin.mirror.test:\(server.port)/a.bin
-            """)
-        let result = try MirrorBinary.run(
-            ["sync", "m.yaml"], in: directory.path,
-            environment: ["http_proxy": "http://127.0.0.1:3128", "no_proxy": ""], launcher: namespace.launcher(in: directory.path))
+        try scenario.write(ManifestText(top: ["connectivity:", "  wait: 3s"], entries: [
+            .url("http://origin.mirror.test:\(server.port)/a.bin"),
+        ]))
+        let result = try scenario.run(
+            ["sync", "m.yaml"],
+            environment: ["http_proxy": "http://127.0.0.1:3128", "no_proxy": ""], launcher: namespace.launcher(in: scenario.directory.path))
 
         #expect(result.status == 0, "\(result)")
         #expect(!result.stderr.contains("unreachable"), "\(result)")
-        #expect(directory.contents(of: "root/a.bin")?.fingerprint == Self.data.fingerprint)
+        #expect(scenario.local("a.bin")?.fingerprint == Self.data.fingerprint)
         #expect(server.requests(for: "/a.bin").filter { $0.method == "GET" }.count == 2, "both through the proxy")
     }
 
@@ -168,11 +150,13 @@ struct OutageTests {
     @Test func aDeadProxyIsAnOutageOfTheProxy() throws {
         let namespace = try NetworkNamespace()
         try namespace.setLoopback(up: false)
-        let directory = try Self.manifest(
-            "version: 1\nroot: root\nconnectivity:\n  wait: 2s\ndefaults:\n  timeout: 1s\nfiles:\n  - url: http://origin.example:8080/a.bin\n")
-        let result = try MirrorBinary.run(
-            ["sync", "m.yaml"], in: directory.path,
-            environment: ["http_proxy": "http://127.0.0.1:3128", "no_proxy": ""], launcher: namespace.launcher(in: directory.path))
+        let scenario = try SyncScenario()
+        try scenario.write(ManifestText(top: ["connectivity:", "  wait: 2s", "defaults:", "  timeout: 1s"], entries: [
+            .url("http://origin.example:8080/a.bin"),
+        ]))
+        let result = try scenario.run(
+            ["sync", "m.yaml"],
+            environment: ["http_proxy": "http://127.0.0.1:3128", "no_proxy": ""], launcher: namespace.launcher(in: scenario.directory.path))
 
         #expect(result.status == 4, "\(result)")
         #expect(result.stderr.contains("mirror: proxy 127.0.0.1:3128 (from http_proxy) is unreachable;"), "\(result)")

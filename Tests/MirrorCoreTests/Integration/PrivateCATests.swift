@@ -9,44 +9,39 @@ struct PrivateCATests {
     static let data = randomData(count: 20_000, seed: 190)
 
     /// A private CA, an HTTPS nginx presenting its server certificate, another CA that signed
-    /// nothing the server has, and a work directory for the manifest and root.
+    /// nothing the server has, and the scenario's directory for the manifest and root.
     struct Setup {
         let ca: PrivateCA
         let otherCA: PrivateCA
-        let site: TemporaryDirectory
-        let nginx: NginxServer
-        let work: TemporaryDirectory
+        let scenario: SyncScenario
 
         init() throws {
             ca = try PrivateCA()
             otherCA = try PrivateCA(name: "another mirror test CA")
-            site = try TemporaryDirectory(prefix: "mirror-ca-site")
-            try site.write(PrivateCATests.data, to: "a.bin")
-            nginx = try NginxServer.start(serving: site, options: NginxOptions(tls: ca.serverTLS))
-            work = try TemporaryDirectory(prefix: "mirror-ca-work")
+            scenario = try SyncScenario(.nginx(site: ["a.bin": PrivateCATests.data], options: NginxOptions(tls: ca.serverTLS)))
         }
 
-        /// Writes `manifest` as m.yaml in the work directory and syncs it there, with only the CA
-        /// variables of `environment` set (an empty value counts as unset).
-        func sync(_ manifest: String, environment: [String: String] = [:], in directory: String? = nil,
+        /// Writes `manifest` as m.yaml in the scenario's directory and syncs it there, with only
+        /// the CA variables of `environment` set (an empty value counts as unset).
+        func sync(_ manifest: ManifestText, environment: [String: String] = [:], in directory: String? = nil,
                   manifestPath: String = "m.yaml") throws -> MirrorBinary.Result {
-            try work.write(Data(manifest.utf8), to: "m.yaml")
-            try? FileManager.default.removeItem(atPath: work.path("root/a.bin"))
+            try scenario.write(manifest)
+            try? FileManager.default.removeItem(atPath: scenario.rootPath("a.bin"))
             let unset = ["CURL_CA_BUNDLE": "", "SSL_CERT_FILE": "", "SSL_CERT_DIR": ""]
-            return try MirrorBinary.run(["sync", manifestPath], in: directory ?? work.path,
-                                        environment: unset.merging(environment) { $1 })
+            return try scenario.run(["sync", manifestPath], in: directory, environment: unset.merging(environment) { $1 })
         }
 
-        var downloaded: Bool { work.contents(of: "root/a.bin")?.fingerprint == PrivateCATests.data.fingerprint }
+        var downloaded: Bool { scenario.local("a.bin")?.fingerprint == PrivateCATests.data.fingerprint }
     }
 
     @Test func aPrivateCAIsRefusedAtOnceUntilCAFileTrustsIt() throws {
         let setup = try Setup()
-        try FileManager.default.copyItem(atPath: setup.ca.caCertificate, toPath: setup.work.path("private-ca.pem"))
-        try FileManager.default.copyItem(atPath: setup.otherCA.caCertificate, toPath: setup.work.path("other-ca.pem"))
-        let entry = "files:\n  - url: \(setup.nginx.url("/a.bin"))\n    retries: 3\n"
+        let work = setup.scenario.directory
+        try FileManager.default.copyItem(atPath: setup.ca.caCertificate, toPath: work.path("private-ca.pem"))
+        try FileManager.default.copyItem(atPath: setup.otherCA.caCertificate, toPath: work.path("other-ca.pem"))
+        let url = setup.scenario.url("/a.bin")
 
-        let refused = try setup.sync("version: 1\nroot: root\n" + entry)
+        let refused = try setup.sync(.files(.url(url, "retries: 3")))
         #expect(refused.status == 1, "\(refused)")
         #expect(refused.stderr.contains("certificate"), "\(refused)")
         #expect(refused.stderr.contains("1 attempt)"), "a TLS verification failure is not retried: \(refused)")
@@ -54,23 +49,24 @@ struct PrivateCATests {
 
         // Relative to the manifest's directory, not to where mirror runs.
         let elsewhere = try TemporaryDirectory(prefix: "mirror-ca-cwd")
-        let inDefaults = try setup.sync("version: 1\nroot: root\ndefaults:\n  ca_file: private-ca.pem\n" + entry,
-                                        in: elsewhere.path, manifestPath: setup.work.path("m.yaml"))
+        let inDefaults = try setup.sync(ManifestText(top: ["defaults:", "  ca_file: private-ca.pem"], entries: [.url(url, "retries: 3")]),
+                                        in: elsewhere.path, manifestPath: work.path("m.yaml"))
         #expect(inDefaults.status == 0, "\(inDefaults)")
         #expect(setup.downloaded)
 
-        let perEntry = try setup.sync(
-            "version: 1\nroot: root\ndefaults:\n  ca_file: other-ca.pem\n" + entry + "    ca_file: private-ca.pem\n")
+        let perEntry = try setup.sync(ManifestText(top: ["defaults:", "  ca_file: other-ca.pem"], entries: [
+            .url(url, "retries: 3", "ca_file: private-ca.pem"),
+        ]))
         #expect(perEntry.status == 0, "an entry's ca_file replaces the defaults' one: \(perEntry)")
         #expect(setup.downloaded)
 
-        let wrongCA = try setup.sync("version: 1\nroot: root\n" + entry + "    ca_file: other-ca.pem\n")
+        let wrongCA = try setup.sync(.files(.url(url, "retries: 3", "ca_file: other-ca.pem")))
         #expect(wrongCA.status == 1 && wrongCA.stderr.contains("certificate"), "\(wrongCA)")
     }
 
     @Test func theStandardCAVariablesAreHonouredAndCAFileBeatsThem() throws {
         let setup = try Setup()
-        let manifest = "version: 1\nroot: root\nfiles:\n  - url: \(setup.nginx.url("/a.bin"))\n"
+        let url = setup.scenario.url("/a.bin")
         let right = setup.ca.caCertificate, wrong = setup.otherCA.caCertificate
         let trusted: [(String, [String: String])] = [
             ("SSL_CERT_FILE", ["SSL_CERT_FILE": right]),
@@ -78,37 +74,38 @@ struct PrivateCATests {
             ("SSL_CERT_DIR", ["SSL_CERT_DIR": try setup.ca.hashedDirectory()]),
         ]
         for (name, environment) in trusted {
-            let result = try setup.sync(manifest, environment: environment)
+            let result = try setup.sync(.files(.url(url)), environment: environment)
             #expect(result.status == 0, "\(name): \(result)")
             #expect(setup.downloaded, "\(name)")
         }
 
         // curl's precedence: CURL_CA_BUNDLE alone when set; a manifest ca_file over all of them.
-        let bundleWins = try setup.sync(manifest, environment: ["CURL_CA_BUNDLE": wrong, "SSL_CERT_FILE": right])
+        let bundleWins = try setup.sync(.files(.url(url)), environment: ["CURL_CA_BUNDLE": wrong, "SSL_CERT_FILE": right])
         #expect(bundleWins.status == 1 && bundleWins.stderr.contains("certificate"), "\(bundleWins)")
-        let caFileWins = try setup.sync(manifest + "    ca_file: \(wrong)\n", environment: ["SSL_CERT_FILE": right])
+        let caFileWins = try setup.sync(.files(.url(url, "ca_file: \(wrong)")), environment: ["SSL_CERT_FILE": right])
         #expect(caFileWins.status == 1 && caFileWins.stderr.contains("certificate"), "\(caFileWins)")
         #expect(!setup.downloaded)
     }
 
     @Test func anUnusableCAFileStopsTheRunBeforeAnyTransfer() throws {
         let setup = try Setup()
-        try setup.work.write(Data("not a certificate\n".utf8), to: "notes.txt")
-        let entry = "files:\n  - url: \(setup.nginx.url("/a.bin"))\n"
+        let work = setup.scenario.directory
+        try work.write(Data("not a certificate\n".utf8), to: "notes.txt")
+        let url = setup.scenario.url("/a.bin")
 
-        let missing = try setup.sync("version: 1\nroot: root\ndefaults:\n  ca_file: missing.pem\n" + entry)
+        let missing = try setup.sync(ManifestText(top: ["defaults:", "  ca_file: missing.pem"], entries: [.url(url)]))
         #expect(missing.status == 2, "\(missing)")
-        #expect(missing.stderr.contains("m.yaml:4:12: defaults.ca_file: cannot read `\(setup.work.path("missing.pem"))`"), "\(missing)")
+        #expect(missing.stderr.contains("m.yaml:4:12: defaults.ca_file: cannot read `\(work.path("missing.pem"))`"), "\(missing)")
 
-        let notPEM = try setup.sync("version: 1\nroot: root\n" + entry + "    ca_file: notes.txt\n")
+        let notPEM = try setup.sync(.files(.url(url, "ca_file: notes.txt")))
         #expect(notPEM.status == 2, "\(notPEM)")
         #expect(notPEM.stderr.contains("m.yaml:5:14: files[0].ca_file:") && notPEM.stderr.contains("holds no PEM certificate"), "\(notPEM)")
 
-        let fromEnvironment = try setup.sync("version: 1\nroot: root\n" + entry, environment: ["SSL_CERT_DIR": setup.work.path("nowhere")])
+        let fromEnvironment = try setup.sync(.files(.url(url)), environment: ["SSL_CERT_DIR": work.path("nowhere")])
         #expect(fromEnvironment.status == 2, "\(fromEnvironment)")
-        #expect(fromEnvironment.stderr.contains("SSL_CERT_DIR: cannot read `\(setup.work.path("nowhere"))`"), "\(fromEnvironment)")
+        #expect(fromEnvironment.stderr.contains("SSL_CERT_DIR: cannot read `\(work.path("nowhere"))`"), "\(fromEnvironment)")
 
-        #expect(try setup.nginx.requests().isEmpty, "nothing was requested")
+        #expect(try setup.scenario.nginx.requests().isEmpty, "nothing was requested")
         #expect(!setup.downloaded)
     }
 }

@@ -58,13 +58,11 @@ struct RandomRepliesTests {
     }
 
     @Test func everyRunLeavesAWholePublishedVersionOrTheOldFile() async throws {
-        setenv("no_proxy", "*", 1)
         var generator = SeededGenerator(seed: 0xB0)
-        let server = try FaultServer.start()
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         defer { server.stop() }
-        let directory = try TemporaryDirectory(prefix: "mirror-random")
-        let text = "version: 1\nroot: root\nfiles:\n  - url: \(server.url("/r.bin"))\n    retries: 3\n"
-        let manifest = try ManifestLoader.parse(text: text, path: directory.path("m.yaml"), baseDirectory: directory.path, environment: [:])
+        let manifest = try scenario.load(.files(.url(server.url("/r.bin"), "retries: 3")))
         var published: [Data] = []
         var current: Version?
         var completed = 0
@@ -80,10 +78,9 @@ struct RandomRepliesTests {
             let spoiled = (0..<Int.random(in: 0...3, using: &generator)).map { _ in Self.reply(version, &generator) }
             server.route("/r.bin", method: "GET", replies: spoiled + [.file(version.data, etag: version.etag, lastModified: version.lastModified)])
 
-            let runner = ManifestRunner(manifest: manifest, options: RunOptions(
-                concurrency: 1, retryPolicy: RetryPolicy(base: .milliseconds(1), cap: .milliseconds(2))))
-            let report = try await runner.sync()[0]
-            let onDisk = directory.contents(of: "root/r.bin")
+            let report = try await scenario.sync(
+                manifest, .init(concurrency: 1, retryPolicy: RetryPolicy(base: .milliseconds(1), cap: .milliseconds(2))))[0]
+            let onDisk = scenario.local("r.bin")
             if let onDisk {
                 #expect(published.contains(onDisk), "round \(round): DEST (\(onDisk.count) bytes) is no version the server published")
             }

@@ -7,28 +7,20 @@ import Testing
 /// Real outages are in `OutageTests`, inside a network namespace.
 @Suite(.serialized)
 struct ResilienceTests {
-    let directory: TemporaryDirectory
-
-    init() throws {
-        setenv("no_proxy", "*", 1)
-        directory = try TemporaryDirectory(prefix: "mirror-resilience")
-    }
-
-    func runner(_ text: String, concurrency: Int = 2, events: (@Sendable (RunEvent) -> Void)? = nil) throws -> ManifestRunner {
-        let manifest = try ManifestLoader.parse(text: text, path: "r.yaml", baseDirectory: directory.path, environment: [:])
-        var options = RunOptions(concurrency: concurrency, retryPolicy: RetryPolicy(base: .milliseconds(5), cap: .milliseconds(20)), events: events)
-        options.connectivityCheckInterval = .milliseconds(250)
-        return ManifestRunner(manifest: manifest, options: options)
+    /// A run that checks an unreachable host four times a second.
+    static func settings(concurrency: Int) -> SyncScenario.Settings {
+        SyncScenario.Settings(concurrency: concurrency, connectivityCheckInterval: .milliseconds(250))
     }
 
     @Test func retryAfterPausesEveryTransferToTheHost() async throws {
-        let server = try FaultServer.start()
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         let data = randomData(count: 1_000, seed: 61)
         server.route("/a.bin", replies: [.status(503, headers: ["Retry-After": "2"]), .file(data)])
         server.route("/b.bin", reply: .file(data).delayed(by: .milliseconds(500)))
         server.route("/c.bin", reply: .file(data))
-        let text = "version: 1\nroot: root\nfiles:\n" + ["a", "b", "c"].map { "  - url: \(server.url("/\($0).bin"))\n" }.joined()
-        let reports = try await runner(text, concurrency: 2).sync()
+        let manifest = ManifestText(entries: ["a", "b", "c"].map { .url(server.url("/\($0).bin")) })
+        let reports = try await scenario.sync(manifest, Self.settings(concurrency: 2))
 
         #expect(reports.allSatisfy { $0.outcome == .transferred })
         let first = try #require(server.requests(for: "/a.bin").first?.receivedAt)
@@ -41,17 +33,17 @@ struct ResilienceTests {
     /// A host's Retry-After pause is waited out without a transfer slot: with one slot, an
     /// entry for another host goes ahead while the paused host's entries wait.
     @Test func aPausedHostDoesNotHoldUpAnother() async throws {
-        let paused = try FaultServer.start()
+        let scenario = try SyncScenario(.faultServer)
+        let paused = scenario.server
         let other = try FaultServer.start()
         let data = randomData(count: 1_000, seed: 62)
         // Two entries of the paused host share one script: whichever asks first is told to
         // wait 3 s, and that pause holds for both.
         paused.route("/a.bin", replies: [.status(503, headers: ["Retry-After": "3"]), .file(data)])
         other.route("/b1.bin", reply: .file(data))
-        let text = "version: 1\nroot: root\nfiles:\n"
-            + "  - url: \(paused.url("/a.bin"))\n    dest: a1.bin\n  - url: \(paused.url("/a.bin"))\n    dest: a2.bin\n"
-            + "  - url: \(other.url("/b1.bin"))\n"
-        let reports = try await runner(text, concurrency: 1).sync()
+        let manifest = ManifestText.files(
+            .url(paused.url("/a.bin"), dest: "a1.bin"), .url(paused.url("/a.bin"), dest: "a2.bin"), .url(other.url("/b1.bin")))
+        let reports = try await scenario.sync(manifest, Self.settings(concurrency: 1))
 
         #expect(reports.allSatisfy { $0.outcome == .transferred })
         let asked = paused.requests(for: "/a.bin").map(\.receivedAt)

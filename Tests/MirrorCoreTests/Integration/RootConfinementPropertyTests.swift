@@ -17,14 +17,12 @@ struct RootConfinementPropertyTests {
 
     @Test(arguments: 0..<48)
     func nothingOutsideTheRootChanges(seed: Int) async throws {
-        setenv("no_proxy", "*", 1)
         var random = SeededRandom(seed: UInt64(seed))
-        let directory = try TemporaryDirectory(prefix: "mirror-confine-\(seed)")
-        let server = try FaultServer.start()
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         server.route("/f", reply: .file(Self.data, etag: "\"v\(seed)\""))
-        let root = directory.path("root"), outside = directory.path("outside")
+        let root = scenario.root, outside = scenario.directory.path("outside")
         try Self.makeOutside(outside)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         var made: [String] = []
         try Self.grow(root, relative: "", depth: 0, outside: outside, random: &random, made: &made)
         if random.chance(0.15) {
@@ -37,15 +35,13 @@ struct RootConfinementPropertyTests {
             let parts = (0..<depth).map { _ in random.pick(Self.directoryNames) } + [random.pick(Self.fileNames)]
             dests.insert(parts.joined(separator: "/"))
         }
-        var text = "version: 1\nroot: root\nfiles:\n"
-        for (index, dest) in dests.sorted().enumerated() {
-            text += "  - url: \(server.url("/f"))?\(index)\n    dest: \(dest)\n"
-        }
-        let manifest = try ManifestLoader.parse(text: text, path: "m.yaml", baseDirectory: directory.path, environment: [:])
+        let manifest = try scenario.load(ManifestText(entries: dests.sorted().enumerated().map { index, dest in
+            .url("\(server.url("/f"))?\(index)", dest: dest)
+        }))
 
         // While entries are worked on, real directories under the root are swapped for links out.
         let swaps = Swaps(random: SeededRandom(seed: UInt64(seed) &+ 1000), candidates: made)
-        let options = RunOptions(concurrency: 2, retryPolicy: RetryPolicy(base: .milliseconds(1), cap: .milliseconds(5)), events: { event in
+        let settings = SyncScenario.Settings(concurrency: 2, retryPolicy: RetryPolicy(base: .milliseconds(1), cap: .milliseconds(5)), events: { event in
             guard case .decided = event else { return }
             swaps.state.withLock { state in
                 guard state.random.chance(0.4), !state.candidates.isEmpty else { return }
@@ -61,9 +57,9 @@ struct RootConfinementPropertyTests {
 
         let watch = try WriteWatch(outside)
         let before = Self.snapshot(outside)
-        _ = await ManifestRunner(manifest: manifest, options: options).plan()
-        let reports = try? await ManifestRunner(manifest: manifest, options: options).sync()
-        _ = await ManifestRunner(manifest: manifest, options: options).verify(rehash: true)
+        _ = await scenario.runner(manifest, settings).plan()
+        let reports = try? await scenario.sync(manifest, settings)
+        _ = await scenario.runner(manifest, settings).verify(rehash: true)
 
         let changes = watch.changes()
         let context = "seed \(seed), dests \(dests.sorted()), tree \(made)"

@@ -8,21 +8,24 @@ import Testing
 /// `ROOT/.mirror`. A watch on the directory outside records what the kernel did there.
 @Suite(.serialized)
 struct RootConfinementTests {
-    let directory: TemporaryDirectory
-    let server: FaultServer
+    let scenario: SyncScenario
+    var server: FaultServer { scenario.server }
+    var directory: TemporaryDirectory { scenario.directory }
     static let data = randomData(count: 300_000, seed: 120)
 
     init() throws {
-        setenv("no_proxy", "*", 1)
-        directory = try TemporaryDirectory(prefix: "mirror-confine")
-        server = try FaultServer.start()
-        try FileManager.default.createDirectory(atPath: directory.path("root/d"), withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: directory.path("outside"), withIntermediateDirectories: true)
+        scenario = try SyncScenario(.faultServer)
+        try FileManager.default.createDirectory(atPath: scenario.rootPath("d"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: scenario.directory.path("outside"), withIntermediateDirectories: true)
     }
 
     func manifest(dest: String) throws -> Manifest {
-        let text = "version: 1\nroot: root\nfiles:\n  - url: \(server.url("/a.bin"))\n    dest: \(dest)\n"
-        return try ManifestLoader.parse(text: text, path: "m.yaml", baseDirectory: directory.path, environment: [:])
+        try scenario.load(.files(.url(server.url("/a.bin"), dest: dest)))
+    }
+
+    /// One transfer at a time, with the library's own backoff.
+    static func settings(events: (@Sendable (RunEvent) -> Void)? = nil) -> SyncScenario.Settings {
+        SyncScenario.Settings(concurrency: 1, retryPolicy: .standard, events: events)
     }
 
     /// Moves `root/d` aside (it stays inside the root) and puts a symlink to `outside` in its place.
@@ -34,14 +37,14 @@ struct RootConfinementTests {
     @Test func aDirectorySwappedForASymlinkBeforeThePartialFileIsOpenedReceivesNoFile() async throws {
         server.route("/a.bin", reply: .file(Self.data, etag: "\"v1\""))
         let swapped = SwapFlag()
-        let options = RunOptions(concurrency: 1, events: { [self] event in
+        let settings = Self.settings(events: { [self] event in
             // Emitted after the entry's directory was inspected and before anything is opened.
             if case .decided(dest: "d/a.bin", _) = event, !swapped.value.exchange(true, ordering: .relaxed) {
                 swapDirectoryForLink()
             }
         })
         let watch = try WriteWatch(directory.path("outside"))
-        let reports = try await ManifestRunner(manifest: manifest(dest: "d/a.bin"), options: options).sync()
+        let reports = try await scenario.sync(manifest(dest: "d/a.bin"), settings)
 
         let didSwap = swapped.value.load(ordering: .relaxed)
         #expect(didSwap)
@@ -59,7 +62,7 @@ struct RootConfinementTests {
         server.route("/a.bin", reply: .file(Self.data, etag: "\"v1\"").stalled(afterBodyBytes: 100_000, for: .seconds(3)))
         try directory.write(Data("decoy".utf8), to: "outside/a.bin.part")
         let watch = try WriteWatch(directory.path("outside"))
-        let runner = try ManifestRunner(manifest: manifest(dest: "d/a.bin"), options: RunOptions(concurrency: 1))
+        let runner = scenario.runner(try manifest(dest: "d/a.bin"), Self.settings())
         let sync = Task { try await runner.sync() }
         // With nothing on disk the GET is the first request, sent once the partial file is open.
         // Waited for without blocking a thread of the pool the sync runs on.
@@ -86,17 +89,16 @@ struct RootConfinementTests {
         server.route("/a.bin", reply: .file(Self.data))
         try FileManager.default.createDirectory(atPath: directory.path("outside/state"), withIntermediateDirectories: true)
         precondition(symlink(directory.path("outside/state"), directory.path("root/.mirror")) == 0)
-        let text = "version: 1\nroot: root\nfiles:\n  - url: \(server.url("/a.bin"))\n"
-        try directory.write(Data(text.utf8), to: "m.yaml")
+        try scenario.write(.files(.url(server.url("/a.bin"))))
         let watch = try WriteWatch(directory.path("outside"))
 
-        let sync = try MirrorBinary.run(["sync", "m.yaml"], in: directory.path)
+        let sync = try scenario.run(["sync", "m.yaml"])
         #expect(sync.status == 2, "\(sync)")
         #expect(sync.stderr.contains(directory.path("root/.mirror") + " is a symbolic link"), "\(sync)")
-        let plan = try MirrorBinary.run(["plan", "-v", "m.yaml"], in: directory.path)
+        let plan = try scenario.run(["plan", "-v", "m.yaml"])
         #expect(plan.status == 0, "\(plan)")
         #expect(plan.stderr.contains(".mirror is a symbolic link"), "\(plan)")
-        _ = try MirrorBinary.run(["verify", "m.yaml"], in: directory.path)
+        _ = try scenario.run(["verify", "m.yaml"])
 
         #expect(watch.changes() == [], "nothing may change outside the root")
         #expect(directory.listing("outside") == ["state"])
@@ -106,7 +108,7 @@ struct RootConfinementTests {
     @Test func aSymlinkThatStaysInsideTheRootIsRefusedToo() async throws {
         server.route("/a.bin", reply: .file(Self.data))
         precondition(symlink("d", directory.path("root/alias")) == 0)
-        let reports = try await ManifestRunner(manifest: manifest(dest: "alias/a.bin"), options: RunOptions(concurrency: 1)).sync()
+        let reports = try await scenario.sync(manifest(dest: "alias/a.bin"), Self.settings())
 
         #expect(reports[0].outcome == .failed(.localConflict(RootDirectory.refusal(directory.path("root/alias")).description)))
         #expect(directory.listing("root/d") == [])

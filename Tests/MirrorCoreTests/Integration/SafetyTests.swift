@@ -21,62 +21,61 @@ struct SafetyTests {
     }
 
     @Test func diskFullFailsThatEntryOnlyAndIsNotRetried() throws {
-        let fixture = try SyncFixture(files: ["large.bin": Self.large, "small.bin": Self.small])
-        let root = fixture.directory.path("tiny")
+        let scenario = try SyncScenario(.nginx(site: ["large.bin": Self.large, "small.bin": Self.small]))
+        let root = scenario.directory.path("tiny")
         guard try Self.mountTinyDisk(at: root) else { return }
         defer { umount2(root, Int32(MNT_DETACH)) }
-        let text = fixture.manifest([("/large.bin", "large.bin"), ("/small.bin", "small.bin")], extra: "concurrency: 1\n")
-            .replacingOccurrences(of: "root: root", with: "root: tiny")
-        try fixture.directory.write(Data(text.utf8), to: "full.yaml")
+        try scenario.write(ManifestText(root: "tiny", top: ["concurrency: 1"], entries: [
+            .url(scenario.url("/large.bin"), dest: "large.bin"), .url(scenario.url("/small.bin"), dest: "small.bin"),
+        ]), to: "full.yaml")
 
-        let result = try MirrorBinary.run(["sync", "full.yaml"], in: fixture.directory.path)
+        let result = try scenario.run(["sync", "full.yaml"])
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("FAILED large.bin: write"), "\(result)")
         #expect(result.stderr.contains("No space left on device"))
         #expect(result.stderr.contains("1 attempt)"), "a full disk is not retried like a network error")
-        #expect(fixture.directory.contents(of: "tiny/small.bin")?.fingerprint == Self.small.fingerprint)
-        #expect(fixture.directory.files("tiny") == ["small.bin"], "the failed partial gave its space back")
+        #expect(scenario.directory.contents(of: "tiny/small.bin")?.fingerprint == Self.small.fingerprint)
+        #expect(scenario.directory.files("tiny") == ["small.bin"], "the failed partial gave its space back")
     }
 
     @Test func aFullDiskWhileCopyingAShortDestLeavesNoPartialCopy() throws {
-        let fixture = try SyncFixture(files: ["seed.bin": Self.large])
-        let root = fixture.directory.path("tiny")
+        let scenario = try SyncScenario(.nginx(site: ["seed.bin": Self.large]))
+        let root = scenario.directory.path("tiny")
         guard try Self.mountTinyDisk(at: root) else { return }
         defer { umount2(root, Int32(MNT_DETACH)) }
         // 700 KB on a 1 MiB disk: its copy into seed.bin.part cannot fit.
         try Self.large.prefix(700_000).write(to: URL(fileURLWithPath: root + "/seed.bin"))
-        let text = fixture.manifest([("/seed.bin", "seed.bin")]).replacingOccurrences(of: "root: root", with: "root: tiny")
-        try fixture.directory.write(Data(text.utf8), to: "seed.yaml")
+        try scenario.write(ManifestText(root: "tiny", entries: [.url(scenario.url("/seed.bin"), dest: "seed.bin")]), to: "seed.yaml")
 
-        let result = try MirrorBinary.run(["sync", "seed.yaml"], in: fixture.directory.path)
+        let result = try scenario.run(["sync", "seed.yaml"])
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("No space left on device"), "\(result)")
-        #expect(fixture.directory.files("tiny") == ["seed.bin"], "no partial copy left behind")
-        #expect(fixture.directory.contents(of: "tiny/seed.bin")?.fingerprint == Self.large.prefix(700_000).fingerprint, "DEST untouched")
+        #expect(scenario.directory.files("tiny") == ["seed.bin"], "no partial copy left behind")
+        #expect(scenario.directory.contents(of: "tiny/seed.bin")?.fingerprint == Self.large.prefix(700_000).fingerprint, "DEST untouched")
     }
 
     @Test func aSymlinkedDirectoryLeadingOutOfTheRootIsRefused() throws {
-        let fixture = try SyncFixture(files: ["a.bin": Self.small])
-        let outside = fixture.directory.path("outside")
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small]))
+        let outside = scenario.directory.path("outside")
         try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: fixture.rootPath("escape"), withDestinationPath: outside)
-        try fixture.directory.write(Data(fixture.manifest([("/a.bin", "escape/a.bin")]).utf8), to: "m.yaml")
+        try FileManager.default.createSymbolicLink(atPath: scenario.rootPath("escape"), withDestinationPath: outside)
+        try scenario.write(.files(.url(scenario.url("/a.bin"), dest: "escape/a.bin")))
 
-        let result = try MirrorBinary.run(["sync", "m.yaml"], in: fixture.directory.path)
+        let result = try scenario.run(["sync", "m.yaml"])
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("root/escape is a symbolic link"), "\(result)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
     }
 
     @Test func aSymlinkAtDestOrItsPartialIsNeverFollowed() throws {
-        let fixture = try SyncFixture(files: ["a.bin": Self.small, "b.bin": Self.small])
-        let victim = fixture.directory.path("victim.txt")
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small, "b.bin": Self.small]))
+        let victim = scenario.directory.path("victim.txt")
         try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
-        try FileManager.default.createSymbolicLink(atPath: fixture.rootPath("a.bin"), withDestinationPath: victim)
-        try FileManager.default.createSymbolicLink(atPath: fixture.rootPath("b.bin.part"), withDestinationPath: victim)
-        try fixture.directory.write(Data(fixture.manifest([("/a.bin", "a.bin"), ("/b.bin", "b.bin")]).utf8), to: "m.yaml")
+        try FileManager.default.createSymbolicLink(atPath: scenario.rootPath("a.bin"), withDestinationPath: victim)
+        try FileManager.default.createSymbolicLink(atPath: scenario.rootPath("b.bin.part"), withDestinationPath: victim)
+        try scenario.write(.files(.url(scenario.url("/a.bin"), dest: "a.bin"), .url(scenario.url("/b.bin"), dest: "b.bin")))
 
-        let result = try MirrorBinary.run(["sync", "m.yaml"], in: fixture.directory.path)
+        let result = try scenario.run(["sync", "m.yaml"])
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("FAILED a.bin: the destination is a symbolic link"))
         #expect(result.stderr.contains("FAILED b.bin: the partial file's path is a symbolic link"))
@@ -84,24 +83,24 @@ struct SafetyTests {
     }
 
     @Test func newFilesGetNoMoreThanTheUmaskAllows() throws {
-        let fixture = try SyncFixture(files: ["a.bin": Self.small])
-        try fixture.directory.write(Data(fixture.manifest([("/a.bin", "sub/a.bin")]).utf8), to: "m.yaml")
-        let result = try MirrorBinary.run(["sync", "m.yaml"], in: fixture.directory.path, umask: 0o027)
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small]))
+        try scenario.write(.files(.url(scenario.url("/a.bin"), dest: "sub/a.bin")))
+        let result = try scenario.run(["sync", "m.yaml"], umask: 0o027)
         #expect(result.status == 0, "\(result)")
-        let file = try FileManager.default.attributesOfItem(atPath: fixture.rootPath("sub/a.bin"))
-        let directory = try FileManager.default.attributesOfItem(atPath: fixture.rootPath("sub"))
+        let file = try FileManager.default.attributesOfItem(atPath: scenario.rootPath("sub/a.bin"))
+        let directory = try FileManager.default.attributesOfItem(atPath: scenario.rootPath("sub"))
         #expect((file[.posixPermissions] as? Int) == 0o640)
         #expect((directory[.posixPermissions] as? Int) == 0o750)
     }
 
     @Test func aNameTooLongForThePartSuffixStillSyncs() async throws {
         let name = String(repeating: "n", count: 252) + ".gz"
-        let fixture = try SyncFixture(files: [name: Self.small])
-        let manifest = try fixture.load(fixture.manifest([("/" + name, name)]))
-        let reports = try await fixture.runner(manifest).sync()
+        let scenario = try SyncScenario(.nginx(site: [name: Self.small]))
+        let manifest = try scenario.load(.files(.url(scenario.url("/" + name), dest: name)))
+        let reports = try await scenario.sync(manifest)
         #expect(reports[0].outcome == .transferred)
-        #expect(fixture.local(name)?.fingerprint == Self.small.fingerprint)
-        #expect(fixture.directory.files("root") == [name])
+        #expect(scenario.local(name)?.fingerprint == Self.small.fingerprint)
+        #expect(scenario.files() == [name])
     }
 
     @Test func aFileNameTakenFromAVariableMustBeGivenAsDest() throws {
@@ -115,8 +114,8 @@ struct SafetyTests {
     }
 
     @Test func secretsNeverReachOutputJSONOrTheStateStore() throws {
-        let fixture = try SyncFixture(files: ["a.bin": Self.small])
-        let base = fixture.nginx.baseURL.replacingOccurrences(of: "http://", with: "http://deploy:pw-9f3k2@")
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small]))
+        let base = scenario.nginx.baseURL.replacingOccurrences(of: "http://", with: "http://deploy:pw-9f3k2@")
         let closed = try ClosedPort()
         defer { withExtendedLifetime(closed) {} }
         let closedPort = closed.port
@@ -129,36 +128,36 @@ struct SafetyTests {
               - url: \(base)/a.bin
                 headers: &token
                   Authorization: "Bearer ${ASSET_TOKEN}"
-              - url: \(fixture.nginx.baseURL)/missing.bin?key=${ASSET_TOKEN}
+              - url: \(scenario.nginx.baseURL)/missing.bin?key=${ASSET_TOKEN}
                 dest: missing.bin
                 headers: *token
               - url: http://${PRIVATE_HOST}:\(closedPort)/c.bin
                 headers: *token
                 retries: 0
-              - url: \(fixture.nginx.baseURL)/netrc-only.bin
+              - url: \(scenario.nginx.baseURL)/netrc-only.bin
             """
-        try fixture.directory.write(Data(text.utf8), to: "m.yaml")
-        let netrc = try fixture.directory.write(Data("machine 127.0.0.1 login deploy password nrc-5d1a77\n".utf8), to: "netrc")
+        try scenario.write(text: text)
+        let netrc = try scenario.write(text: "machine 127.0.0.1 login deploy password nrc-5d1a77\n", to: "netrc")
         let environment = ["ASSET_TOKEN": "tok-7c1e0b5a", "PRIVATE_HOST": "localhost", "NETRC": netrc]
         var everything = ""
         for arguments in [["plan", "-v", "m.yaml"], ["plan", "--json", "m.yaml"], ["sync", "-v", "m.yaml"],
                           ["sync", "--json", "m.yaml"], ["verify", "--json", "m.yaml"]] {
-            let result = try MirrorBinary.run(arguments, in: fixture.directory.path, environment: environment)
+            let result = try scenario.run(arguments, environment: environment)
             everything += result.stdout + result.stderr
         }
-        #expect(fixture.local("a.bin")?.fingerprint == Self.small.fingerprint, "the secrets were used")
-        #expect(try fixture.settledRequests().contains { $0.authorization == "Bearer tok-7c1e0b5a" })
+        #expect(scenario.local("a.bin")?.fingerprint == Self.small.fingerprint, "the secrets were used")
+        #expect(try scenario.nginxRequests().contains { $0.authorization == "Bearer tok-7c1e0b5a" })
         #expect(everything.contains("${ASSET_TOKEN}") && everything.contains("***@"))
         #expect(!everything.contains("tok-7c1e0b5a"))
         #expect(!everything.contains("pw-9f3k2"))
         let netrcLogin = "Basic " + Data("deploy:nrc-5d1a77".utf8).base64EncodedString()
-        #expect(try fixture.settledRequests().contains { $0.authorization == netrcLogin }, "the netrc login was used")
+        #expect(try scenario.nginxRequests().contains { $0.authorization == netrcLogin }, "the netrc login was used")
         #expect(!everything.contains("nrc-5d1a77") && !everything.contains(netrcLogin.dropFirst(6)))
         #expect(everything.contains("<host> port \(closedPort)"), "the failures are still reported")
         #expect(!everything.contains("localhost"), "a host written as ${VAR} is not printed either")
         var store = Data()
         for suffix in ["", "-wal"] {
-            store += (try? Data(contentsOf: URL(fileURLWithPath: fixture.rootPath(".mirror/state.sqlite" + suffix)))) ?? Data()
+            store += (try? Data(contentsOf: URL(fileURLWithPath: scenario.rootPath(".mirror/state.sqlite" + suffix)))) ?? Data()
         }
         #expect(!store.isEmpty)
         #expect(store.range(of: Data("tok-7c1e0b5a".utf8)) == nil && store.range(of: Data("pw-9f3k2".utf8)) == nil)

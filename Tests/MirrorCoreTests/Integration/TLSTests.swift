@@ -14,18 +14,10 @@ struct TLSTests {
         init(serving files: [String: Data]) throws {
             directory = try TemporaryDirectory(prefix: "mirror-tls")
             for (name, data) in files { try directory.write(data, to: name) }
-            let openssl = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
-            guard let openssl else { throw MissingOpenSSL() }
-            let certificate = Process()
-            certificate.executableURL = URL(fileURLWithPath: openssl)
-            certificate.arguments = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                                     "-keyout", directory.path("key.pem"), "-out", directory.path("cert.pem")]
-            certificate.standardOutput = FileHandle.nullDevice
-            certificate.standardError = FileHandle.nullDevice
-            try certificate.run()
-            certificate.waitUntilExit()
+            try OpenSSL.run(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                             "-keyout", directory.path("key.pem"), "-out", directory.path("cert.pem")], in: directory)
             port = try LoopbackSocket.pickFreePort(on: LoopbackAddress("127.0.0.1"))
-            process.executableURL = URL(fileURLWithPath: openssl)
+            process.executableURL = URL(fileURLWithPath: try OpenSSL.executable())
             process.arguments = ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", directory.path("cert.pem"),
                                  "-key", directory.path("key.pem"), "-WWW", "-quiet"]
             process.currentDirectoryURL = directory.url
@@ -47,27 +39,22 @@ struct TLSTests {
         }
     }
 
-    struct MissingOpenSSL: Error, CustomStringConvertible {
-        var description: String { "openssl not found: install it with `apt-get install -y openssl`" }
-    }
-
     @Test func anUntrustedCertificateFailsAtOnceAndInsecureIsWarned() throws {
         let data = randomData(count: 5_000, seed: 80)
         let server = try SelfSignedServer(serving: ["a.bin": data])
-        let work = try TemporaryDirectory(prefix: "mirror-tls-client")
-        let manifest = "version: 1\nroot: root\nfiles:\n  - url: \(server.url("/a.bin"))\n    retries: 3\n"
-        try work.write(Data(manifest.utf8), to: "m.yaml")
+        let scenario = try SyncScenario()
+        try scenario.write(.files(.url(server.url("/a.bin"), "retries: 3")))
 
-        let refused = try MirrorBinary.run(["sync", "m.yaml"], in: work.path)
+        let refused = try scenario.run(["sync", "m.yaml"])
         #expect(refused.status == 1, "\(refused)")
         #expect(refused.stderr.contains("certificate"), "\(refused)")
         #expect(refused.stderr.contains("1 attempt)"), "a TLS verification failure is not retried")
-        #expect(work.files("root").isEmpty)
+        #expect(scenario.files().isEmpty)
 
-        try work.write(Data((manifest + "    insecure: true\n").utf8), to: "m.yaml")
-        let allowed = try MirrorBinary.run(["sync", "m.yaml"], in: work.path)
+        try scenario.write(.files(.url(server.url("/a.bin"), "retries: 3", "insecure: true")))
+        let allowed = try scenario.run(["sync", "m.yaml"])
         #expect(allowed.status == 0, "\(allowed)")
         #expect(allowed.stderr.contains("warning") && allowed.stderr.contains("insecure: true"))
-        #expect(work.contents(of: "root/a.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.local("a.bin")?.fingerprint == data.fingerprint)
     }
 }

@@ -146,18 +146,16 @@ struct ExtremeNumberTests {
     /// Two entries whose HEAD says `Content-Length: 9223372036854775807`: `plan` adds them up
     /// for its summary, in text and JSON.
     @Test func planAddsUpTwoMaximalContentLengthsWithoutTrapping() throws {
-        let server = try FaultServer.start()
-        let directory = try TemporaryDirectory(prefix: "mirror-huge-plan")
-        var manifest = "version: 1\nroot: root\nfiles:\n"
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         for name in ["a", "b"] {
             server.route("/\(name).bin", reply: .status(200, headers: ["Content-Length": "\(Int64.max)"]))
-            manifest += "  - url: \(server.url("/\(name).bin"))\n    dest: \(name).bin\n"
         }
-        try directory.write(Data(manifest.utf8), to: "mirror.yaml")
-        let text = try MirrorBinary.run(["plan", "mirror.yaml"], in: directory.path)
+        try scenario.write(ManifestText(entries: ["a", "b"].map { .url(server.url("/\($0).bin"), dest: "\($0).bin") }), to: "mirror.yaml")
+        let text = try scenario.run(["plan", "mirror.yaml"])
         #expect(text.status == 0, "\(text)")
         #expect(text.stdout.contains("2 download") && text.stdout.contains("8.00 EiB to transfer"), "\(text)")
-        let json = try MirrorBinary.run(["plan", "--json", "mirror.yaml"], in: directory.path)
+        let json = try scenario.run(["plan", "--json", "mirror.yaml"])
         #expect(json.status == 0, "\(json)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         let summary = try #require(object["summary"] as? [String: Any])

@@ -18,18 +18,18 @@ struct ProgressOnATerminalTests {
     static func syncOnTerminal(term: String, size: Int, rate: Int, stdoutToo: Bool = false) throws -> (result: MirrorBinary.Result, terminal: String) {
         var files: [String: Data] = [:]
         for (index, path) in paths.enumerated() { files[path] = randomData(count: size, seed: UInt64(60 + index)) }
-        let fixture = try SyncFixture(files: files, nginx: NginxOptions(rateLimit: rate))
-        try fixture.directory.write(Data(fixture.manifest(paths.map { ("/" + $0, $0) }).utf8), to: "mirror.yaml")
+        let scenario = try SyncScenario(.nginx(site: files, options: NginxOptions(rateLimit: rate)))
+        try scenario.write(ManifestText(entries: paths.map { .url(scenario.url("/" + $0), dest: $0) }), to: "mirror.yaml")
         let terminal = try PseudoTerminal(columns: UInt16(columns))
         var environment = ["TERM": term]
         environment["COLUMNS"] = nil
-        let running = try MirrorBinary.start(["sync", "-j", "2", "mirror.yaml"], in: fixture.directory.path,
-                                             environment: environment, standardOutput: stdoutToo ? terminal.device : nil,
+        let running = try scenario.start(["sync", "-j", "2", "mirror.yaml"],
+                                        environment: environment, standardOutput: stdoutToo ? terminal.device : nil,
                                              standardError: terminal.device)
         let result = try running.wait()
         let output = String(decoding: try terminal.finish(), as: UTF8.self)
         for path in paths {
-            #expect(fixture.local(path) == fixture.served(path), "\(path) arrived whole")
+            #expect(scenario.local(path) == scenario.served(path), "\(path) arrived whole")
         }
         return (result, output)
     }
@@ -101,18 +101,15 @@ struct ProgressOnATerminalTests {
     /// Two transfers announcing `Content-Length: 9223372036854775807` and dripping a byte at a
     /// time: the display sums them and works out an ETA many times over without a trap.
     @Test func hugeContentLengthsOnATerminalDoNotTrapTheDisplay() throws {
-        let server = try FaultServer.start()
-        let directory = try TemporaryDirectory(prefix: "mirror-huge")
-        var manifest = "version: 1\nroot: root\nfiles:\n"
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         for name in ["a", "b"] {
             server.route("/\(name).bin", reply: FaultReply.status(200, headers: ["Content-Length": "\(Int64.max)"], body: Data("abcd".utf8))
                 .dripped(bytes: 1, every: .milliseconds(250)))
-            manifest += "  - url: \(server.url("/\(name).bin"))\n    dest: \(name).bin\n    retries: 0\n"
         }
-        try directory.write(Data(manifest.utf8), to: "mirror.yaml")
+        try scenario.write(ManifestText(entries: ["a", "b"].map { .url(server.url("/\($0).bin"), dest: "\($0).bin", "retries: 0") }), to: "mirror.yaml")
         let terminal = try PseudoTerminal(columns: UInt16(Self.columns))
-        let result = try MirrorBinary.start(["sync", "mirror.yaml"], in: directory.path, environment: ["TERM": "xterm"],
-                                            standardError: terminal.device).wait()
+        let result = try scenario.start(["sync", "mirror.yaml"], environment: ["TERM": "xterm"], standardError: terminal.device).wait()
         let output = String(decoding: try terminal.finish(), as: UTF8.self)
         #expect(result.status == 1, "both entries fail (the body ends short), and mirror lives to say so: \(result)\n\(output)")
         #expect(output.contains("16.0 EiB") == false && output.contains("8.00 EiB"), "the total saturates: \(output.debugDescription)")

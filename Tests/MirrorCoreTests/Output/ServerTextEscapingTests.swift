@@ -9,20 +9,18 @@ import Testing
 struct ServerTextEscapingTests {
     static let hostile = "\u{1B}]0;owned\u{07}\u{1B}[2J\u{9B}31m\u{202E}"
 
-    static func setUp() throws -> (FaultServer, TemporaryDirectory) {
-        let server = try FaultServer.start()
+    static func setUp() throws -> SyncScenario {
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         let data = Data("hello".utf8)
         server.route("/etag.bin", reply: .file(data, etag: "\"v1\(hostile)\""))
         server.route("/encoded.bin", reply: .status(200, headers: ["Content-Encoding": "gzip\(hostile)"], body: data))
         server.route("/moved.bin", reply: .redirect(to: "gopher\(hostile)://127.0.0.1/x"))
         server.route("/reason.bin", reply: .raw("HTTP/1.1 404 Not\(hostile)Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-        let directory = try TemporaryDirectory(prefix: "mirror-escape")
-        var manifest = "version: 1\nroot: root\nfiles:\n"
-        for name in ["etag", "encoded", "moved", "reason"] {
-            manifest += "  - url: \(server.url("/\(name).bin"))\n    dest: \(name).bin\n    retries: 0\n"
-        }
-        try directory.write(Data(manifest.utf8), to: "mirror.yaml")
-        return (server, directory)
+        try scenario.write(ManifestText(entries: ["etag", "encoded", "moved", "reason"].map {
+            .url(server.url("/\($0).bin"), dest: "\($0).bin", "retries: 0")
+        }), to: "mirror.yaml")
+        return scenario
     }
 
     static func expectNoControlCharacters(_ text: String, _ what: String) {
@@ -32,28 +30,28 @@ struct ServerTextEscapingTests {
 
     @Test(arguments: [["plan"], ["plan", "-v"], ["sync", "-v"]])
     func serverControlledTextIsEscapedInTextOutput(_ command: [String]) throws {
-        let (server, directory) = try Self.setUp()
-        let result = try MirrorBinary.run(command + ["mirror.yaml"], in: directory.path)
+        let scenario = try Self.setUp()
+        let result = try scenario.run(command + ["mirror.yaml"])
         #expect(result.status == 1, "\(result)")
         Self.expectNoControlCharacters(result.stdout, "stdout")
         Self.expectNoControlCharacters(result.stderr, "stderr")
         if command == ["plan", "-v"] {
             #expect(result.stderr.contains("ETag \"v1\\x1B]0;owned\\x07\\x1B[2J\\x9B31m\\u{202E}\""), "\(result)")
         }
-        withExtendedLifetime(server) {}
+        withExtendedLifetime(scenario) {}
     }
 
     @Test(arguments: [["plan", "--json"], ["sync", "--json", "-v"]])
     func serverControlledTextStaysValidEscapedJSON(_ command: [String]) throws {
-        let (server, directory) = try Self.setUp()
-        let result = try MirrorBinary.run(command + ["mirror.yaml"], in: directory.path)
+        let scenario = try Self.setUp()
+        let result = try scenario.run(command + ["mirror.yaml"])
         #expect(result.status == 1, "\(result)")
         Self.expectNoControlCharacters(result.stdout, "stdout")
         Self.expectNoControlCharacters(result.stderr, "stderr")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
         let entries = try #require(object["entries"] as? [[String: Any]])
         #expect(entries.count == 4)
-        withExtendedLifetime(server) {}
+        withExtendedLifetime(scenario) {}
     }
 
     @Test func escapingMakesEveryControlCharacterVisibleAndIsIdempotent() {

@@ -115,11 +115,10 @@ struct SmallMessageTests {
     }
 
     @Test func aNotModifiedReplyIsNotCalledARedirect() throws {
-        let server = try FaultServer.start()
-        server.route("/a.bin", reply: .status(304))
-        let directory = try TemporaryDirectory(prefix: "mirror-304")
-        try directory.write(Data("version: 1\nroot: root\nfiles:\n  - url: \(server.url("/a.bin"))\n".utf8), to: "m.yaml")
-        let result = try MirrorBinary.run(["plan", "m.yaml"], in: directory.path)
+        let scenario = try SyncScenario(.faultServer)
+        scenario.server.route("/a.bin", reply: .status(304))
+        try scenario.write(.files(.url(scenario.url("/a.bin"))))
+        let result = try scenario.run(["plan", "m.yaml"])
         #expect(result.status == 1, "\(result)")
         #expect(result.stdout.contains("HTTP 304 Not Modified"), "\(result)")
     }
@@ -140,16 +139,16 @@ struct SmallMessageTests {
     /// SIGINT while the server has not sent a byte yet: no partial file exists, and none is
     /// claimed.
     @Test func anInterruptionBeforeAnyByteClaimsNoPartialFile() throws {
-        let server = try FaultServer.start()
+        let scenario = try SyncScenario(.faultServer)
+        let server = scenario.server
         server.route("/a.bin", reply: FaultReply.file(Data("hello".utf8)).delayed(by: .seconds(20)))
-        let directory = try TemporaryDirectory(prefix: "mirror-nopartial")
-        try directory.write(Data("version: 1\nroot: root\nfiles:\n  - url: \(server.url("/a.bin"))\n".utf8), to: "m.yaml")
-        let running = try MirrorBinary.start(["sync", "m.yaml"], in: directory.path)
+        try scenario.write(.files(.url(server.url("/a.bin"))))
+        let running = try scenario.start(["sync", "m.yaml"])
         _ = server.waitForRequests(1, timeout: .seconds(10))
         kill(running.pid, SIGINT)
         let result = try running.wait()
         #expect(result.status == 130, "\(result)")
-        #expect(!FileManager.default.fileExists(atPath: directory.path("root/a.bin.part")))
+        #expect(!FileManager.default.fileExists(atPath: scenario.rootPath("a.bin.part")))
         #expect(!result.stderr.contains("is kept") && !result.stderr.contains("are kept"), "\(result)")
         #expect(result.stderr.contains("a.bin: interrupted; no partial file was kept"), "\(result)")
     }

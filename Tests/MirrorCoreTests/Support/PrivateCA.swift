@@ -9,16 +9,6 @@ final class PrivateCA: Sendable {
     var caCertificate: String { directory.path("ca.pem") }
     var serverTLS: NginxTLS { NginxTLS(certificate: directory.path("server.pem"), key: directory.path("server.key")) }
 
-    struct OpenSSLFailed: Error, CustomStringConvertible {
-        var arguments: [String]
-        var output: String
-        var description: String { "openssl \(arguments.joined(separator: " ")) failed:\n\(output)" }
-    }
-
-    struct MissingOpenSSL: Error, CustomStringConvertible {
-        var description: String { "openssl not found: install it with `apt-get install -y openssl` (make test does this)" }
-    }
-
     /// - Parameter name: the CA's common name, so that two CAs of one test differ.
     init(name: String = "mirror test CA") throws {
         directory = try TemporaryDirectory(prefix: "mirror-ca")
@@ -59,20 +49,6 @@ final class PrivateCA: Sendable {
     }
 
     private func run(_ arguments: [String]) throws {
-        let openssl = ["/usr/bin/openssl", "/usr/local/bin/openssl"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let openssl else { throw MissingOpenSSL() }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: openssl)
-        process.arguments = arguments
-        process.currentDirectoryURL = directory.url
-        let output = try directory.write(Data(), to: "openssl.log")
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw OpenSSLFailed(arguments: arguments, output: String(decoding: directory.contents(of: "openssl.log") ?? Data(), as: UTF8.self))
-        }
+        try OpenSSL.run(arguments, in: directory)
     }
 }

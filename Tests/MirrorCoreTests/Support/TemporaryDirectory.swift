@@ -51,6 +51,11 @@ final class TemporaryDirectory: Sendable {
         return enumerator.compactMap { $0 as? String }.sorted()
     }
 
+    /// What `listing` shows, less mirror's own `.mirror/` folder: the files a user sees.
+    func files(_ relativePath: String) -> [String] {
+        listing(relativePath).filter { $0 != ".mirror" && !$0.hasPrefix(".mirror/") }
+    }
+
     /// Deletes the directory tree now; later calls do nothing.
     func remove() {
         let alreadyRemoved = removed.withLock { removed in
