@@ -12,12 +12,16 @@ import FoundationEssentials
 /// the variables itself: one decision, one place.
 public struct ProxyEnvironment: Sendable, Equatable {
     private var variables: [String: String]
+    /// Some variable names a proxy (not only exceptions): otherwise every request goes direct,
+    /// decided without parsing its URL (the case of nearly every run, on every request).
+    private let namesAProxy: Bool
 
     /// Keeps only the proxy variables of `environment`.
     public init(_ environment: [String: String]) {
         variables = environment.filter { name, value in
             !value.isEmpty && (name.lowercased().hasSuffix("_proxy"))
         }
+        namesAProxy = variables.keys.contains { $0 != "no_proxy" && $0 != "NO_PROXY" }
     }
 
     /// No proxy for anything.
@@ -28,7 +32,7 @@ public struct ProxyEnvironment: Sendable, Equatable {
 
     /// The proxy for a request to `url`; nil: direct.
     public func proxy(for url: String) -> Proxy? {
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+        guard namesAProxy, let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
               let host = components.host, !host.isEmpty, scheme != "file"
         else { return nil }
         if let exceptions = variables["no_proxy"] ?? variables["NO_PROXY"], NoProxyList(exceptions).excludes(host: host) {

@@ -70,6 +70,9 @@ final class TransferContext {
         try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBufferSize, "CURLOPT_BUFFERSIZE")
         try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
+        // To an HTTP/2 server, wait for a connection being set up and multiplex over it rather
+        // than open one connection per request.
+        try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
         // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
         // headers it is the only validator (see `currentHead`).
         try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")

@@ -15,13 +15,16 @@ struct NginxOptions: Sendable {
     var startupTimeout: Duration
     /// Serve HTTPS with this certificate chain and key (PEM files) instead of plain HTTP.
     var tls: NginxTLS?
+    /// With `tls`: offer HTTP/2 (by ALPN), as most HTTPS servers do.
+    var http2: Bool
 
     init(rateLimit: Int? = nil, extraServerConfiguration: String = "", startupTimeout: Duration = .seconds(5),
-         tls: NginxTLS? = nil) {
+         tls: NginxTLS? = nil, http2: Bool = false) {
         self.rateLimit = rateLimit
         self.extraServerConfiguration = extraServerConfiguration
         self.startupTimeout = startupTimeout
         self.tls = tls
+        self.http2 = http2
     }
 }
 
@@ -53,6 +56,8 @@ struct LoggedRequest: Sendable, Equatable, CustomStringConvertible {
     var connection: Int
     /// How many requests this connection had carried, this one included.
     var connectionRequests: Int
+    /// "HTTP/1.1" or "HTTP/2.0".
+    var `protocol`: String = ""
 
     var description: String {
         "\(method) \(uri) → \(status) (\(bodyBytesSent) body bytes, connection \(connection))"
@@ -266,11 +271,12 @@ final class NginxServer: Sendable {
                     '"if_none_match":"$http_if_none_match","if_modified_since":"$http_if_modified_since",'
                     '"authorization":"$http_authorization","accept_encoding":"$http_accept_encoding",'
                     '"user_agent":"$http_user_agent",'
-                    '"connection":"$connection","connection_requests":"$connection_requests"}';
+                    '"connection":"$connection","connection_requests":"$connection_requests",'
+                    '"protocol":"$server_protocol"}';
                 access_log \(quoted(prefix + "/access.log")) mirror_test;
 
                 server {
-                    listen 127.0.0.1:\(port)\(options.tls == nil ? "" : " ssl");
+                    listen 127.0.0.1:\(port)\(options.tls == nil ? "" : " ssl")\(options.tls != nil && options.http2 ? " http2" : "");
                     server_name localhost;
                     root \(quoted(root));
             \(rateLimit)\(tls)
@@ -356,7 +362,8 @@ final class NginxServer: Sendable {
                 range: header("range"), ifRange: header("if_range"), ifNoneMatch: header("if_none_match"),
                 ifModifiedSince: header("if_modified_since"), authorization: header("authorization"),
                 acceptEncoding: header("accept_encoding"), userAgent: header("user_agent"),
-                connection: number("connection"), connectionRequests: number("connection_requests"))
+                connection: number("connection"), connectionRequests: number("connection_requests"),
+                protocol: fields["protocol"] ?? "")
         }
     }
 }
