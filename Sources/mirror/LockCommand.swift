@@ -46,7 +46,7 @@ struct LockCommand: AsyncParsableCommand {
             console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
-        guard let pins = runner.pins(after: reports) else {
+        guard let pins = ManifestPinWriter.pins(for: manifest, after: reports) else {
             console.error("mirror: not every entry could be fetched; \(manifest.path) was left unchanged")
             throw ExitWith(status: ExitStatus.forFailures(reports))
         }

@@ -27,8 +27,8 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         let console = options.console()
         let manifest = try options.loadManifest(console: console)
-        let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console))
-        let results = await runner.verify(rehash: rehash)
+        let verifier = Verifier(manifest: manifest, options: options.runOptions(for: manifest, console: console))
+        let results = await verifier.verify(rehash: rehash)
 
         if options.json {
             console.json(VerifyJSON.encode(results))

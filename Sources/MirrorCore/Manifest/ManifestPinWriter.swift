@@ -206,18 +206,3 @@ extension ManifestPinWriter {
         return updated
     }
 }
-
-extension ManifestRunner {
-    /// The pins `mirror lock` writes: each entry's size and sha256 after a sync, hashing a
-    /// file whose hash the sync did not need. Nil when an entry failed.
-    public func pins(after reports: [EntryReport]) -> [String: ManifestPinWriter.Pin]? {
-        var pins: [String: ManifestPinWriter.Pin] = [:]
-        for (entry, report) in zip(manifest.entries, reports) {
-            guard !report.failed, let size = report.size else { return nil }
-            let sha256 = report.sha256 ?? (try? hashDestination(paths(for: entry)))
-            guard let sha256 else { return nil }
-            pins[entry.dest] = ManifestPinWriter.Pin(sha256: sha256, size: size)
-        }
-        return pins
-    }
-}

@@ -73,6 +73,16 @@ extension RootDirectory {
         if renamed == nil { throw .localIO(path: paths.destination, operation: "rename into", errno: ENOENT) }
     }
 
+    /// SHA-256 of a whole `DEST`, opened without following a symbolic link.
+    func sha256OfDestination(_ paths: DestinationPaths) throws(TransferFailure) -> String {
+        let fd = try openDestination(paths)
+        defer { close(fd) }
+        let hasher = SHA256Hasher()
+        let path = paths.destination
+        try hasher.update(fileDescriptor: fd, length: FileSystem.size(of: fd, path: path), path: path)
+        return hasher.finalize()
+    }
+
     /// Removes the partial file, if it is there; a symbolic link on the way is left alone.
     func removePartial(_ paths: DestinationPaths) {
         _ = try? withDirectory(paths.relativeDirectory) { directory in

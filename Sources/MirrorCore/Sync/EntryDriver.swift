@@ -154,9 +154,9 @@ final class EntryDriver: @unchecked Sendable {
             }
         case .hashDestination:
             let paths = self.paths
-            let runner = self.runner
+            let rootDirectory = runner.rootDirectory
             runner.blocking.submit { [self] in
-                answer(.destinationHashed(Result { () throws(TransferFailure) in try runner.hashDestination(paths) }))
+                answer(.destinationHashed(Result { () throws(TransferFailure) in try rootDirectory.sha256OfDestination(paths) }))
             }
         case .prepare(let length, let clearingRecord):
             runner.blocking.submit { [self] in

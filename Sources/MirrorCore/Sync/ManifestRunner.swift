@@ -98,16 +98,6 @@ public final class ManifestRunner: Sendable {
         }
     }
 
-    /// SHA-256 of a whole `DEST`, opened through the root without following a symbolic link.
-    func hashDestination(_ paths: DestinationPaths) throws(TransferFailure) -> String {
-        let fd = try rootDirectory.openDestination(paths)
-        defer { close(fd) }
-        let hasher = SHA256Hasher()
-        let path = paths.destination
-        try hasher.update(fileDescriptor: fd, length: FileSystem.size(of: fd, path: path), path: path)
-        return hasher.finalize()
-    }
-
     /// Runs every entry on the engine's thread, `width` at once; the results in manifest order.
     /// Cancelling the calling task interrupts the run.
     private func run(_ mode: EntryMachine.Mode, store: StateStore?, conditions: HostConditions, width: Int) async -> [EntryResult] {

@@ -59,7 +59,7 @@ struct RootConfinementPropertyTests {
         let before = Self.snapshot(outside)
         _ = await scenario.runner(manifest, settings).plan()
         let reports = try? await scenario.sync(manifest, settings)
-        _ = await scenario.runner(manifest, settings).verify(rehash: true)
+        _ = await scenario.verifier(manifest, settings).verify(rehash: true)
 
         let changes = watch.changes()
         let context = "seed \(seed), dests \(dests.sorted()), tree \(made)"

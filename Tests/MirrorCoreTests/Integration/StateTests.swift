@@ -140,7 +140,7 @@ struct StateTests {
         let reports = try await scenario.sync(manifest())
         #expect(reports[0].outcome == .transferred)
         #expect(scenario.local("f.bin") == Self.v2)
-        let verified = await scenario.runner(try manifest()).verify(rehash: true)
+        let verified = await scenario.verifier(try manifest()).verify(rehash: true)
         #expect(verified.map(\.status) == [.ok])
         #expect(verified.first?.sha256 == SHA256Hasher.hex(of: Self.v2))
     }
@@ -290,7 +290,7 @@ struct StateTests {
         let second = try await scenario.sync(manifest())
         #expect(second[0].outcome == .transferred)
         #expect(local?.fingerprint == Self.v1.fingerprint)
-        #expect(try await scenario.runner(manifest()).verify(rehash: true).map(\.status) == [.ok])
+        #expect(try await scenario.verifier(manifest()).verify(rehash: true).map(\.status) == [.ok])
     }
 
     @Test func aPinAddedLaterIsEnforcedEvenIfTheRecordHasNoHash() async throws {
@@ -315,7 +315,7 @@ struct StateTests {
         try await Task.sleep(for: .milliseconds(10))
         try Self.v2.write(to: URL(fileURLWithPath: scenario.rootPath("f.bin")))
 
-        let before = try await scenario.runner(manifest()).verify(rehash: false)
+        let before = try await scenario.verifier(manifest()).verify(rehash: false)
         #expect(before.map(\.status) == [.modified])
         let reports = try await scenario.sync(manifest())
         #expect(reports[0].action == .replace(reason: "local file was changed since mirror wrote it"))

@@ -137,12 +137,21 @@ final class SyncScenario: Sendable {
         try ManifestLoader.parse(text: text, path: directory.path("test.yaml"), baseDirectory: directory.path, environment: [:])
     }
 
-    func runner(_ manifest: Manifest, _ settings: Settings = Settings()) -> ManifestRunner {
+    func runOptions(_ manifest: Manifest, _ settings: Settings = Settings()) -> RunOptions {
         var options = RunOptions(
             concurrency: settings.concurrency ?? manifest.concurrency, retryPolicy: settings.retryPolicy,
             events: settings.events, progress: settings.progress)
         if let interval = settings.connectivityCheckInterval { options.connectivityCheckInterval = interval }
-        return ManifestRunner(manifest: manifest, options: options)
+        return options
+    }
+
+    func runner(_ manifest: Manifest, _ settings: Settings = Settings()) -> ManifestRunner {
+        ManifestRunner(manifest: manifest, options: runOptions(manifest, settings))
+    }
+
+    /// What `mirror verify` runs.
+    func verifier(_ manifest: Manifest, _ settings: Settings = Settings()) -> Verifier {
+        Verifier(manifest: manifest, options: runOptions(manifest, settings))
     }
 
     func runner(_ manifest: ManifestText, _ settings: Settings = Settings()) throws -> ManifestRunner {

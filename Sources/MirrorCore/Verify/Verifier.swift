@@ -24,18 +24,30 @@ public struct VerifiedEntry: Sendable, Equatable {
     public var isProblem: Bool { status == .missing || status == .mismatch || status == .modified }
 }
 
-extension ManifestRunner {
-    /// Checks every entry's local file against its pins and the state store, without any
-    /// network request and without writing anything. A hash recorded in the store is reused
-    /// while the file's size, mtime and inode are unchanged, unless `rehash` is set.
+/// `mirror verify`: checks every entry's local file against its pins and the state store,
+/// without any network request and without writing anything. A hash recorded in the store is
+/// reused while the file's size, mtime and inode are unchanged, unless `rehash` is set.
+public struct Verifier: Sendable {
+    public let manifest: Manifest
+    let options: RunOptions
+    let rootDirectory: RootDirectory
+    /// Hashing blocks in the kernel: on threads of its own, not the cooperative pool.
+    let blocking: BlockingPool
+
+    public init(manifest: Manifest, options: RunOptions) {
+        self.manifest = manifest
+        self.options = options
+        rootDirectory = RootDirectory(path: manifest.root)
+        blocking = BlockingPool(limit: options.concurrency)
+    }
+
     public func verify(rehash: Bool) async -> [VerifiedEntry] {
         let opening = StateStore.open(in: rootDirectory, mode: .readOnly)
-        if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
+        if let problem = opening.problem { options.events?(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
-        // Hashing blocks in the kernel: on the run's blocking pool, not the cooperative one.
         return await boundedMap(manifest.entries, width: options.concurrency) { entry in
-            await self.blocking.run { self.verifyEntry(entry, store: store, rehash: rehash) }
+            await blocking.run { verifyEntry(entry, store: store, rehash: rehash) }
         }
     }
 
@@ -43,7 +55,7 @@ extension ManifestRunner {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths(for: entry), in: rootDirectory)
+            local = try LocalFacts.inspect(DestinationPaths(root: manifest.root, dest: entry.dest), in: rootDirectory)
         } catch {
             result.status = .mismatch
             result.detail = error.description
@@ -68,7 +80,7 @@ extension ManifestRunner {
             result.hashFromStore = true
         } else {
             do {
-                result.sha256 = try hashDestination(paths(for: entry))
+                result.sha256 = try rootDirectory.sha256OfDestination(DestinationPaths(root: manifest.root, dest: entry.dest))
             } catch {
                 result.status = .mismatch
                 result.detail = error.description
