@@ -20,7 +20,7 @@ final class EntryDriver: @unchecked Sendable {
     private var conditions: HostConditions { run.conditions }
     private var machine: EntryMachine
     private let paths: DestinationPaths
-    private let sources: [RemoteURL]
+    private let sources: [Source]
     private var slot: TransferSlots.Slot?
     private var slotRequest: UInt64?
     private var partial: OpenPartial?
@@ -39,8 +39,25 @@ final class EntryDriver: @unchecked Sendable {
         self.run = run
         self.onFinish = onFinish
         paths = run.runner.paths(for: entry)
-        sources = [entry.url] + entry.mirrors
+        sources = ([entry.url] + entry.mirrors).map { Source($0, conditions: run.conditions) }
         machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
+    }
+
+    /// A source URL and what is derived from it, parsed once.
+    private struct Source {
+        let url: RemoteURL
+        /// The host whose Retry-After pauses apply; nil for a URL with no host (file:).
+        let host: HostKey?
+        /// What the connectivity gate checks for it; nil for a URL with no host.
+        let target: ConnectivityTarget?
+        let protocols: String
+
+        init(_ url: RemoteURL, conditions: HostConditions) {
+            self.url = url
+            host = HostKey(url)
+            target = conditions.target(for: url)
+            protocols = RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string))
+        }
     }
 
     /// The partial file of the attempt in progress, open from the transfer (or the finishing
@@ -141,14 +158,14 @@ final class EntryDriver: @unchecked Sendable {
         case .transfer where run.isCancelled:
             return .transferEnded(.notStarted(.cancelled, mustRestart: false))
         case .probe(let index):
-            let source = sources[index]
+            let source = sources[index].url
             runner.probe.probe(source, settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
                 transferID = nil
                 runner.emit(.probed(dest: entry.dest, url: source.display, facts))
                 deliver(.probed(facts))
             }
         case .measureBody(let index):
-            runner.probe.probe(sources[index], settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
+            runner.probe.probe(sources[index].url, settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
                 transferID = nil
                 deliver(.bodyMeasured(facts))
             }
@@ -192,7 +209,7 @@ final class EntryDriver: @unchecked Sendable {
                 runner.rootDirectory.removePartial(paths)
             }
         case .pauseHost(let index, let header):
-            if let host = HostKey(sources[index]),
+            if let host = sources[index].host,
                let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
                 runner.emit(.pausedByServer(host: host.description, pause: pause))
                 conditions.pauses.pause(host, for: pause)
@@ -233,16 +250,16 @@ final class EntryDriver: @unchecked Sendable {
         case .decided(let action):
             runner.emit(.decided(dest: entry.dest, action))
         case .fallingBack(let index, let failure):
-            runner.emit(.fallingBack(dest: entry.dest, to: sources[index].display, after: failure))
+            runner.emit(.fallingBack(dest: entry.dest, to: sources[index].url.display, after: failure))
         }
     }
 
     /// Outages and Retry-After pauses are waited out without a transfer slot, so a host that
     /// asked for ten minutes' rest does not hold up the others. Nearly always nothing holds the
     /// host back, and the answer is at hand.
-    private func awaitHost(_ source: RemoteURL) -> EntryMachine.Event? {
+    private func awaitHost(_ source: Source) -> EntryMachine.Event? {
         if run.isCancelled { return .hostUnavailable(.cancelled) }
-        guard let host = HostKey(source), let target = conditions.target(for: source) else { return .hostReady }
+        guard let host = source.host, let target = source.target else { return .hostReady }
         if !isTroubled(source) { return .hostReady }
         let conditions = self.conditions
         waiting = Task { [self] in
@@ -259,14 +276,14 @@ final class EntryDriver: @unchecked Sendable {
         return nil
     }
 
-    private func isTroubled(_ source: RemoteURL) -> Bool {
-        guard let host = HostKey(source), let target = conditions.target(for: source) else { return false }
+    private func isTroubled(_ source: Source) -> Bool {
+        guard let host = source.host, let target = source.target else { return false }
         return conditions.pauses.isPaused(host) || conditions.gate.hasTrouble(target)
     }
 
-    private func checkConnectivity(_ source: RemoteURL) -> EntryMachine.Event? {
+    private func checkConnectivity(_ source: Source) -> EntryMachine.Event? {
         if run.isCancelled { return .connectivityChecked(.gaveUp(.cancelled)) }
-        guard let target = conditions.target(for: source) else { return .connectivityChecked(.reachable) }
+        guard let target = source.target else { return .connectivityChecked(.reachable) }
         let gate = conditions.gate
         waiting = Task { [self] in
             do throws(ConnectivityGate.Unreachable) {
@@ -328,7 +345,8 @@ final class EntryDriver: @unchecked Sendable {
     /// GETs the file from `order.offset` into the partial file; answers `transferEnded`. The
     /// file stays open for the hash and the commit that follow.
     private func transfer(_ order: EntryMachine.TransferOrder) {
-        let source = sources[order.source]
+        let source = sources[order.source].url
+        let protocols = sources[order.source].protocols
         let offset = order.offset
         let fd: Int32
         do {
@@ -376,7 +394,7 @@ final class EntryDriver: @unchecked Sendable {
             timeout: entry.settings.timeout, minSpeed: entry.settings.minSpeed,
             minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure,
             certificateAuthorities: entry.settings.certificateAuthorities, login: source.login, ftpTLS: entry.settings.ftpTLS,
-            protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: source.string))
+            protocols: protocols
         )
         runner.fetcher.fetch(request, sink: writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
             transferID = nil
@@ -460,7 +478,7 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     private func report(_ outcome: EntryMachine.Outcome) -> EntryReport {
-        let source = sources[machine.source].display
+        let source = sources[machine.source].url.display
         switch outcome {
         case .succeeded(let result, let action, let size, let sha256):
             return EntryReport(
