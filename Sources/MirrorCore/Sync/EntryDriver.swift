@@ -191,6 +191,7 @@ final class EntryDriver: @unchecked Sendable {
                     return .hashed(.failure(error))
                 }
             }
+            if size <= Self.inlineHashLimit { return .hashed(Self.hash(partial!, size: size, path: paths.partial)) }
             finishHash(partial!, size: size)
         case .keepDestination(let version, let validators, _):
             keepDestination(version, validators: validators)
@@ -428,17 +429,26 @@ final class EntryDriver: @unchecked Sendable {
     private func finishHash(_ open: OpenPartial, size: Int64) {
         let path = paths.partial
         runner.blocking.submit { [self] in
-            answer(.hashed(Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
-                let digest: String
-                if let hasher = open.hasher {
-                    digest = try hasher.finish(size: size)
-                } else {
-                    let hasher = SHA256Hasher()
-                    try hasher.update(fileDescriptor: open.fd, length: size, path: path)
-                    digest = hasher.finalize()
-                }
-                return EntryMachine.HashedFile(sha256: digest, sizeOnDisk: try FileSystem.size(of: open.fd, path: path))
-            }))
+            answer(.hashed(Self.hash(open, size: size, path: path)))
+        }
+    }
+
+    /// Up to this size a file's hash is finished on the engine's thread: less work than the
+    /// two thread hops to the pool and back (a 16 KiB file: about 10 µs of SHA-256 from the
+    /// page cache).
+    static let inlineHashLimit: Int64 = 256 << 10
+
+    private static func hash(_ open: OpenPartial, size: Int64, path: String) -> Result<EntryMachine.HashedFile, TransferFailure> {
+        Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
+            let digest: String
+            if let hasher = open.hasher {
+                digest = try hasher.finish(size: size)
+            } else {
+                let hasher = SHA256Hasher()
+                try hasher.update(fileDescriptor: open.fd, length: size, path: path)
+                digest = hasher.finalize()
+            }
+            return EntryMachine.HashedFile(sha256: digest, sizeOnDisk: try FileSystem.size(of: open.fd, path: path))
         }
     }
 
