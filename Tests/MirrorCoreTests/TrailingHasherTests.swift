@@ -100,6 +100,29 @@ struct TrailingHasherTests {
         #expect(try hasher.finish(size: Int64(new.count)) == SHA256Hasher.hex(of: new))
     }
 
+    /// However far the hash falls behind, a file's writer waits rather than queue more than
+    /// `queueLimit` (plus the block being hashed and the one handed back).
+    @Test func aWritersQueueForHashingStaysUnderItsLimit() throws {
+        let file = try PartFile()
+        let memory = HashingMemory(limit: 1 << 30)
+        let hasher = TrailingHasher(fd: file.fd, path: file.path, memory: memory)
+        let body = randomData(count: 24 << 20, seed: 48)
+        let writer = PartialFileWriter(
+            fd: file.fd, path: file.path, requestedOffset: 0, expectedTotal: Int64(body.count), pinnedSize: nil,
+            maxSize: nil, hasher: hasher, progress: nil)
+        #expect(writer.begin(okay(body.count)) == .write)
+        var most = 0
+        body.withUnsafeBytes { bytes in
+            for start in stride(from: 0, to: bytes.count, by: 16384) {
+                _ = writer.write(UnsafeRawBufferPointer(rebasing: bytes[start..<min(bytes.count, start + 16384)]))
+                most = max(most, memory.inUse)
+            }
+        }
+        writer.end()
+        #expect(most <= TrailingHasher.queueLimit + 2 * PartialFileWriter.bufferSize)
+        #expect(try hasher.finish(size: Int64(body.count)) == SHA256Hasher.hex(of: body))
+    }
+
     /// With no memory to spare every chunk is read back; with a little, some are.
     @Test(arguments: [0, (3 << 20) / 2])
     func bytesPastTheMemoryBudgetAreReadBack(limit: Int) throws {

@@ -11,6 +11,10 @@ import Synchronization
 /// or chunks written while `HashingMemory` was spent) are read back from the file in their
 /// place in that order.
 ///
+/// Memory is bounded twice: a file's writer waits while its hasher's thread has more than
+/// `queueLimit` bytes queued, and all files together hold at most `HashingMemory`'s limit;
+/// a chunk that would pass it is not kept but read back.
+///
 /// Small files never get a thread: their chunks wait in memory (under `threadThreshold` bytes)
 /// and are hashed in `finish`, on the caller's thread.
 final class TrailingHasher: Sendable {
@@ -56,6 +60,18 @@ final class TrailingHasher: Sendable {
         var spare: [Block] = []
         /// Bytes of the blocks held (queued, being hashed or spare), all reserved in `memory`.
         var held = 0
+        /// The writer waits for the queue to shrink below `TrailingHasher.queueLimit`.
+        var writerWaits = false
+
+        /// True when the writer should wait: the thread is hashing from memory, with more
+        /// queued than `queueLimit`. Never while bytes are to be read back (a resumed file's
+        /// prefix, perhaps from a slow disk): the download goes on meanwhile, held under
+        /// `HashingMemory` and then read back too.
+        var isFull: Bool {
+            threadStarted && !over
+                && held - spare.reduce(0, { $0 + $1.memory.count }) > TrailingHasher.queueLimit
+                && pieces.allSatisfy { $0.block != nil }
+        }
 
         /// The bytes up to `end` are on disk: those not announced yet will be read back.
         mutating func announce(to end: Int64) {
@@ -98,7 +114,8 @@ final class TrailingHasher: Sendable {
         }
 
         /// Keeps a hashed block for the writer, or frees it.
-        mutating func hashed(_ block: Block, memory: HashingMemory) {
+        mutating func hashed(_ block: Block, memory: HashingMemory, drained: DispatchSemaphore) {
+            if writerWaits { drained.signal() }
             if block.reusable, !over {
                 spare.append(block)
             } else {
@@ -114,11 +131,12 @@ final class TrailingHasher: Sendable {
         }
 
         /// Frees everything held; the hasher takes no more bytes.
-        mutating func end(memory: HashingMemory) {
+        mutating func end(memory: HashingMemory, drained: DispatchSemaphore) {
             dropPieces(memory: memory)
             for block in spare { free(block, memory: memory) }
             spare = []
             over = true
+            if writerWaits { drained.signal() }
         }
 
         private mutating func free(_ block: Block, memory: HashingMemory) {
@@ -136,9 +154,17 @@ final class TrailingHasher: Sendable {
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
+    /// Signalled as the thread hashes a queued block while the writer waits.
+    private let drained = DispatchSemaphore(value: 0)
     /// Below this many bytes waiting, hashing at the end costs less than a thread, and holding
     /// the bytes until then costs little memory.
     static let threadThreshold: Int64 = 1 << 20
+    /// The most a file's writer hands over before it waits for the hasher's thread (see
+    /// `isFull`). SHA-256 (1–1.5 GB/s on one core here) is slower than loopback HTTP, and the
+    /// file is complete only once it is hashed: running the download further ahead buys
+    /// nothing, holds memory, and past `HashingMemory` has the bytes read back, a copy more
+    /// for the thread that is already the slower one.
+    static let queueLimit = 8 << 20
     /// The most read back from the file at once.
     static let chunk = 1 << 20
 
@@ -153,7 +179,7 @@ final class TrailingHasher: Sendable {
     }
 
     deinit {
-        state.withLock { $0.end(memory: memory) }
+        state.withLock { $0.end(memory: memory, drained: drained) }
     }
 
     /// The file is written up to `position`; bytes up to there that were not handed over are
@@ -189,6 +215,7 @@ final class TrailingHasher: Sendable {
         }
         if reserved, !taken { memory.release(buffer.count) }
         wakeWorker(startingIt: startThread)
+        waitWhileFull()
         guard taken else { return buffer }
         return spare?.memory ?? UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count, alignment: 16)
     }
@@ -215,6 +242,19 @@ final class TrailingHasher: Sendable {
             refused.memory.deallocate()
         }
         wakeWorker(startingIt: startThread)
+    }
+
+    /// Holds the writer until the hasher's thread has no more than `queueLimit` queued. The
+    /// thread needs nothing from the writer's to get there, and a megabyte takes it about a
+    /// millisecond: the transfer thread (and its other transfers) waits about that long, and
+    /// its download goes at the speed of the hash, which it could not finish before anyway.
+    private func waitWhileFull() {
+        while state.withLock({ state -> Bool in
+            state.writerWaits = state.isFull
+            return state.writerWaits
+        }) {
+            drained.wait()
+        }
     }
 
     /// The file was truncated: hash from byte 0 again. Call before truncating it.
@@ -245,7 +285,7 @@ final class TrailingHasher: Sendable {
             result = state.withLock { $0.result! }
         } else {
             result = drain()
-            state.withLock { $0.end(memory: memory) }
+            state.withLock { $0.end(memory: memory, drained: drained) }
         }
         return try result.get()
     }
@@ -256,7 +296,7 @@ final class TrailingHasher: Sendable {
         let threaded = state.withLock { state -> Bool in
             state.abandoned = true
             guard state.threadStarted else {
-                state.end(memory: memory)
+                state.end(memory: memory, drained: drained)
                 return false
             }
             return state.result == nil
@@ -272,7 +312,7 @@ final class TrailingHasher: Sendable {
                 let result = drain()
                 state.withLock { state in
                     state.result = result
-                    state.end(memory: memory)
+                    state.end(memory: memory, drained: drained)
                 }
                 finished.signal()
             }
@@ -303,7 +343,7 @@ final class TrailingHasher: Sendable {
                 let count = Int(piece.end - piece.start)
                 if let block = piece.block {
                     hasher.update(UnsafeRawBufferPointer(rebasing: block.memory[0..<count]))
-                    state.withLock { $0.hashed(block, memory: memory) }
+                    state.withLock { $0.hashed(block, memory: memory, drained: drained) }
                 } else {
                     let buffer = readBuffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunk, alignment: 16)
                     readBuffer = buffer
