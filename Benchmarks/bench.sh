@@ -89,13 +89,18 @@ awk -v b="$base/noop/" -v o="$work/out/noop-curl/" '{print "url = \"" b $0 "\"\n
 awk -v b="$base/noop/" '{print b $0 "\n  out=" $0}' "$work/cfg/noop-names" > "$work/cfg/noop-aria2"
 manifest noop "$work/out/noop-mirror" 8 "$work/cfg/noop-urls"
 
-# measure LABEL CMD...: appends "label seconds rss_kib" to $results.
+# measure LABEL CMD...: appends "label seconds rss_kib" to $results, or, when the command
+# fails, "label-failed status first-line-of-its-errors": a failed run is reported, not timed.
 results="$work/results"
 : > "$results"
 measure() {
-    local label=$1; shift
-    /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/stderr.txt" || true
-    echo "$label $(cat "$work/time.txt" | tail -n 1)" >> "$results"
+    local label=$1 status=0; shift
+    /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/stderr.txt" || status=$?
+    if [ "$status" -eq 0 ]; then
+        echo "$label $(tail -n 1 "$work/time.txt")" >> "$results"
+    else
+        echo "${label/ /-failed } $status $(grep -v '^Command exited' "$work/stderr.txt" | head -n 1 | cut -c 1-300)" >> "$results"
+    fi
 }
 # Many small files are moved aside, not deleted, until the end: ext4 skips inodes freed in the
 # last minutes when it allocates new ones, so deleting 2000 files just before the next tool
@@ -213,8 +218,13 @@ import statistics, sys
 small_count, noop_count, plan_count, huge_plan_count, elapsed = map(int, sys.argv[2:7])
 rows = {}
 extra = {}
+failed = {}
 for line in open(sys.argv[1]):
     parts = line.split()
+    if parts[0].endswith("-failed"):
+        work, tool, status = parts[0][:-len("-failed")], parts[1], parts[2]
+        failed.setdefault((work, tool), []).append(f"exit {status}: {' '.join(parts[3:])}")
+        continue
     if parts[0].endswith("-bytes") or parts[0].endswith("-requests"):
         extra.setdefault((parts[0], parts[1]), []).append(int(parts[2]))
         continue
@@ -243,6 +253,8 @@ for work in "abcdefg":
         print(f"\nbest peer: {best}; runs per tool: {len(tools[best])}")
 for (key, tool), values in sorted(extra.items()):
     print(f"\n{key} {tool}: {values}")
+for (work, tool), errors in sorted(failed.items()):
+    print(f"\nFAILED ({work}) {tool}, {len(errors)} run(s), not timed: {errors[0]}")
 
 def median(work, tool):
     runs = rows.get(work, {}).get(tool)
@@ -259,7 +271,7 @@ if "c" in rows and "g" in rows:
         g = median("g", tool) / noop_count * 1e6
         print(f"| {tool} | {c:.1f} | {g:.1f} | {g / c:.2f} |")
 # Memory per entry of the plan: what (f) holds beyond (e), per extra entry.
-if "e" in rows and "f" in rows:
+if "e" in rows and "f" in rows and "mirror" in rows["f"]:
     e_rss = max(r for _, r in rows["e"]["mirror"]) * 1024
     f_rss = max(r for _, r in rows["f"]["mirror"]) * 1024
     print(f"\nplan memory: {e_rss / plan_count:.0f} B/entry at {plan_count:,} entries, "

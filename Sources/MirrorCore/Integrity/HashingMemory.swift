@@ -10,11 +10,11 @@ final class HashingMemory: Sendable {
     let limit: Int
     private let held = Atomic<Int>(0)
 
-    /// 32 MiB: SHA-256 runs at 1.5–2 GB/s here, faster than loopback HTTP delivers; a few
-    /// 1 MiB write buffers in flight per file are all a hasher that keeps up needs, and 32 MiB
-    /// still covers tens of milliseconds of lag of several large files at once. Beyond that,
-    /// reading back from the page cache costs a copy, not a disk read.
-    static let shared = HashingMemory(limit: 32 << 20)
+    /// 8 MiB: room for the queues of four large files at once (`TrailingHasher.queueLimit`
+    /// each), and for what arrives while a resumed file's prefix is read back. Past it a
+    /// chunk is read back from the page cache, a copy that costs about a tenth of hashing it;
+    /// holding more would only grow the resident set (a 1 GiB download stays under 30 MiB).
+    static let shared = HashingMemory(limit: 8 << 20)
 
     init(limit: Int) {
         self.limit = limit
