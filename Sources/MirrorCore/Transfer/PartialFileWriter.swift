@@ -12,7 +12,7 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     let expectedTotal: Int64?
     let pinnedSize: Int64?
     let maxSize: Int64?
-    /// Told how far the file is written, and when it starts over.
+    /// Given each chunk once it is written, and told when the file starts over.
     let hasher: TrailingHasher?
     let progress: ProgressTicket?
     /// Validators of the version already on disk, checked against a 206 (see `BodyPlacement`).
@@ -37,7 +37,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     private var limit: Int64?
     /// Body bytes received but not yet written: libcurl hands them over 16 KiB at a time, and
     /// a pwrite (and a wakeup of the hashing thread) per 16 KiB cost more than copying them
-    /// into one write per `bufferSize`. Only for bodies longer than that.
+    /// into one write per `bufferSize`. Only for bodies longer than that. Once written, the
+    /// buffer goes to the hasher, which gives back another.
     private var buffer: UnsafeMutableRawBufferPointer?
     private var buffered = 0
     static let bufferSize = 1 << 20
@@ -146,8 +147,10 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             failure = .bodyTooLarge(limit: limit)
             return false
         }
-        if let buffer, bytes.count < buffer.count {
-            if buffered + bytes.count > buffer.count, !flush() { return false }
+        if let size = buffer?.count, bytes.count < size {
+            if buffered + bytes.count > size, !flush() { return false }
+            // After a flush this is the buffer the hasher gave back, not the one it took.
+            let buffer = self.buffer!
             UnsafeMutableRawBufferPointer(rebasing: buffer[buffered..<(buffered + bytes.count)]).copyMemory(from: bytes)
             buffered += bytes.count
         } else {
@@ -167,22 +170,31 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         buffer = nil
     }
 
-    /// Writes the buffered bytes, which end at `position`.
+    /// Writes the buffered bytes, which end at `position`, and hands the buffer to the hasher
+    /// (which gives back one to fill next): the bytes are hashed where they are, not copied.
     private func flush() -> Bool {
         guard buffered > 0, let buffer else { return true }
         defer { buffered = 0 }
-        return writeOut(UnsafeRawBufferPointer(rebasing: buffer[0..<buffered]), endingAt: position)
+        guard writeToFile(UnsafeRawBufferPointer(rebasing: buffer[0..<buffered]), endingAt: position) else { return false }
+        if let hasher { self.buffer = hasher.hash(handingOver: buffer, count: buffered, endingAt: position) }
+        return true
     }
 
-    /// Writes `bytes` to the file so that they end at `end`, and tells the hasher.
+    /// Writes bytes that are not in the buffer (libcurl's) so that they end at `end`, and
+    /// gives the hasher a copy.
     private func writeOut(_ bytes: UnsafeRawBufferPointer, endingAt end: Int64) -> Bool {
+        guard writeToFile(bytes, endingAt: end) else { return false }
+        hasher?.hash(copying: bytes, endingAt: end)
+        return true
+    }
+
+    private func writeToFile(_ bytes: UnsafeRawBufferPointer, endingAt end: Int64) -> Bool {
         do {
             try FileSystem.write(bytes, to: fd, at: end - Int64(bytes.count), path: path)
         } catch {
             failure = error
             return false
         }
-        hasher?.advance(to: end)
         return true
     }
 }
