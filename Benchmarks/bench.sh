@@ -7,7 +7,8 @@
 # Each command runs RUNS times (default 5; (f) F_RUNS times, default 1: one run takes about a
 # minute), tools interleaved; prints per workload each tool's median wall time, its peak RSS and
 # mirror's ratio to the best peer, as Markdown, then the per-entry cost of (c) beside (g), and
-# how long the whole run took. mirror runs as shipped (fsync on) and, where writes are made
+# how long the whole run took. (c) and (g) also time the same HEAD requests made over libcurl's
+# multi interface from C (Benchmarks/multi-head.c), the floor of a no-op. mirror runs as shipped (fsync on) and, where writes are made
 # durable ((a), (b), (d)), also with --no-fsync, which is what the peers do.
 set -euo pipefail
 mirror=$(realpath "${1:?usage: bench.sh PATH-TO-MIRROR}")
@@ -156,8 +157,13 @@ for run in $(seq 1 "$runs"); do
     done
 done
 
+# The floor of a no-op: the same HEAD requests over libcurl's multi interface from C, 8 at a
+# time, nothing else (Benchmarks/multi-head.c).
+cc -O2 -o "$work/multi-head" "$here/Benchmarks/multi-head.c" -lcurl
+
 echo "(b) ${small_count} x 16 KiB, 8 at a time, and (c) re-checking them" >&2
 for run in $(seq 1 "$runs"); do
+    measure "c libcurl-multi-C" "$work/multi-head" "$work/cfg/urls" 8
     fresh small; measure "b curl" curl -s --parallel --parallel-max 8 -K "$work/cfg/curl"
     measure "c curl" curl -s --parallel --parallel-max 8 -K "$work/cfg/curl-continue"
     fresh small; measure "b wget2" wget2 -q --max-threads=8 -nd -P "$work/out/small" -i "$work/cfg/urls"
@@ -193,6 +199,7 @@ for tool in curl wget2 aria2 rclone mirror; do
     [ "$got" -eq "$noop_count" ] || echo "g $tool: $got of $noop_count files before the no-op runs" >&2
 done
 for run in $(seq 1 "$runs"); do
+    measure "g libcurl-multi-C" "$work/multi-head" "$work/cfg/noop-urls" 8
     measure "g curl" curl -s --parallel --parallel-max 8 -K "$work/cfg/noop-curl-continue"
     measure "g wget2" wget2 -q -N --max-threads=8 -nd -P "$work/out/noop-wget2" -i "$work/cfg/noop-urls"
     # aria2 takes about 1 ms an entry here, 10-30 times the others: once is enough to place it.
@@ -241,7 +248,8 @@ for work in "abcdefg":
     tools = rows[work]
     medians = {t: statistics.median(s for s, _ in v) for t, v in tools.items()}
     peaks = {t: max(r for _, r in v) for t, v in tools.items()}
-    peers = [t for t in medians if not t.startswith("mirror") and t != "network-floor"]
+    floors = ("network-floor", "libcurl-multi-C")
+    peers = [t for t in medians if not t.startswith("mirror") and t not in floors]
     best = min(peers, key=medians.get) if peers else None
     print(f"\n### {titles[work]}\n")
     print("| tool | median wall (s) | peak RSS (MiB) | ÷ best peer |")
