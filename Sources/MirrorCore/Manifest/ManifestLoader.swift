@@ -81,11 +81,6 @@ public enum ManifestLoader {
         _ bytes: [UInt8], path: String, rootResolution: ManifestDecoder.RootResolution,
         environment: [String: String]
     ) throws(ManifestError) -> Manifest {
-        guard let root = try YAMLDocumentParser.parse(bytes, file: path) else {
-            throw ManifestError(ManifestDiagnostic(
-                location: SourceLocation(file: path, line: 1, column: 1), key: nil,
-                message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
-        }
         var netrc: Netrc?
         var problems: [ManifestDiagnostic] = []
         do {
@@ -94,7 +89,7 @@ public enum ManifestLoader {
             problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
         }
         var decoder = ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc)
-        let manifest = decoder.decodeManifest(root)
+        let manifest = try ManifestStream.decode(bytes, into: &decoder)
         problems += decoder.diagnostics
         guard let manifest, problems.isEmpty else {
             throw ManifestError(diagnostics: problems.inFileOrder())
