@@ -6,14 +6,18 @@ struct EntryContext: Equatable {
     var allowFile: Bool
 }
 
-/// Decodes the entries of `files` one at a time, as they are read, then checks their dests
-/// against each other. Only the decoded entries are kept, never the YAML they came from.
+/// Decodes the entries of `files` one at a time, as they are read, and checks each one's dest
+/// against the entries before it. What it keeps per entry is the `Entry`; never the YAML the
+/// entry came from.
 struct EntryListDecoder {
     /// Records the entries' problems.
     private(set) var decoder: ManifestDecoder
     let context: EntryContext
-    /// The entries that decoded cleanly, with their indices in `files`.
-    private var decoded: [(index: Int, entry: ManifestDecoder.DecodedEntry)] = []
+    /// The entries kept so far: duplicates and conflicting entries left out.
+    private var entries: [Entry] = []
+    private var conflicts = DestinationConflicts()
+    /// Conflicts between dests, reported after every entry's own problems.
+    private var conflictProblems: [ManifestDiagnostic] = []
     /// Entries seen so far, clean or not.
     private(set) var count = 0
 
@@ -24,40 +28,38 @@ struct EntryListDecoder {
 
     /// Decodes the next entry of `files`.
     mutating func add(_ item: YAMLNode) {
-        if let entry = decoder.decodeEntry(item, index: count, context: context) {
-            decoded.append((count, entry))
+        defer { count += 1 }
+        guard let decoded = decoder.decodeEntry(item, index: count, context: context) else { return }
+        let entry = decoded.entry
+        let verdict = conflicts.add(Self.claim(entry)) { Self.claim(entries[$0]) }
+        switch verdict {
+        case .kept:
+            entries.append(entry)
+        case .repeats(let owner):
+            // Remembered so that `mirror lock` can pin the repeat too.
+            entries[owner].repeatLocations.append(entry.location)
+        case .conflict(let message):
+            conflictProblems.append(ManifestDiagnostic(
+                location: decoded.destLocation, key: decoded.destKey(index: count), message: message))
         }
-        count += 1
     }
 
-    /// The entries, duplicates removed; an empty list and conflicts between dests are reported
-    /// in `decoder`. `files` is the list's node, for the message when it is empty.
+    /// The entries kept, once the last has been added; problems are in `decoder`. `files` is the
+    /// list's node, for the message when it is empty.
     mutating func finish(files: YAMLNode) -> [Entry] {
         guard count > 0 else {
             decoder.report("`files` is empty; list at least one entry (`- url: …`)", at: files, key: "files")
             return []
         }
-        let claims = decoded.map {
-            DestinationClaim(
-                dest: $0.entry.entry.dest, url: $0.entry.entry.url.string, sha256: $0.entry.entry.sha256,
-                size: $0.entry.entry.size, line: $0.entry.entry.location.line)
+        for problem in conflictProblems {
+            decoder.report(problem.message, at: problem.location!, key: problem.key)
         }
-        let outcome = DestinationConflicts.check(claims)
-        for problem in outcome.problems {
-            let (index, conflicting) = decoded[problem.index]
-            decoder.report(problem.message, at: conflicting.destLocation, key: conflicting.destKey(index: index))
-        }
-        var kept = outcome.kept.map { decoded[$0].entry.entry }
-        // Remember where harmless repeats stand, so `mirror lock` can pin them too.
-        let keptIndices = Set(outcome.kept)
-        let conflicting = Set(outcome.problems.map(\.index))
-        for index in decoded.indices where !keptIndices.contains(index) && !conflicting.contains(index) {
-            let repeated = decoded[index].entry.entry
-            if let owner = kept.firstIndex(where: { $0.dest == repeated.dest && $0.url.string == repeated.url.string }) {
-                kept[owner].repeatLocations.append(repeated.location)
-            }
-        }
-        decoded = []
-        return kept
+        conflictProblems = []
+        defer { entries = [] }
+        return entries
+    }
+
+    private static func claim(_ entry: Entry) -> DestinationClaim {
+        DestinationClaim(dest: entry.dest, url: entry.url.string, sha256: entry.sha256, size: entry.size, line: entry.location.line)
     }
 }
