@@ -49,6 +49,11 @@ struct DestinationConflicts {
     private var directoryOwners: [String: Int] = [:]
     private var keptCount = 0
 
+    /// Makes room for `count` kept claims.
+    mutating func reserveCapacity(_ count: Int) {
+        fileOwners.reserveCapacity(count)
+    }
+
     /// Judges the next claim against the kept ones before it.
     ///
     /// - Parameter kept: The kept claim at an index, counting kept claims from 0 in the order

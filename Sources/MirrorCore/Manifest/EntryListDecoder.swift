@@ -26,6 +26,13 @@ struct EntryListDecoder {
         self.context = context
     }
 
+    /// Makes room for `count` entries in all, so that the list does not grow by doubling: that
+    /// holds the old and the new copy of every entry at once.
+    mutating func reserveCapacity(_ count: Int) {
+        entries.reserveCapacity(count)
+        conflicts.reserveCapacity(count)
+    }
+
     /// Decodes the next entry of `files`.
     mutating func add(_ item: YAMLNode) {
         defer { count += 1 }

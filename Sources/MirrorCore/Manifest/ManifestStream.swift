@@ -148,7 +148,23 @@ enum ManifestStream {
                     return try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in try builder.closeStreamed(end: end) }
                 }
                 list.add(try node(startingWith: event, &reader))
+                if list.count == Self.entriesBeforeEstimate {
+                    list.reserveCapacity(Self.estimatedCount(of: list.count, in: reader))
+                }
             }
+        }
+
+        /// After how many entries the length of the list is estimated. Enough text for libyaml's
+        /// read-ahead (a few KiB) to make little difference.
+        private static let entriesBeforeEstimate = 4096
+
+        /// How many entries the list will likely hold, from how much of the text `count` of them
+        /// took, with a margin: capacity reserved but never used costs address space, not memory.
+        /// No more than the text could hold: an entry takes at least 16 bytes (`- url: ftp://h/a`).
+        private static func estimatedCount(of count: Int, in reader: borrowing YAMLEventReader) -> Int {
+            let taken = max(reader.bytesTaken, 1)
+            let estimate = Double(count) * Double(reader.inputCount) / Double(taken) * 1.25
+            return Int(min(estimate, Double(reader.inputCount / 16)))
         }
 
         /// The context the top-level `pairs` before `files` give. Problems with them are

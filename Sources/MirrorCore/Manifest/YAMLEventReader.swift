@@ -65,6 +65,9 @@ struct YAMLEventReader: ~Copyable {
         parser.deallocate()
     }
 
+    /// The length of the input in bytes.
+    var inputCount: Int { input.count }
+
     /// How many bytes of the input libyaml has taken in so far.
     var bytesTaken: Int {
         let string = parser.pointee.input.string
