@@ -17,6 +17,8 @@ enum ManifestStream {
         var root: YAMLNode
         /// The entries of the first `files` key, when its value was a sequence.
         var files: EntryListDecoder?
+        /// The most nodes built into one node on the way (`YAMLTreeBuilder.largestNodeBuilt`).
+        var largestNodeBuilt = 0
     }
 
     /// The manifest in `bytes`, or nil after recording its problems in `decoder`.
@@ -57,9 +59,10 @@ enum ManifestStream {
             Result { () throws(ManifestError) -> Document? in
                 var reader = try YAMLEventReader(input: buffer, file: decoder.file)
                 var walk = Walk(builder: YAMLTreeBuilder(file: decoder.file), decoder: decoder, context: context)
-                let document: Document?
+                var document: Document?
                 do throws(ManifestError) {
                     document = try walk.document(&reader)
+                    document?.largestNodeBuilt = walk.builder.largestNodeBuilt
                 } catch {
                     // Unsupported tags found before a syntax error or a refusal are reported with it.
                     throw ManifestError(diagnostics: walk.builder.problems + error.diagnostics)

@@ -13,6 +13,12 @@ struct YAMLMark {
         column = Int(mark.column) + 1
         characterOffset = Int(mark.index)
     }
+
+    init(line: Int, column: Int, characterOffset: Int) {
+        self.line = line
+        self.column = column
+        self.characterOffset = characterOffset
+    }
 }
 
 /// One of libyaml's parsing events, copied out of the C event.

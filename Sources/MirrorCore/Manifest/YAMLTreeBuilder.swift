@@ -54,6 +54,11 @@ struct YAMLTreeBuilder {
     private var expandedNodeCount = 0
     /// Problems that do not stop the build.
     private(set) var problems: [ManifestDiagnostic] = []
+    /// The most nodes (aliases counted as expanded) in one node `add` has returned: the whole
+    /// document when it builds the tree, one entry when a reader streams the list around it.
+    private(set) var largestNodeBuilt = 0
+    /// The nodes in the last node no collection being built took.
+    private var completedNodeCount = 0
 
     init(file: String) {
         self.file = file
@@ -67,6 +72,12 @@ struct YAMLTreeBuilder {
     /// - Returns: A complete node that no collection being built holds: the document's root, or a
     ///   child (key, value or item) of the innermost streamed collection. Nil until then.
     mutating func add(_ event: YAMLEvent) throws(Refusal) -> YAMLNode? {
+        guard let node = try take(event) else { return nil }
+        largestNodeBuilt = max(largestNodeBuilt, completedNodeCount)
+        return node
+    }
+
+    private mutating func take(_ event: YAMLEvent) throws(Refusal) -> YAMLNode? {
         switch event {
         case .scalar(let start, let text, let isPlain, let end):
             try begin(start)
@@ -177,6 +188,7 @@ struct YAMLTreeBuilder {
     /// built holds it.
     private mutating func attach(_ node: YAMLNode, nodeCount: Int, height: Int) -> YAMLNode? {
         guard !open.isEmpty else {
+            completedNodeCount = nodeCount
             if !streamed.isEmpty {
                 let last = streamed.count - 1
                 streamed[last].nodeCount += nodeCount
