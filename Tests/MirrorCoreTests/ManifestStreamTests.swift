@@ -132,7 +132,8 @@ struct ManifestStreamTests {
     /// diagnostics, to the last position and message.
     @Test(arguments: [
         // Keys after files that change what the entries mean: the text is read a second time.
-        "version: 1\nfiles:\n  - url: http://h/a\n    timeout: soon\ndefaults:\n  retries: 1\n  timeout: 1s\n",
+        "version: 1\nfiles:\n  - url: http://h/a\n  - url: http://h/b\n    retries: 2\ndefaults:\n  retries: 1\n  timeout: 1s\n",
+        "version: 1\nfiles:\n  - url: http://h/a\n    size: 2048\n  - url: http://h/b\n    timeout: soon\ndefaults:\n  max_size: 1KiB\n",
         "files:\n  - url: file:///srv/a\nallow_file: true\nversion: 1\n",
         "files:\n  - url: file:///srv/a\n  - url: gopher://h/b\nversion: 2\n",
         "version: 1\nfiles:\n  - url: http://h/a\n    max_size: 1KiB\n    size: 2048\ndefaults:\n  max_size: 5MiB\n  timeout: soon\n",
