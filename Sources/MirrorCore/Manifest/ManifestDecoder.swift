@@ -1,6 +1,7 @@
 import FoundationEssentials
 
-/// Turns the YAML tree of a manifest into a `Manifest`, checking every value on the way.
+/// Turns the YAML nodes of a manifest into a `Manifest`, checking every value on the way: the
+/// top level, then each entry on its own (`ManifestStream` hands them over as libyaml reads them).
 ///
 /// The decoder does not stop at the first problem: it records each one in `diagnostics` and
 /// carries on with whatever does not depend on the broken value.
@@ -42,7 +43,9 @@ struct ManifestDecoder {
         var files: YAMLNode?
     }
 
-    /// The manifest `root` describes, or nil when a problem was recorded in `diagnostics`.
+    /// The manifest the whole document tree `root` describes, or nil when a problem was
+    /// recorded in `diagnostics`. Loading streams the document instead (`ManifestStream`); this
+    /// is what the stream must agree with.
     mutating func decodeManifest(_ root: YAMLNode) -> Manifest? {
         guard let top = decodeTopLevel(root) else { return nil }
         let entries = top.files.map { decodeEntries($0, context: top.entryContext) } ?? []
