@@ -1,11 +1,3 @@
-/// What decoding an entry depends on besides the entry itself.
-struct EntryContext: Equatable {
-    /// The settings an entry's own keys override: the environment's, then `defaults`.
-    var defaults: TransferSettings
-    /// The top level's `allow_file`.
-    var allowFile: Bool
-}
-
 /// Decodes the entries of `files` one at a time, as they are read, and checks each one's dest
 /// against the entries before it. What it keeps per entry is the `Entry`; never the YAML the
 /// entry came from.

@@ -157,9 +157,10 @@ enum ManifestStream {
             }
         }
 
-        /// After how many entries the length of the list is estimated. Enough text for libyaml's
-        /// read-ahead (a few KiB) to make little difference.
-        private static let entriesBeforeEstimate = 4096
+        /// After how many entries the length of the list is estimated: enough text (256 KiB or
+        /// more) for libyaml's read-ahead (16 KiB) to make little difference, few enough that
+        /// the entries copied into the reserved list are a small part of it.
+        private static let entriesBeforeEstimate = 16_384
 
         /// How many entries the list will likely hold, from how much of the text `count` of them
         /// took, with a margin: capacity reserved but never used costs address space, not memory.
