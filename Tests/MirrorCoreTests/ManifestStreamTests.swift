@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import MirrorCore
 
@@ -50,7 +51,7 @@ struct ManifestStreamTests {
     /// entries) before any entry was decoded. Now no node larger than one entry is built.
     @Test func aLongListIsDecodedEntryByEntryWithoutTheDocumentTree() throws {
         let text = Self.longManifest(10_000)
-        let document = try #require(try ManifestStream.read(Array(text.utf8), decoder: Self.decoder(), context: nil))
+        let document = try #require(try ManifestStream.read(.bytes(Array(text.utf8)), decoder: Self.decoder(), context: nil))
         // An entry: its mapping, two keys, two values.
         #expect(document.largestNodeBuilt == 5)
         #expect(document.files?.count == 10_000)
@@ -167,6 +168,53 @@ struct ManifestStreamTests {
         default:
             Issue.record("streamed: \(streamed)\nfrom the tree: \(fromTree)")
         }
+    }
+
+    /// A manifest file is read as libyaml needs the text, never held whole; a key after `files`
+    /// that changes the entries makes it read the file a second time.
+    @Test func aFileIsReadAgainWhenAKeyAfterFilesChangesTheEntries() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("m.yaml")
+        try Self.write("version: 1\nfiles:\n  - url: http://h/a\ndefaults:\n  retries: 1\n", to: path)
+        let manifest = try ManifestLoader.load(path: path, environment: [:])
+        #expect(manifest.entries.map(\.settings.retries) == [1])
+    }
+
+    /// A pipe cannot be read twice: it is read whole first, as before.
+    @Test func aManifestFromAPipeIsReadWhole() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("m.fifo")
+        try #require(mkfifo(path, 0o600) == 0, "mkfifo: \(String(cString: strerror(errno)))")
+        let text = "version: 1\nfiles:\n  - url: http://h/a\ndefaults:\n  retries: 1\n"
+        let writer = Thread {
+            // Opening a FIFO waits for the reader; the load below is that reader.
+            try? Self.write(text, to: path)
+        }
+        writer.start()
+        let manifest = try ManifestLoader.load(path: path, environment: [:])
+        #expect(manifest.entries.map(\.settings.retries) == [1])
+    }
+
+    @Test func aManifestFileOverTheLimitIsRefusedBeforeItIsRead() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("m.yaml")
+        try Self.write("version: 1\n", to: path)
+        // Sparse: the size is what counts, not the blocks.
+        try #require(truncate(path, off_t(ManifestLoader.maximumFileSize + 1)) == 0)
+        #expect {
+            _ = try ManifestLoader.load(path: path, environment: [:])
+        } throws: { error in
+            "\(error)" == "cannot read manifest `\(path)`: it is larger than 64 MiB, far more than any list of files needs"
+        }
+    }
+
+    private static func write(_ text: String, to path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(descriptor) }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw POSIXError(.EIO) }
     }
 
     /// A manifest of a million entries is well within the 64 MiB file limit, but its nodes were

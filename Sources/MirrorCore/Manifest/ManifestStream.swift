@@ -10,6 +10,14 @@
 /// with the context known; memory stays as small, only the time doubles, and only for such a
 /// manifest.
 enum ManifestStream {
+    /// Where the manifest's text is.
+    enum Text {
+        case bytes([UInt8])
+        /// A regular file of `size` bytes when opened, read as libyaml needs it, from its start
+        /// for each reading.
+        case file(descriptor: Int32, size: Int)
+    }
+
     /// A document as read: its top level, and the entries decoded on the way.
     struct Document {
         /// The top-level node. When it is a mapping, the value of its first `files` key stands in
@@ -26,8 +34,8 @@ enum ManifestStream {
     /// - Throws: `ManifestError` for an empty document and for problems at the YAML level (a
     ///   syntax error, a tag, a second document, the limits of `YAMLDocumentParser`), which
     ///   stop the reading.
-    static func decode(_ bytes: [UInt8], into decoder: inout ManifestDecoder) throws(ManifestError) -> Manifest? {
-        guard var document = try read(bytes, decoder: decoder, context: nil) else {
+    static func decode(_ text: Text, into decoder: inout ManifestDecoder) throws(ManifestError) -> Manifest? {
+        guard var document = try read(text, decoder: decoder, context: nil) else {
             throw ManifestError(ManifestDiagnostic(
                 location: SourceLocation(file: decoder.file, line: 1, column: 1), key: nil,
                 message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
@@ -40,8 +48,8 @@ enum ManifestStream {
         }
         if list.context != top.entryContext {
             document.files = nil
-            // The first reading succeeded, so the second, over the same bytes, finds `files` again.
-            list = try read(bytes, decoder: decoder, context: top.entryContext)!.files!
+            // The first reading succeeded, so the second, over the same text, finds `files` again.
+            list = try read(text, decoder: decoder, context: top.entryContext)!.files!
         }
         let entries = list.finish(files: files)
         decoder.append(list.decoder)
@@ -53,27 +61,42 @@ enum ManifestStream {
     /// - Parameter context: What to decode the entries in; nil to take it from the top-level keys
     ///   that come before `files`.
     /// - Returns: nil when the text holds no document (it is empty, or only comments).
-    static func read(_ bytes: [UInt8], decoder: ManifestDecoder, context: EntryContext?) throws(ManifestError) -> Document? {
-        if bytes.isEmpty { return nil }
-        let result = bytes.withUnsafeBufferPointer { buffer in
-            Result { () throws(ManifestError) -> Document? in
-                var reader = try YAMLEventReader(input: buffer, file: decoder.file)
-                var walk = Walk(builder: YAMLTreeBuilder(file: decoder.file), decoder: decoder, context: context)
-                var document: Document?
-                do throws(ManifestError) {
-                    document = try walk.document(&reader)
-                    document?.largestNodeBuilt = walk.builder.largestNodeBuilt
-                } catch {
-                    // Unsupported tags found before a syntax error or a refusal are reported with it.
-                    throw ManifestError(diagnostics: walk.builder.problems + error.diagnostics)
+    static func read(_ text: Text, decoder: ManifestDecoder, context: EntryContext?) throws(ManifestError) -> Document? {
+        switch text {
+        case .bytes(let bytes):
+            if bytes.isEmpty { return nil }
+            let result = bytes.withUnsafeBufferPointer { buffer in
+                Result { () throws(ManifestError) -> Document? in
+                    var reader = try YAMLEventReader(input: buffer, file: decoder.file)
+                    return try read(&reader, decoder: decoder, context: context)
                 }
-                if !walk.builder.problems.isEmpty {
-                    throw ManifestError(diagnostics: walk.builder.problems)
-                }
-                return document
             }
+            return try result.get()
+        case .file(let descriptor, let size):
+            let input = YAMLFileInput(descriptor: descriptor, size: size, limit: ManifestLoader.maximumFileSize)
+            var reader = try YAMLEventReader(input: input, file: decoder.file)
+            return try read(&reader, decoder: decoder, context: context)
         }
-        return try result.get()
+    }
+
+    private static func read(
+        _ reader: inout YAMLEventReader, decoder: ManifestDecoder, context: EntryContext?
+    ) throws(ManifestError) -> Document? {
+        var walk = Walk(builder: YAMLTreeBuilder(file: decoder.file), decoder: decoder, context: context)
+        var document: Document?
+        do throws(ManifestError) {
+            document = try walk.document(&reader)
+            document?.largestNodeBuilt = walk.builder.largestNodeBuilt
+        } catch {
+            // A file that cannot be read is the only problem worth reporting.
+            if error.diagnostics.first?.location == nil { throw error }
+            // Unsupported tags found before a syntax error or a refusal are reported with it.
+            throw ManifestError(diagnostics: walk.builder.problems + error.diagnostics)
+        }
+        if !walk.builder.problems.isEmpty {
+            throw ManifestError(diagnostics: walk.builder.problems)
+        }
+        return document
     }
 
     /// One reading of the events.
