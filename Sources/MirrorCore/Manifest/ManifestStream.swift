@@ -29,7 +29,7 @@ enum ManifestStream {
         var largestNodeBuilt = 0
     }
 
-    /// The manifest in `bytes`, or nil after recording its problems in `decoder`.
+    /// The manifest in `text`, or nil after recording its problems in `decoder`.
     ///
     /// - Throws: `ManifestError` for an empty document and for problems at the YAML level (a
     ///   syntax error, a tag, a second document, the limits of `YAMLDocumentParser`), which
@@ -42,12 +42,13 @@ enum ManifestStream {
         }
         guard let top = decoder.decodeTopLevel(document.root) else { return nil }
         guard let files = top.files else { return decoder.manifest(top, entries: []) }
-        guard var list = document.files else {
+        guard var list = document.files.take() else {
             // Not a sequence, or an alias to one: decoded whole, as the tree is.
             return decoder.manifest(top, entries: decoder.decodeEntries(files, context: top.entryContext))
         }
         if list.context != top.entryContext {
-            document.files = nil
+            // Dropped before the second reading, which would otherwise hold two lists of entries.
+            list = EntryListDecoder(decoder: decoder.fresh, context: top.entryContext)
             // The first reading succeeded, so the second, over the same text, finds `files` again.
             list = try read(text, decoder: decoder, context: top.entryContext)!.files!
         }
@@ -56,7 +57,7 @@ enum ManifestStream {
         return decoder.manifest(top, entries: entries)
     }
 
-    /// Reads the document in `bytes`, decoding the entries of `files` as they come.
+    /// Reads the document in `text`, decoding the entries of `files` as they come.
     ///
     /// - Parameter context: What to decode the entries in; nil to take it from the top-level keys
     ///   that come before `files`.
