@@ -10,13 +10,24 @@ struct DestinationClaim: Equatable {
     var line: Int
 }
 
-/// Entries whose files would land on each other.
+/// Entries whose files would land on each other, found claim by claim as the entries are read.
 ///
 /// Two entries conflict when they share a dest but not a url, when one dest is a directory on
 /// the way to another (`a` and `a/b`), or when one dest is where the other's partial download
 /// goes (`x` and `x.part`). An entry repeated with the same url and dest is a harmless
 /// duplicate and is dropped, unless the repeat pins a different sha256 or size.
-enum DestinationConflicts {
+struct DestinationConflicts {
+    /// What becomes of one claim, given the claims before it.
+    enum Verdict: Equatable {
+        /// Kept: the next index of the kept claims.
+        case kept
+        /// A harmless duplicate of the kept claim at this index.
+        case repeats(Int)
+        /// Refused, and why. The message names the other entry's line; the claim found later in
+        /// the file is the one refused.
+        case conflict(String)
+    }
+
     struct Outcome: Equatable {
         /// Indices of the claims to keep, in order: every claim except duplicates and conflicts.
         var kept: [Int]
@@ -33,32 +44,57 @@ enum DestinationConflicts {
     /// The suffix of the partial file a dest is downloaded into.
     static let partialSuffix = ".part"
 
-    static func check(_ claims: [DestinationClaim]) -> Outcome {
-        var fileOwners: [String: Int] = [:]
-        var directoryOwners: [String: Int] = [:]
-        var outcome = Outcome(kept: [], problems: [])
+    /// Indices of kept claims by the dest they download, and by each directory on the way to one.
+    private var fileOwners: [String: Int] = [:]
+    private var directoryOwners: [String: Int] = [:]
+    private var keptCount = 0
 
+    /// Makes room for `count` kept claims.
+    mutating func reserveCapacity(_ count: Int) {
+        fileOwners.reserveCapacity(count)
+    }
+
+    /// Judges the next claim against the kept ones before it.
+    ///
+    /// - Parameter kept: The kept claim at an index, counting kept claims from 0 in the order
+    ///   this returned `.kept` for them.
+    mutating func add(_ claim: DestinationClaim, kept: (Int) -> DestinationClaim) -> Verdict {
+        let directories = Self.parentDirectories(of: claim.dest)
+        if let message = problem(with: claim, directories: directories, kept: kept) {
+            return .conflict(message)
+        }
+        if let owner = fileOwners[claim.dest] { return .repeats(owner) }
+        fileOwners[claim.dest] = keptCount
+        for directory in directories where directoryOwners[directory] == nil {
+            directoryOwners[directory] = keptCount
+        }
+        keptCount += 1
+        return .kept
+    }
+
+    /// The verdicts on a whole list of claims.
+    static func check(_ claims: [DestinationClaim]) -> Outcome {
+        var conflicts = DestinationConflicts()
+        var keptClaims: [DestinationClaim] = []
+        var outcome = Outcome(kept: [], problems: [])
         for (index, claim) in claims.enumerated() {
-            if let message = problem(with: claim, claims: claims, fileOwners: fileOwners, directoryOwners: directoryOwners) {
-                outcome.problems.append(Problem(index: index, message: message))
+            switch conflicts.add(claim, kept: { keptClaims[$0] }) {
+            case .kept:
+                outcome.kept.append(index)
+                keptClaims.append(claim)
+            case .repeats:
                 continue
+            case .conflict(let message):
+                outcome.problems.append(Problem(index: index, message: message))
             }
-            if fileOwners[claim.dest] != nil { continue }
-            fileOwners[claim.dest] = index
-            for directory in parentDirectories(of: claim.dest) where directoryOwners[directory] == nil {
-                directoryOwners[directory] = index
-            }
-            outcome.kept.append(index)
         }
         return outcome
     }
 
-    private static func problem(
-        with claim: DestinationClaim, claims: [DestinationClaim],
-        fileOwners: [String: Int], directoryOwners: [String: Int]
-    ) -> String? {
+    /// - Parameter directories: Those on the way to the claim's dest.
+    private func problem(with claim: DestinationClaim, directories: [String], kept: (Int) -> DestinationClaim) -> String? {
         let dest = claim.dest
-        if let owner = fileOwners[dest].map({ claims[$0] }) {
+        if let owner = fileOwners[dest].map(kept) {
             if owner.url != claim.url {
                 return "`\(dest)` is already the dest of the entry at line \(owner.line), which has a different url; give one of them another dest"
             }
@@ -70,24 +106,24 @@ enum DestinationConflicts {
             }
             return nil
         }
-        if let owner = directoryOwners[dest].map({ claims[$0] }) {
+        if let owner = directoryOwners[dest].map(kept) {
             return "`\(dest)` is a directory on the way to `\(owner.dest)` (entry at line \(owner.line)); it cannot also be a file"
         }
-        let directories = parentDirectories(of: dest)
         if let directory = directories.first(where: { fileOwners[$0] != nil }) {
-            let owner = claims[fileOwners[directory]!]
+            let owner = kept(fileOwners[directory]!)
             return "`\(dest)` needs `\(directory)` to be a directory, but the entry at line \(owner.line) downloads `\(directory)` as a file"
         }
-        let partial = dest + partialSuffix
-        if let owner = (fileOwners[partial] ?? directoryOwners[partial]).map({ claims[$0] }) {
+        let partial = dest + Self.partialSuffix
+        if let owner = (fileOwners[partial] ?? directoryOwners[partial]).map(kept) {
             return "the partial download of `\(dest)` goes to `\(partial)`, which collides with the dest `\(owner.dest)` of the entry at line \(owner.line)"
         }
         // On the bytes: a character that joins with what follows it (U+0600, say) would make
         // ".part" end in another Character, and hide the clash.
-        for path in [dest] + directories where path.utf8.count > partialSuffix.utf8.count
-            && path.utf8.reversed().starts(with: partialSuffix.utf8.reversed()) {
-            let completed = String(decoding: path.utf8.dropLast(partialSuffix.utf8.count), as: UTF8.self)
-            if let owner = fileOwners[completed].map({ claims[$0] }) {
+        let suffix = Self.partialSuffix.utf8
+        for path in [dest] + directories where path.utf8.count > suffix.count
+            && path.utf8.reversed().starts(with: suffix.reversed()) {
+            let completed = String(decoding: path.utf8.dropLast(suffix.count), as: UTF8.self)
+            if let owner = fileOwners[completed].map(kept) {
                 return "`\(path)` is where the entry at line \(owner.line) keeps the partial download of `\(completed)`; choose another dest"
             }
         }

@@ -51,27 +51,92 @@ public struct ConnectivitySettings: Sendable, Equatable {
 }
 
 /// Per-transfer settings: the manifest's `defaults:`, overridden key by key by an entry.
+///
+/// The values are shared between copies until one of them is changed: most entries take their
+/// settings from `defaults` unchanged, and a manifest of many entries would otherwise hold a
+/// copy of every setting for each (120 bytes an entry).
 public struct TransferSettings: Sendable, Equatable {
+    /// The settings themselves; see the properties of the same names.
+    private struct Values: Equatable {
+        var retries: Int
+        var timeout: Duration
+        var headers: [HTTPHeader]
+        var insecure: Bool
+        var ftpTLS: FTPTLS
+        var maxSize: Int64?
+        var minSpeed: Int64?
+        var minSpeedTime: Duration = TransferSettings.defaultMinSpeedTime
+        var certificateAuthorities = CertificateAuthorities()
+    }
+
+    /// Changed only through `values`, which copies it first unless this is its only holder.
+    private final class Storage: @unchecked Sendable {
+        var values: Values
+
+        init(_ values: Values) {
+            self.values = values
+        }
+    }
+
+    private var storage: Storage
+
+    private var values: Values {
+        get { storage.values }
+        _modify {
+            if !isKnownUniquelyReferenced(&storage) {
+                storage = Storage(storage.values)
+            }
+            yield &storage.values
+        }
+    }
+
     /// Further attempts after the first one fails with a retryable error.
-    public var retries: Int
+    public var retries: Int {
+        get { values.retries }
+        set { values.retries = newValue }
+    }
     /// Longest a connection attempt may take, and longest a transfer may go without receiving
     /// a byte, before the attempt is abandoned.
-    public var timeout: Duration
+    public var timeout: Duration {
+        get { values.timeout }
+        set { values.timeout = newValue }
+    }
     /// Extra request headers, in manifest order. Values may hold secrets: never print them.
-    public var headers: [HTTPHeader]
+    public var headers: [HTTPHeader] {
+        get { values.headers }
+        set { values.headers = newValue }
+    }
     /// `insecure: true` turns TLS certificate verification off for this entry.
-    public var insecure: Bool
+    public var insecure: Bool {
+        get { values.insecure }
+        set { values.insecure = newValue }
+    }
     /// `ftp_tls`: whether `ftp://` URLs ask for TLS (explicit FTPS).
-    public var ftpTLS: FTPTLS = .no
+    public var ftpTLS: FTPTLS {
+        get { values.ftpTLS }
+        set { values.ftpTLS = newValue }
+    }
     /// A body that grows past this many bytes is stopped.
-    public var maxSize: Int64?
+    public var maxSize: Int64? {
+        get { values.maxSize }
+        set { values.maxSize = newValue }
+    }
     /// The stall guard: a transfer averaging fewer bytes per second than this over any
     /// `minSpeedTime` window is abandoned (and retried). Nil: off.
-    public var minSpeed: Int64?
-    public var minSpeedTime: Duration = TransferSettings.defaultMinSpeedTime
+    public var minSpeed: Int64? {
+        get { values.minSpeed }
+        set { values.minSpeed = newValue }
+    }
+    public var minSpeedTime: Duration {
+        get { values.minSpeedTime }
+        set { values.minSpeedTime = newValue }
+    }
     /// The CAs TLS connections trust: `ca_file`, else the environment's `CURL_CA_BUNDLE`,
     /// `SSL_CERT_FILE` and `SSL_CERT_DIR`, else libcurl's own.
-    public var certificateAuthorities = CertificateAuthorities()
+    public var certificateAuthorities: CertificateAuthorities {
+        get { values.certificateAuthorities }
+        set { values.certificateAuthorities = newValue }
+    }
 
     public static let defaultRetries = 5
     public static let defaultTimeout: Duration = .seconds(30)
@@ -85,12 +150,12 @@ public struct TransferSettings: Sendable, Equatable {
         maxSize: Int64? = nil,
         ftpTLS: FTPTLS = .no
     ) {
-        self.ftpTLS = ftpTLS
-        self.retries = retries
-        self.timeout = timeout
-        self.headers = headers
-        self.insecure = insecure
-        self.maxSize = maxSize
+        storage = Storage(Values(
+            retries: retries, timeout: timeout, headers: headers, insecure: insecure, ftpTLS: ftpTLS, maxSize: maxSize))
+    }
+
+    public static func == (lhs: TransferSettings, rhs: TransferSettings) -> Bool {
+        lhs.storage === rhs.storage || lhs.values == rhs.values
     }
 }
 

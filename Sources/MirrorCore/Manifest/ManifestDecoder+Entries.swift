@@ -3,56 +3,37 @@ import FoundationEssentials
 /// `files:` and its entries.
 extension ManifestDecoder {
     /// An entry that decoded cleanly, with where its dest came from for conflict messages.
-    private struct DecodedEntry {
+    struct DecodedEntry {
         var entry: Entry
-        /// The `dest` value, or the `url` value when dest was derived from it.
-        var destNode: YAMLNode
-        var destKey: String
+        /// Where the `dest` value is, or the `url` value when dest was derived from it.
+        var destLocation: SourceLocation
+        /// Whether dest was derived from the url.
+        var destIsFromURL: Bool
+
+        /// The key a conflict over this entry's dest is reported at; `index` is the entry's in `files`.
+        func destKey(index: Int) -> String {
+            "files[\(index)]." + (destIsFromURL ? "url" : "dest")
+        }
     }
 
-    /// The entries of `files`, duplicates removed; conflicts between them are reported.
-    mutating func decodeEntries(_ node: YAMLNode, defaults: TransferSettings, allowFile: Bool) -> [Entry] {
+    /// The entries of the `files` node, duplicates removed; conflicts between them are reported.
+    mutating func decodeEntries(_ node: YAMLNode, context: EntryContext) -> [Entry] {
         guard case .sequence(let items) = node.content else {
             report("expected a sequence of entries (each `- url: …`), found \(node.summary)", at: node, key: "files")
             return []
         }
-        guard !items.isEmpty else {
-            report("`files` is empty; list at least one entry (`- url: …`)", at: node, key: "files")
-            return []
+        var list = EntryListDecoder(decoder: fresh, context: context)
+        for item in items {
+            list.add(item)
         }
-        var decoded: [DecodedEntry] = []
-        for (index, item) in items.enumerated() {
-            if let entry = decodeEntry(item, path: "files[\(index)]", defaults: defaults, allowFile: allowFile) {
-                decoded.append(entry)
-            }
-        }
-
-        let claims = decoded.map {
-            DestinationClaim(
-                dest: $0.entry.dest, url: $0.entry.url.string, sha256: $0.entry.sha256,
-                size: $0.entry.size, line: $0.entry.location.line)
-        }
-        let outcome = DestinationConflicts.check(claims)
-        for problem in outcome.problems {
-            let conflicting = decoded[problem.index]
-            report(problem.message, at: conflicting.destNode, key: conflicting.destKey)
-        }
-        var kept = outcome.kept.map { decoded[$0].entry }
-        // Remember where harmless repeats stand, so `mirror lock` can pin them too.
-        let keptIndices = Set(outcome.kept)
-        let conflicting = Set(outcome.problems.map(\.index))
-        for index in decoded.indices where !keptIndices.contains(index) && !conflicting.contains(index) {
-            let repeated = decoded[index].entry
-            if let owner = kept.firstIndex(where: { $0.dest == repeated.dest && $0.url.string == repeated.url.string }) {
-                kept[owner].repeatLocations.append(repeated.location)
-            }
-        }
-        return kept
+        let entries = list.finish(files: node)
+        append(list.decoder)
+        return entries
     }
 
-    private mutating func decodeEntry(
-        _ node: YAMLNode, path: String, defaults: TransferSettings, allowFile: Bool
-    ) -> DecodedEntry? {
+    /// The entry `node` at `index` of `files`, or nil when a problem was recorded.
+    mutating func decodeEntry(_ node: YAMLNode, index: Int, context: EntryContext) -> DecodedEntry? {
+        let path = "files[\(index)]"
         if case .scalar = node.content, !node.isNull {
             report("expected an entry mapping, found a single value; write each entry as `- url: …`", at: node, key: path)
             return nil
@@ -61,6 +42,7 @@ extension ManifestDecoder {
             node, path: path, section: .entry, expected: "an entry mapping with at least `url:`"
         ) else { return nil }
         let countBefore = diagnostics.count
+        let allowFile = context.allowFile
 
         var url: (remote: RemoteURL, components: URLComponents)?
         let urlNode = mapping["url"]
@@ -87,10 +69,10 @@ extension ManifestDecoder {
 
         var dest: String?
         var destNode = node
-        var destKey = path
+        var destIsFromURL = false
         if let node = mapping["dest"] {
             destNode = node
-            destKey = mapping.path(of: "dest")
+            let destKey = mapping.path(of: "dest")
             if let text = text(node, key: destKey, expected: "a path relative to root") {
                 do {
                     dest = try DestinationPath.normalised(text)
@@ -100,8 +82,8 @@ extension ManifestDecoder {
             }
         } else if let url, let urlNode {
             destNode = urlNode
-            destKey = mapping.path(of: "url")
-            dest = defaultDest(from: url.components, display: url.remote.display, at: urlNode, key: destKey)
+            destIsFromURL = true
+            dest = defaultDest(from: url.components, display: url.remote.display, at: urlNode, key: mapping.path(of: "url"))
         }
 
         var pin: String?
@@ -112,7 +94,7 @@ extension ManifestDecoder {
         if let node = mapping["size"] {
             size = byteCount(node, key: mapping.path(of: "size"), allowUnits: false)
         }
-        let settings = transferOverrides(in: mapping).applied(to: defaults)
+        let settings = transferOverrides(in: mapping).applied(to: context.defaults)
         if let size, let maxSize = settings.maxSize, size > maxSize, let sizeNode = mapping["size"] {
             report("size \(size) is larger than max_size \(maxSize), so the download would always be stopped; raise max_size or fix size",
                    at: sizeNode, key: mapping.path(of: "size"))
@@ -122,7 +104,7 @@ extension ManifestDecoder {
         let entry = Entry(
             url: url.remote, mirrors: mirrors, dest: dest, sha256: pin, size: size,
             settings: settings, location: location(of: node))
-        return DecodedEntry(entry: entry, destNode: destNode, destKey: destKey)
+        return DecodedEntry(entry: entry, destLocation: location(of: destNode), destIsFromURL: destIsFromURL)
     }
 
     /// The last segment of the URL's path, when it makes a usable dest.

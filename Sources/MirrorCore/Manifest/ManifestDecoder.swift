@@ -1,6 +1,7 @@
 import FoundationEssentials
 
-/// Turns the YAML tree of a manifest into a `Manifest`, checking every value on the way.
+/// Turns the YAML nodes of a manifest into a `Manifest`, checking every value on the way: the
+/// top level, then each entry on its own (`ManifestStream` hands them over as libyaml reads them).
 ///
 /// The decoder does not stop at the first problem: it records each one in `diagnostics` and
 /// carries on with whatever does not depend on the broken value.
@@ -30,8 +31,31 @@ struct ManifestDecoder {
         var currentDirectory: String
     }
 
-    /// The manifest `root` describes, or nil when a problem was recorded in `diagnostics`.
+    /// The top level of a manifest, decoded but for its entries.
+    struct TopLevel {
+        var root: String?
+        var concurrency: Int
+        var connectivity: ConnectivitySettings
+        var allowFile: Bool
+        /// What the entries are decoded in.
+        var entryContext: EntryContext
+        /// The `files` value; nil when it is missing (which was reported).
+        var files: YAMLNode?
+    }
+
+    /// The manifest the whole document tree `root` describes, or nil when a problem was
+    /// recorded in `diagnostics`. Loading streams the document instead (`ManifestStream`); this
+    /// is what the stream must agree with.
     mutating func decodeManifest(_ root: YAMLNode) -> Manifest? {
+        guard let top = decodeTopLevel(root) else { return nil }
+        let entries = top.files.map { decodeEntries($0, context: top.entryContext) } ?? []
+        return manifest(top, entries: entries)
+    }
+
+    /// Everything of the top-level mapping `root` but the entries of `files`, or nil when it is
+    /// not a mapping or names a version other than 1 (recorded in `diagnostics`): then nothing
+    /// else of the manifest is worth a message.
+    mutating func decodeTopLevel(_ root: YAMLNode) -> TopLevel? {
         guard case .mapping(let pairs) = root.content else {
             report("expected a mapping at the top level, starting with `version: 1`; found \(root.summary)", at: root, key: nil)
             return nil
@@ -61,20 +85,42 @@ struct ManifestDecoder {
         let environmentSettings = settingsFromEnvironment()
         let baseSettings = defaults?.applied(to: environmentSettings) ?? environmentSettings
 
-        var entries: [Entry] = []
-        if let files = top?["files"] {
-            entries = decodeEntries(files, defaults: baseSettings, allowFile: allowFile)
-        } else if top != nil {
+        let files = top?["files"]
+        if files == nil, top != nil {
             report("missing required key `files`; list the files to mirror under `files:`", at: root, key: nil)
         }
+        return TopLevel(
+            root: rootDirectory, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile,
+            entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
+    }
 
-        guard diagnostics.isEmpty, let rootDirectory else { return nil }
+    /// The entry context the top-level mapping `pairs` (the start of one) give, as
+    /// `decodeTopLevel` would find it, for decoding entries before the rest of the top level has
+    /// been read. Problems are recorded in `diagnostics` as they would be there.
+    mutating func entryContext(inTopLevel pairs: [YAMLNode.Pair], at root: YAMLNode) -> EntryContext {
+        var node = root
+        node.content = .mapping(pairs)
+        let top = checkedMapping(node, path: "", section: .topLevel)
+        let allowFile = top?["allow_file"].flatMap { boolean($0, key: "allow_file") } ?? false
+        let defaults = top?["defaults"].flatMap { decodeTransferOverrides($0, path: "defaults") }
+        let environmentSettings = settingsFromEnvironment()
+        return EntryContext(defaults: defaults?.applied(to: environmentSettings) ?? environmentSettings, allowFile: allowFile)
+    }
+
+    /// The manifest of `top` and its entries, or nil when any problem was recorded.
+    func manifest(_ top: TopLevel, entries: [Entry]) -> Manifest? {
+        guard diagnostics.isEmpty, let rootDirectory = top.root else { return nil }
         var manifest = Manifest(
-            path: file, version: 1, root: rootDirectory, concurrency: concurrency,
-            connectivity: connectivity, allowFile: allowFile, entries: entries)
+            path: file, version: 1, root: rootDirectory, concurrency: top.concurrency,
+            connectivity: top.connectivity, allowFile: top.allowFile, entries: entries)
         manifest.manifestDirectory = rootResolution.manifestDirectory
         manifest.currentDirectory = rootResolution.currentDirectory
         return manifest
+    }
+
+    /// A decoder for the same manifest with no diagnostics yet.
+    var fresh: ManifestDecoder {
+        ManifestDecoder(file: file, environment: environment, rootResolution: rootResolution, netrc: netrc)
     }
 
     private mutating func decodeRoot(_ node: YAMLNode?, resolution: RootResolution) -> String? {
@@ -189,7 +235,16 @@ struct ManifestDecoder {
     }
 
     mutating func report(_ message: String, at node: YAMLNode, key: String?) {
-        diagnostics.append(ManifestDiagnostic(location: location(of: node), key: key, message: message))
+        report(message, at: location(of: node), key: key)
+    }
+
+    mutating func report(_ message: String, at location: SourceLocation, key: String?) {
+        diagnostics.append(ManifestDiagnostic(location: location, key: key, message: message))
+    }
+
+    /// Takes the problems another decoder of the same manifest recorded, after this one's.
+    mutating func append(_ other: ManifestDecoder) {
+        diagnostics += other.diagnostics
     }
 
     mutating func report(_ problem: ValueProblem, at node: YAMLNode, key: String?) {

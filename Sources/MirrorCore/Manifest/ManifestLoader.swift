@@ -36,11 +36,23 @@ public enum ManifestLoader {
         path: String, rootOverride: String? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ManifestError) -> Manifest {
-        let bytes = try readFile(at: path)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ManifestError(unreadable(path, .system(errno: errno))) }
+        defer { close(descriptor) }
+        let text: ManifestStream.Text
+        var info = stat()
+        if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
+            guard info.st_size <= maximumFileSize else { throw ManifestError(unreadable(path, .tooLarge)) }
+            // Read as libyaml needs it, never whole: memory follows the entries, not the text.
+            text = .file(descriptor: descriptor, size: Int(info.st_size))
+        } else {
+            // A pipe cannot be read a second time, as a key after `files` may need.
+            text = .bytes(try readAll(descriptor, path: path))
+        }
         let currentDirectory = FileManager.default.currentDirectoryPath
         let manifestDirectory = LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory))
         return try decode(
-            bytes, path: path,
+            text, path: path,
             rootResolution: .init(manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory),
             environment: environment)
     }
@@ -81,11 +93,13 @@ public enum ManifestLoader {
         _ bytes: [UInt8], path: String, rootResolution: ManifestDecoder.RootResolution,
         environment: [String: String]
     ) throws(ManifestError) -> Manifest {
-        guard let root = try YAMLDocumentParser.parse(bytes, file: path) else {
-            throw ManifestError(ManifestDiagnostic(
-                location: SourceLocation(file: path, line: 1, column: 1), key: nil,
-                message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
-        }
+        try decode(.bytes(bytes), path: path, rootResolution: rootResolution, environment: environment)
+    }
+
+    private static func decode(
+        _ text: ManifestStream.Text, path: String, rootResolution: ManifestDecoder.RootResolution,
+        environment: [String: String]
+    ) throws(ManifestError) -> Manifest {
         var netrc: Netrc?
         var problems: [ManifestDiagnostic] = []
         do {
@@ -94,7 +108,7 @@ public enum ManifestLoader {
             problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
         }
         var decoder = ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc)
-        let manifest = decoder.decodeManifest(root)
+        let manifest = try ManifestStream.decode(text, into: &decoder)
         problems += decoder.diagnostics
         guard let manifest, problems.isEmpty else {
             throw ManifestError(diagnostics: problems.inFileOrder())
@@ -105,30 +119,35 @@ public enum ManifestLoader {
     /// The bytes of the file at `path`, read with plain POSIX calls so that a failure can name
     /// the system's reason.
     static func readFile(at path: String) throws(ManifestError) -> [UInt8] {
-        func failure(_ reason: String) -> ManifestError {
-            ManifestError(ManifestDiagnostic(location: nil, key: nil, message: "cannot read manifest `\(path)`: \(reason)"))
-        }
-        func systemReason(_ code: Int32) -> String {
-            String(cString: strerror(code))
-        }
-
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw failure(systemReason(errno)) }
+        guard descriptor >= 0 else { throw ManifestError(unreadable(path, .system(errno: errno))) }
         defer { close(descriptor) }
+        return try readAll(descriptor, path: path)
+    }
 
+    private static func readAll(_ descriptor: Int32, path: String) throws(ManifestError) -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw failure(systemReason(errno))
+                throw ManifestError(unreadable(path, .system(errno: errno)))
             }
             if count == 0 { return bytes }
             bytes.append(contentsOf: chunk[..<count])
             if bytes.count > maximumFileSize {
-                throw failure("it is larger than \(maximumFileSize >> 20) MiB, far more than any list of files needs")
+                throw ManifestError(unreadable(path, .tooLarge))
             }
         }
+    }
+
+    /// Why the manifest at `path` cannot be read; it has no location.
+    static func unreadable(_ path: String, _ failure: YAMLFileInput.Failure) -> ManifestDiagnostic {
+        let reason = switch failure {
+        case .system(let code): String(cString: strerror(code))
+        case .tooLarge: "it is larger than \(maximumFileSize >> 20) MiB, far more than any list of files needs"
+        }
+        return ManifestDiagnostic(location: nil, key: nil, message: "cannot read manifest `\(path)`: \(reason)")
     }
 }

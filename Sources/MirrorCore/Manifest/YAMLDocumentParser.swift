@@ -1,12 +1,17 @@
-/// Reads the YAML text of a manifest with libyaml's event parser into a `YAMLNode` tree.
+/// Reads the YAML text of a manifest with libyaml's event parser into a `YAMLNode` tree of the
+/// whole document. Only `mirror lock` needs that tree, to place its edits
+/// (`ManifestPinWriter`); loading a manifest streams it instead (`ManifestStream`), under the
+/// same limits and with the same checks, defined here.
 ///
-/// The tree is where untrusted structure is bounded, while libyaml parses: aliases are
-/// expanded, so a document whose aliases multiply out to more than `maximumNodeCount` nodes (an
-/// "alias bomb"), one nested more than `maximumDepth` levels, or one whose alias refers to a
-/// node containing it, is refused at the event that crosses the line. libyaml has scanned at
-/// most a bounded stretch of text past that point, so a refusal costs time in proportion to the
-/// text before it, however deep the rest goes.
+/// Untrusted structure is bounded while libyaml parses: aliases are expanded, so a document
+/// whose aliases add more than `maximumNodeCount` nodes (an "alias bomb"), one nested more
+/// than `maximumDepth` levels, or one whose alias refers to a node containing it, is refused at
+/// the event that crosses the line. libyaml has scanned at most a bounded stretch of text past
+/// that point, so a refusal costs time in proportion to the text before it, however deep the
+/// rest goes.
 enum YAMLDocumentParser {
+    /// Nodes that aliases may add, counted as expanded. Nodes written out are bounded by
+    /// `ManifestLoader.maximumFileSize` instead.
     static let maximumNodeCount = 1_000_000
     static let maximumDepth = 64
 
@@ -59,14 +64,19 @@ enum YAMLDocumentParser {
                 throw ManifestError(error.diagnostic)
             }
         }
+        try finishDocument(&reader, file: file)
+        return root
+    }
+
+    /// Reads the end of a document whose root is complete, and refuses a second document, which
+    /// would otherwise be ignored silently.
+    static func finishDocument(_ reader: inout YAMLEventReader, file: String) throws(ManifestError) {
         _ = try reader.next()  // the document's end
-        // A second document would otherwise be ignored silently.
         if case .documentStart = try reader.next(), let mark = try reader.next().nodeStart {
             throw ManifestError(ManifestDiagnostic(
                 location: SourceLocation(file: file, line: mark.line, column: mark.column), key: nil,
                 message: "a second YAML document starts here; a manifest is a single document"))
         }
-        return root
     }
 }
 

@@ -13,6 +13,12 @@ struct YAMLMark {
         column = Int(mark.column) + 1
         characterOffset = Int(mark.index)
     }
+
+    init(line: Int, column: Int, characterOffset: Int) {
+        self.line = line
+        self.column = column
+        self.characterOffset = characterOffset
+    }
 }
 
 /// One of libyaml's parsing events, copied out of the C event.
@@ -36,16 +42,38 @@ enum YAMLEvent {
     case collectionEnd(end: YAMLMark)
 }
 
-/// libyaml's parser over bytes in memory, read one event at a time: a caller that has seen
-/// enough stops it there, before libyaml scans the rest of the text.
+/// libyaml's parser over bytes in memory or over a file, read one event at a time: a caller
+/// that has seen enough stops it there, before libyaml scans the rest of the text.
 struct YAMLEventReader: ~Copyable {
+    private enum Input {
+        case memory(UnsafeBufferPointer<UInt8>)
+        case file(YAMLFileInput)
+    }
+
     private let parser: UnsafeMutablePointer<yaml_parser_t>
-    private let input: UnsafeBufferPointer<UInt8>
+    private let input: Input
     private let file: String
 
     /// - Parameter input: must stay valid as long as the reader.
     /// - Throws: `ManifestError` when libyaml cannot start (out of memory).
     init(input: UnsafeBufferPointer<UInt8>, file: String) throws(ManifestError) {
+        parser = try Self.makeParser(file: file)
+        yaml_parser_set_input_string(parser, input.baseAddress, input.count)
+        self.input = .memory(input)
+        self.file = file
+    }
+
+    /// Reads the file from its start, as libyaml needs the text.
+    ///
+    /// - Throws: `ManifestError` when libyaml cannot start (out of memory).
+    init(input: YAMLFileInput, file: String) throws(ManifestError) {
+        parser = try Self.makeParser(file: file)
+        yaml_parser_set_input(parser, YAMLFileInput.readHandler, Unmanaged.passUnretained(input).toOpaque())
+        self.input = .file(input)
+        self.file = file
+    }
+
+    private static func makeParser(file: String) throws(ManifestError) -> UnsafeMutablePointer<yaml_parser_t> {
         let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         parser.initialize(to: yaml_parser_t())
         guard yaml_parser_initialize(parser) != 0 else {
@@ -54,10 +82,7 @@ struct YAMLEventReader: ~Copyable {
                 location: SourceLocation(file: file, line: 1, column: 1), key: nil,
                 message: "cannot start the YAML parser (out of memory)"))
         }
-        yaml_parser_set_input_string(parser, input.baseAddress, input.count)
-        self.parser = parser
-        self.input = input
-        self.file = file
+        return parser
     }
 
     deinit {
@@ -65,11 +90,24 @@ struct YAMLEventReader: ~Copyable {
         parser.deallocate()
     }
 
+    /// The length of the input in bytes (for a file, when it was opened).
+    var inputCount: Int {
+        switch input {
+        case .memory(let bytes): bytes.count
+        case .file(let file): file.size
+        }
+    }
+
     /// How many bytes of the input libyaml has taken in so far.
     var bytesTaken: Int {
-        let string = parser.pointee.input.string
-        guard let start = string.start, let current = string.current else { return 0 }
-        return current - start
+        switch input {
+        case .memory:
+            let string = parser.pointee.input.string
+            guard let start = string.start, let current = string.current else { return 0 }
+            return current - start
+        case .file(let file):
+            return file.taken
+        }
     }
 
     /// The next event.
@@ -146,6 +184,9 @@ struct YAMLEventReader: ~Copyable {
                 location: SourceLocation(file: file, line: 1, column: 1), key: nil,
                 message: "out of memory while parsing YAML")
         case YAML_READER_ERROR:
+            if case .file(let input) = input, let failure = input.failure {
+                return ManifestLoader.unreadable(file, failure)
+            }
             // The reader reports a byte offset rather than a mark.
             var message = "cannot read the file as YAML text: \(problem)"
             if parser.pointee.problem_value >= 0 {
@@ -168,6 +209,15 @@ struct YAMLEventReader: ~Copyable {
     /// The line and column of a byte offset, counted as libyaml counts its marks: lines end at
     /// every `YAMLLineBreak`, columns count characters, and a leading byte order mark is not there.
     private func location(ofByteOffset offset: Int) -> SourceLocation {
+        switch input {
+        case .memory(let bytes):
+            return location(ofByteOffset: offset, in: bytes)
+        case .file(let file):
+            return file.prefix(offset).withUnsafeBufferPointer { location(ofByteOffset: offset, in: $0) }
+        }
+    }
+
+    private func location(ofByteOffset offset: Int, in input: UnsafeBufferPointer<UInt8>) -> SourceLocation {
         var line = 1
         var column = 1
         var index = input.starts(with: YAMLLineBreak.byteOrderMark) ? YAMLLineBreak.byteOrderMark.count : 0

@@ -1,8 +1,13 @@
-/// Builds the `YAMLNode` tree of one document from libyaml's events, and bounds untrusted
-/// structure as the events arrive rather than after the whole text is parsed: a node deeper
-/// than `YAMLDocumentParser.maximumDepth`, an alias that would take the tree past
-/// `YAMLDocumentParser.maximumNodeCount` nodes once expanded (an "alias bomb"), or an alias to
-/// a node containing it stops the build at that event.
+/// Builds `YAMLNode`s from libyaml's events, and bounds untrusted structure as the events
+/// arrive rather than after the whole text is parsed: a node deeper than
+/// `YAMLDocumentParser.maximumDepth`, aliases that would add more than
+/// `YAMLDocumentParser.maximumNodeCount` nodes once expanded (an "alias bomb"), or an alias to a
+/// node containing it stops the build at that event.
+///
+/// Fed a whole document, it builds the document's tree (`YAMLDocumentParser`). Fed through
+/// `openStreamed`/`closeStreamed` for the collections a reader walks itself, it builds only the
+/// nodes inside them, one child at a time (`ManifestStream`): the limits, anchors and aliases
+/// still count across the whole document.
 struct YAMLTreeBuilder {
     struct Refusal: Error {
         var diagnostic: ManifestDiagnostic
@@ -22,6 +27,15 @@ struct YAMLTreeBuilder {
         var height = 0
     }
 
+    /// A collection opened with `openStreamed`: its children are returned, not kept.
+    private struct StreamedCollection {
+        var start: YAMLEvent.NodeStart
+        var isSequence: Bool
+        var isFlow: Bool
+        var nodeCount = 1
+        var height = 0
+    }
+
     /// A node an anchor names; `node` is nil while its collection is still open.
     private struct Anchored {
         var node: YAMLNode?
@@ -31,20 +45,39 @@ struct YAMLTreeBuilder {
     }
 
     let file: String
+    /// Outermost first; always around every `open` collection.
+    private var streamed: [StreamedCollection] = []
     private var open: [OpenCollection] = []
     private var anchors: [String: Anchored] = [:]
-    private var nodeCount = 0
+    /// Nodes that aliases have added so far. Nodes written out in the text are not counted:
+    /// the text's size bounds them, and a reader that streams them does not keep them.
+    private var expandedNodeCount = 0
     /// Problems that do not stop the build.
     private(set) var problems: [ManifestDiagnostic] = []
+    /// The most nodes (aliases counted as expanded) in one node `add` has returned: the whole
+    /// document when it builds the tree, one entry when a reader streams the list around it.
+    private(set) var largestNodeBuilt = 0
+    /// The nodes in the last node no collection being built took.
+    private var completedNodeCount = 0
 
     init(file: String) {
         self.file = file
     }
 
+    /// Collections open around the next node.
+    private var depth: Int { streamed.count + open.count }
+
     /// Takes the next node event of the document.
     ///
-    /// - Returns: The document's root once its last event has arrived, nil until then.
+    /// - Returns: A complete node that no collection being built holds: the document's root, or a
+    ///   child (key, value or item) of the innermost streamed collection. Nil until then.
     mutating func add(_ event: YAMLEvent) throws(Refusal) -> YAMLNode? {
+        guard let node = try take(event) else { return nil }
+        largestNodeBuilt = max(largestNodeBuilt, completedNodeCount)
+        return node
+    }
+
+    private mutating func take(_ event: YAMLEvent) throws(Refusal) -> YAMLNode? {
         switch event {
         case .scalar(let start, let text, let isPlain, let end):
             try begin(start)
@@ -82,7 +115,7 @@ struct YAMLTreeBuilder {
                 throw refusal(at: anchored.start, "this node contains an alias to itself, which would make the manifest infinite")
             }
             try count(anchored.nodeCount, at: start)
-            if open.count + anchored.height > YAMLDocumentParser.maximumDepth {
+            if depth + anchored.height > YAMLDocumentParser.maximumDepth {
                 throw tooDeep(at: start)
             }
             node.alias = YAMLAliasSite(name: name, line: start.line, column: start.column,
@@ -94,10 +127,40 @@ struct YAMLTreeBuilder {
         }
     }
 
+    /// Opens a collection whose node is not to be built: its children are returned by `add` one
+    /// at a time as each completes, and not kept. Limits, tags and its anchor are checked as for
+    /// any node. It may only be opened where `add` would return a node, outside any collection
+    /// being built.
+    mutating func openStreamed(_ start: YAMLEvent.NodeStart, isSequence: Bool, isFlow: Bool) throws(Refusal) {
+        precondition(open.isEmpty, "a streamed collection inside one being built")
+        try begin(start)
+        if let anchor = start.anchor {
+            try register(anchor, Anchored(node: nil, nodeCount: 0, height: 0, start: start.start))
+        }
+        streamed.append(StreamedCollection(start: start, isSequence: isSequence, isFlow: isFlow))
+    }
+
+    /// Closes the innermost streamed collection at its end event.
+    ///
+    /// - Returns: A node that stands for it: its kind, style and positions, but no children. An
+    ///   alias to it gets this stand-in (counted as the nodes it stood for), which is all a
+    ///   manifest reads of a collection it streams: what it is and where.
+    mutating func closeStreamed(end: YAMLMark) throws(Refusal) -> YAMLNode {
+        let collection = streamed.removeLast()
+        let start = collection.start.start
+        var node = YAMLNode(
+            collection.isSequence ? .sequence([]) : .mapping([]),
+            line: start.line, column: start.column, endLine: end.line, endColumn: end.column,
+            isFlow: collection.isFlow)
+        node.characterRange = start.characterOffset..<end.characterOffset
+        _ = try finish(node, properties: collection.start, isCollection: true,
+                       nodeCount: collection.nodeCount, height: collection.height)
+        return node
+    }
+
     /// Checks a node that starts at the current depth.
     private mutating func begin(_ start: YAMLEvent.NodeStart) throws(Refusal) {
-        try count(1, at: start.start)
-        if open.count > YAMLDocumentParser.maximumDepth {
+        if depth > YAMLDocumentParser.maximumDepth {
             throw tooDeep(at: start.start)
         }
         checkTag(start)
@@ -121,9 +184,18 @@ struct YAMLTreeBuilder {
         return attach(node, nodeCount: nodeCount, height: height)
     }
 
-    /// Adds a complete node to the collection around it; returns it when it is the root.
+    /// Adds a complete node to the collection around it; returns it when no collection being
+    /// built holds it.
     private mutating func attach(_ node: YAMLNode, nodeCount: Int, height: Int) -> YAMLNode? {
-        guard !open.isEmpty else { return node }
+        guard !open.isEmpty else {
+            completedNodeCount = nodeCount
+            if !streamed.isEmpty {
+                let last = streamed.count - 1
+                streamed[last].nodeCount += nodeCount
+                streamed[last].height = max(streamed[last].height, height + 1)
+            }
+            return node
+        }
         let last = open.count - 1
         open[last].nodeCount += nodeCount
         open[last].height = max(open[last].height, height + 1)
@@ -150,11 +222,11 @@ struct YAMLTreeBuilder {
     }
 
     private mutating func count(_ added: Int, at mark: YAMLMark) throws(Refusal) {
-        nodeCount += added
-        if nodeCount > YAMLDocumentParser.maximumNodeCount {
+        expandedNodeCount += added
+        if expandedNodeCount > YAMLDocumentParser.maximumNodeCount {
             throw refusal(at: mark, """
                 the document expands to more than \(YAMLDocumentParser.maximumNodeCount) YAML nodes \
-                (aliases repeated inside aliases?); a manifest is refused past that size
+                through its aliases (aliases repeated inside aliases?); a manifest is refused past that size
                 """)
         }
     }

@@ -1,0 +1,223 @@
+/// Decodes a manifest from libyaml's events as they arrive, without a tree of the whole
+/// document: the top-level mapping and the `files` sequence are walked event by event
+/// (`YAMLTreeBuilder.openStreamed`); each entry is built as a node of its own, decoded into an
+/// `Entry` (`EntryListDecoder`) and dropped. The other top-level values are small and built whole.
+/// Syntax errors, tags, limits, anchors and aliases are checked exactly as `YAMLDocumentParser`
+/// checks them, and every problem is reported where the tree's decoding reports it.
+///
+/// Entries are decoded in the context (`defaults`, `allow_file`) that the top-level keys before
+/// `files` give. When a key after `files` changes that context, the text is read a second time,
+/// with the context known; memory stays as small, only the time doubles, and only for such a
+/// manifest.
+enum ManifestStream {
+    /// Where the manifest's text is.
+    enum Text {
+        case bytes([UInt8])
+        /// A regular file of `size` bytes when opened, read as libyaml needs it, from its start
+        /// for each reading.
+        case file(descriptor: Int32, size: Int)
+    }
+
+    /// A document as read: its top level, and the entries decoded on the way.
+    struct Document {
+        /// The top-level node. When it is a mapping, the value of its first `files` key stands in
+        /// for the sequence without its entries (when it was one); other values are whole.
+        var root: YAMLNode
+        /// The entries of the first `files` key, when its value was a sequence.
+        var files: EntryListDecoder?
+        /// The most nodes built into one node on the way (`YAMLTreeBuilder.largestNodeBuilt`).
+        var largestNodeBuilt = 0
+    }
+
+    /// The manifest in `text`, or nil after recording its problems in `decoder`.
+    ///
+    /// - Throws: `ManifestError` for an empty document and for problems at the YAML level (a
+    ///   syntax error, a tag, a second document, the limits of `YAMLDocumentParser`), which
+    ///   stop the reading.
+    static func decode(_ text: Text, into decoder: inout ManifestDecoder) throws(ManifestError) -> Manifest? {
+        guard var document = try read(text, decoder: decoder, context: nil) else {
+            throw ManifestError(ManifestDiagnostic(
+                location: SourceLocation(file: decoder.file, line: 1, column: 1), key: nil,
+                message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
+        }
+        guard let top = decoder.decodeTopLevel(document.root) else { return nil }
+        guard let files = top.files else { return decoder.manifest(top, entries: []) }
+        guard var list = document.files.take() else {
+            // Not a sequence, or an alias to one: decoded whole, as the tree is.
+            return decoder.manifest(top, entries: decoder.decodeEntries(files, context: top.entryContext))
+        }
+        if list.context != top.entryContext {
+            // Dropped before the second reading, which would otherwise hold two lists of entries.
+            list = EntryListDecoder(decoder: decoder.fresh, context: top.entryContext)
+            // The first reading succeeded, so the second, over the same text, finds `files` again.
+            list = try read(text, decoder: decoder, context: top.entryContext)!.files!
+        }
+        let entries = list.finish(files: files)
+        decoder.append(list.decoder)
+        return decoder.manifest(top, entries: entries)
+    }
+
+    /// Reads the document in `text`, decoding the entries of `files` as they come.
+    ///
+    /// - Parameter context: What to decode the entries in; nil to take it from the top-level keys
+    ///   that come before `files`.
+    /// - Returns: nil when the text holds no document (it is empty, or only comments).
+    static func read(_ text: Text, decoder: ManifestDecoder, context: EntryContext?) throws(ManifestError) -> Document? {
+        switch text {
+        case .bytes(let bytes):
+            if bytes.isEmpty { return nil }
+            let result = bytes.withUnsafeBufferPointer { buffer in
+                Result { () throws(ManifestError) -> Document? in
+                    var reader = try YAMLEventReader(input: buffer, file: decoder.file)
+                    return try read(&reader, decoder: decoder, context: context)
+                }
+            }
+            return try result.get()
+        case .file(let descriptor, let size):
+            let input = YAMLFileInput(descriptor: descriptor, size: size, limit: ManifestLoader.maximumFileSize)
+            var reader = try YAMLEventReader(input: input, file: decoder.file)
+            return try read(&reader, decoder: decoder, context: context)
+        }
+    }
+
+    private static func read(
+        _ reader: inout YAMLEventReader, decoder: ManifestDecoder, context: EntryContext?
+    ) throws(ManifestError) -> Document? {
+        var walk = Walk(builder: YAMLTreeBuilder(file: decoder.file), decoder: decoder, context: context)
+        var document: Document?
+        do throws(ManifestError) {
+            document = try walk.document(&reader)
+            document?.largestNodeBuilt = walk.builder.largestNodeBuilt
+        } catch {
+            // A file that cannot be read is the only problem worth reporting.
+            if error.diagnostics.first?.location == nil { throw error }
+            // Unsupported tags found before a syntax error or a refusal are reported with it.
+            throw ManifestError(diagnostics: walk.builder.problems + error.diagnostics)
+        }
+        if !walk.builder.problems.isEmpty {
+            throw ManifestError(diagnostics: walk.builder.problems)
+        }
+        return document
+    }
+
+    /// One reading of the events.
+    private struct Walk {
+        var builder: YAMLTreeBuilder
+        let decoder: ManifestDecoder
+        let context: EntryContext?
+
+        mutating func document(_ reader: inout YAMLEventReader) throws(ManifestError) -> Document? {
+            guard case .streamStart = try reader.next(), case .documentStart = try reader.next() else {
+                return nil
+            }
+            let first = try reader.next()
+            if case .documentEnd = first { return nil }
+            let document: Document
+            if case .collectionStart(let start, isSequence: false, let isFlow) = first {
+                document = try topLevel(start, isFlow: isFlow, &reader)
+            } else {
+                document = Document(root: try node(startingWith: first, &reader), files: nil)
+            }
+            try YAMLDocumentParser.finishDocument(&reader, file: decoder.file)
+            return document
+        }
+
+        /// The top-level mapping, from the event after its start to its end.
+        private mutating func topLevel(
+            _ start: YAMLEvent.NodeStart, isFlow: Bool, _ reader: inout YAMLEventReader
+        ) throws(ManifestError) -> Document {
+            try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in
+                try builder.openStreamed(start, isSequence: false, isFlow: isFlow)
+            }
+            var pairs: [YAMLNode.Pair] = []
+            var files: EntryListDecoder?
+            var filesSeen = false
+            while true {
+                let event = try reader.next()
+                if case .collectionEnd(let end) = event {
+                    var root = try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in try builder.closeStreamed(end: end) }
+                    root.content = .mapping(pairs)
+                    return Document(root: root, files: files)
+                }
+                let key = try node(startingWith: event, &reader)
+                let valueEvent = try reader.next()
+                var value: YAMLNode
+                // The first `files` key is the one decoded; a later one is a duplicate.
+                if !filesSeen, case .scalar("files", _) = key.content {
+                    filesSeen = true
+                    if case .collectionStart(let listStart, isSequence: true, let listIsFlow) = valueEvent {
+                        let root = YAMLNode(.mapping(pairs), line: start.start.line, column: start.start.column)
+                        var list = EntryListDecoder(decoder: decoder.fresh, context: context ?? provisionalContext(pairs, root))
+                        value = try entries(listStart, isFlow: listIsFlow, into: &list, &reader)
+                        files = list
+                    } else {
+                        value = try node(startingWith: valueEvent, &reader)
+                    }
+                } else {
+                    value = try node(startingWith: valueEvent, &reader)
+                }
+                pairs.append(YAMLNode.Pair(key: key, value: value))
+            }
+        }
+
+        /// The entries of a `files` sequence, each decoded into `list` as soon as it is read.
+        ///
+        /// - Returns: The stand-in for the sequence.
+        private mutating func entries(
+            _ start: YAMLEvent.NodeStart, isFlow: Bool, into list: inout EntryListDecoder, _ reader: inout YAMLEventReader
+        ) throws(ManifestError) -> YAMLNode {
+            try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in
+                try builder.openStreamed(start, isSequence: true, isFlow: isFlow)
+            }
+            while true {
+                let event = try reader.next()
+                if case .collectionEnd(let end) = event {
+                    return try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in try builder.closeStreamed(end: end) }
+                }
+                list.add(try node(startingWith: event, &reader))
+                if list.count == Self.entriesBeforeEstimate {
+                    list.reserveCapacity(Self.estimatedCount(of: list.count, in: reader))
+                }
+            }
+        }
+
+        /// After how many entries the length of the list is estimated: enough text (256 KiB or
+        /// more) for libyaml's read-ahead (16 KiB) to make little difference, few enough that
+        /// the entries copied into the reserved list are a small part of it.
+        private static let entriesBeforeEstimate = 16_384
+
+        /// How many entries the list will likely hold, from how much of the text `count` of them
+        /// took, with a margin: capacity reserved but never used costs address space, not memory.
+        /// No more than the text could hold: an entry takes at least 16 bytes (`- url: ftp://h/a`).
+        private static func estimatedCount(of count: Int, in reader: borrowing YAMLEventReader) -> Int {
+            let taken = max(reader.bytesTaken, 1)
+            let estimate = Double(count) * Double(reader.inputCount) / Double(taken) * 1.25
+            return Int(min(estimate, Double(reader.inputCount / 16)))
+        }
+
+        /// The context the top-level `pairs` before `files` give. Problems with them are
+        /// reported once the whole top level is read, so this reading's are dropped.
+        private func provisionalContext(_ pairs: [YAMLNode.Pair], _ root: YAMLNode) -> EntryContext {
+            var scratch = decoder.fresh
+            return scratch.entryContext(inTopLevel: pairs, at: root)
+        }
+
+        /// The complete node whose first event is `event`.
+        private mutating func node(startingWith event: YAMLEvent, _ reader: inout YAMLEventReader) throws(ManifestError) -> YAMLNode {
+            var event = event
+            while true {
+                let node = try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in try builder.add(event) }
+                if let node { return node }
+                event = try reader.next()
+            }
+        }
+
+        private static func refusing<T>(_ body: () throws(YAMLTreeBuilder.Refusal) -> T) throws(ManifestError) -> T {
+            do throws(YAMLTreeBuilder.Refusal) {
+                return try body()
+            } catch {
+                throw ManifestError(error.diagnostic)
+            }
+        }
+    }
+}
