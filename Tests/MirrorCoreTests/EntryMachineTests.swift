@@ -452,6 +452,40 @@ struct EntryMachineTests {
                 .announce(.decided(.fail(full))), .releaseSlot, .finish(.planned(.fail(full), localSize: 100, remoteSize: 100)),
             ], .done),
         ]),
+        Row(name: "once the run is interrupted, a failure ends the entry as cancelled: no other source, no notice", sources: 2, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.runCancelled, [], .transferring),
+            step(.transferEnded(.failed(.httpStatus(500), bytes: 0)), [
+                .removePartialIfEmpty, .releaseSlot, .finish(.failed(.cancelled, action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "an outage given up after the interruption is reported as cancelled, not unreachable", sources: 2, steps: [
+            step(.start(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+            step(.runCancelled, [], .waitingForHost),
+            step(.hostUnavailable(.unreachable(host: "h", waited: .seconds(1))), [
+                .finish(.failed(.cancelled, action: .download, inspectPartial: false)),
+            ], .done),
+        ]),
+        Row(name: "a resume answered with the whole file that then fails is reported as a restart", retries: 0, steps: begin + [
+            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [
+                .announce(.decided(.resume(from: 50, source: .partial))),
+                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
+            ], .transferring),
+            step(.transferEnded(.failed(timeout, bytes: 20, restartedFromZero: true)), [
+                .removePartialIfEmpty, .releaseSlot, .checkConnectivity(source: 0),
+            ], .checkingConnectivity),
+            step(.connectivityChecked(.reachable), [
+                .finish(.failed(timeout, action: EntryMachine.wholeFileRestart, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "plan: interrupted while waiting for a slot, the entry is a fail row (never a sync report)", mode: .plan, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotDenied, [.finish(.planned(.fail(.cancelled), localSize: nil, remoteSize: nil))], .done),
+        ]),
+        Row(name: "plan: interrupted before it began, the entry is a fail row", mode: .plan, steps: [
+            step(.start(cancelled: true), [.finish(.planned(.fail(.cancelled), localSize: nil, remoteSize: nil))], .done),
+        ]),
         Row(name: "an event a phase does not expect fails the entry and frees the slot", steps: begin + [
             step(.backOffEnded(cancelled: false), [
                 .releaseSlot, .finish(.failed(.localConflict("internal error: backOffEnded(cancelled: false) while inspecting"),

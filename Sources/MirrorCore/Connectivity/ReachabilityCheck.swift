@@ -18,7 +18,12 @@ public enum ReachabilityCheck {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC
         var list: UnsafeMutablePointer<addrinfo>?
-        let resolved = getaddrinfo(host.host, String(host.port), &hints, &list)
+        var resolved = getaddrinfo(host.host, String(host.port), &hints, &list)
+        // A signal handled meanwhile (the CLI's SIGINT handler) is no answer about the network:
+        // ask again, a few times at most.
+        for _ in 0..<3 where resolved == EAI_SYSTEM && errno == EINTR {
+            resolved = getaddrinfo(host.host, String(host.port), &hints, &list)
+        }
         guard resolved == 0, let first = list else { return resolution(failed: resolved) }
         defer { freeaddrinfo(list) }
         var refused = false
@@ -59,7 +64,12 @@ public enum ReachabilityCheck {
         if Glibc.connect(fd, address.ai_addr, address.ai_addrlen) == 0 { return 0 }
         guard errno == EINPROGRESS else { return errno }
         var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        let ready = poll(&poller, 1, timeoutMilliseconds)
+        let deadline = MonotonicClock.milliseconds() + Int64(timeoutMilliseconds)
+        var ready = poll(&poller, 1, timeoutMilliseconds)
+        // Interrupted by a signal handler: wait out the rest of the time, not less.
+        while ready < 0 && errno == EINTR {
+            ready = poll(&poller, 1, Int32(clamping: max(0, deadline - MonotonicClock.milliseconds())))
+        }
         guard ready == 1 else { return ready == 0 ? ETIMEDOUT : errno }
         var error: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)

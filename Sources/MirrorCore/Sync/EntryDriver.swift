@@ -87,6 +87,7 @@ final class EntryDriver: @unchecked Sendable {
 
     /// Stops what the entry waits for; the machine hears of it as a cancelled step.
     func cancel() {
+        deliver(.runCancelled)
         if let transferID { runner.fetcher.engine.cancel(transferID) }
         if let slotRequest {
             // A request still in the queue is answered here; one granted meanwhile is answered
@@ -407,11 +408,13 @@ final class EntryDriver: @unchecked Sendable {
     /// How a GET ended, in the machine's terms.
     private static func end(of fetched: Fetcher.Result, writer: PartialFileWriter, source: RemoteURL, firstByte: Int64) -> EntryMachine.TransferEnd {
         let bytes = writer.bytesWritten
+        var restartedFromZero = false
+        if case .write(from: 0, _)? = writer.placement, firstByte > 0 { restartedFromZero = true }
         if let failure = fetched.redirectFailure ?? writer.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source) {
-            return .failed(failure, bytes: bytes)
+            return .failed(failure, bytes: bytes, restartedFromZero: restartedFromZero)
         }
         guard let head = writer.head, let placement = writer.placement else {
-            return .noResponse(bytes: bytes)
+            return .noResponse(bytes: bytes, restartedFromZero: restartedFromZero)
         }
         let summary = EntryMachine.ResponseHeadSummary(etag: head.etag, lastModified: head.lastModified, isChunked: head.isChunked)
         switch placement {
@@ -420,7 +423,7 @@ final class EntryDriver: @unchecked Sendable {
         case .write(let from, let total):
             return .written(position: writer.position, total: total, bytes: bytes, restartedFromZero: from == 0 && firstByte > 0, head: summary)
         case .reject(let failure):
-            return .rejected(failure, bytes: bytes)
+            return .rejected(failure, bytes: bytes, restartedFromZero: restartedFromZero)
         }
     }
 

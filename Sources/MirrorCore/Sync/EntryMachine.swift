@@ -45,6 +45,9 @@ struct EntryMachine {
         case slotGranted(hostTroubled: Bool)
         /// The run was interrupted while waiting for a slot.
         case slotDenied
+        /// The run is being interrupted (any phase): whatever fails from now on ends the entry
+        /// as cancelled, with no retry, no other source and no notice.
+        case runCancelled
         case inspected(LocalFacts, record: StateRecord?, recordUnreadable: Bool)
         case inspectionFailed(TransferFailure)
         case probed(RemoteFacts)
@@ -162,9 +165,11 @@ struct EntryMachine {
         /// Refused before any request: the partial file could not be opened or had shrunk.
         case notStarted(TransferFailure, mustRestart: Bool)
         /// A transport failure, a refused redirect or a failure of the writer.
-        case failed(TransferFailure, bytes: Int64)
-        case noResponse(bytes: Int64)
-        case rejected(TransferFailure, bytes: Int64)
+        /// `restartedFromZero`, here and below: a range was asked for and the whole file began
+        /// to arrive, so the attempt was a restart, whatever ended it.
+        case failed(TransferFailure, bytes: Int64, restartedFromZero: Bool = false)
+        case noResponse(bytes: Int64, restartedFromZero: Bool = false)
+        case rejected(TransferFailure, bytes: Int64, restartedFromZero: Bool = false)
         case alreadyComplete(total: Int64, head: ResponseHeadSummary)
         /// The body was written up to `position`; `total` is what the reply said the file holds;
         /// `restartedFromZero` when a range was asked for and the whole file came.
@@ -207,6 +212,7 @@ struct EntryMachine {
     /// Set after a failure that forbids continuing the bytes on disk: the next attempt restarts.
     private var restartReason: String?
     private var holdsSlot = false
+    private var runCancelled = false
     // The attempt in progress.
     private var local: LocalFacts?
     private var record: StateRecord?
@@ -232,6 +238,10 @@ struct EntryMachine {
     // MARK: Transitions
 
     mutating func handle(_ event: Event) -> [Effect] {
+        if event == .runCancelled {
+            runCancelled = true
+            return []
+        }
         switch (phase, event) {
         case (.idle, .start(let cancelled)):
             if cancelled {
@@ -526,8 +536,9 @@ struct EntryMachine {
         case .notStarted(let failure, let mustRestart):
             if mustRestart { restartReason = failure.description }
             return attemptFailed(failure, restartDecided: mustRestart)
-        case .failed(let failure, let bytes):
+        case .failed(let failure, let bytes, let restartedFromZero):
             self.bytes = self.bytes.saturatingAdding(bytes)
+            if restartedFromZero { action = Self.wholeFileRestart }
             switch failure {
             case .rangeMismatch:
                 // The bytes on disk are not (or not provably) the server's: never resume them,
@@ -540,19 +551,19 @@ struct EntryMachine {
                 let cleanup = Self.cleanupAfterLocalFailure(failure)
                 return attemptFailed(failure, cleanup: cleanup.isEmpty ? [.removePartialIfEmpty] : cleanup)
             }
-        case .noResponse(let bytes):
+        case .noResponse(let bytes, let restartedFromZero):
             self.bytes = self.bytes.saturatingAdding(bytes)
+            if restartedFromZero { action = Self.wholeFileRestart }
             return attemptFailed(.curl(code: 0, message: "the server sent no response", osErrno: 0), cleanup: [.removePartialIfEmpty])
-        case .rejected(let failure, let bytes):
+        case .rejected(let failure, let bytes, let restartedFromZero):
             self.bytes = self.bytes.saturatingAdding(bytes)
+            if restartedFromZero { action = Self.wholeFileRestart }
             return attemptFailed(failure)
         case .alreadyComplete(let total, let head):
             return readyToCommit(size: total, head: head)
         case .written(let position, let total, let bytes, let restartedFromZero, let head):
             self.bytes = self.bytes.saturatingAdding(bytes)
-            if restartedFromZero {
-                action = .restart(reason: "the server answered the range request with the whole file")
-            }
+            if restartedFromZero { action = Self.wholeFileRestart }
             if total == nil, order?.remote == nil, !head.isChunked, let order {
                 // The body ended when the connection closed and nothing said how long it is:
                 // ask, as the probe skipped for a new file would have.
@@ -563,6 +574,8 @@ struct EntryMachine {
             return checkLength(position: position, total: total, head: head)
         }
     }
+
+    static let wholeFileRestart = Action.restart(reason: "the server answered the range request with the whole file")
 
     private mutating func checkLength(position: Int64, total: Int64?, head: ResponseHeadSummary) -> [Effect] {
         if let total, position < total {
@@ -617,7 +630,7 @@ struct EntryMachine {
             effects.append(.pauseHost(source: source, retryAfter: header))
         }
         effects += releaseSlot()
-        if failure == .cancelled { return effects + afterSource() }
+        if failure == .cancelled || runCancelled { return effects + afterSource() }
         if failure.isNetworkLevel {
             phase = .checkingConnectivity
             return effects + [.checkConnectivity(source: source)]
@@ -634,7 +647,7 @@ struct EntryMachine {
 
     /// This source is done with: the next one, or the end.
     private mutating func afterSource() -> [Effect] {
-        if lastFailure == .cancelled {
+        if lastFailure == .cancelled || runCancelled {
             return end(.failed(.cancelled, action: lastAction, inspectPartial: attempts > 0))
         }
         guard Self.worthAnotherSource(lastFailure), source + 1 < sourceCount else {
@@ -661,6 +674,10 @@ struct EntryMachine {
 
     private mutating func end(_ outcome: Outcome) -> [Effect] {
         phase = .done
+        if mode == .plan, case .failed(let failure, _, _) = outcome {
+            // A plan reports every entry as a decision, an interrupted one included.
+            return releaseSlot() + [.finish(.planned(.fail(failure), localSize: nil, remoteSize: nil))]
+        }
         return releaseSlot() + [.finish(outcome)]
     }
 

@@ -54,7 +54,7 @@ final class GroupCommit: @unchecked Sendable {
     }
 
     private func writeNextGroup() {
-        guard !queued.isEmpty else { return }
+        guard !writing, !queued.isEmpty else { return }
         let group = Array(queued.prefix(Self.maxGroup))
         queued.removeFirst(group.count)
         writing = true
@@ -63,8 +63,8 @@ final class GroupCommit: @unchecked Sendable {
         pool.submit { [self] in
             let results = work.write()
             engine.post { [self] in
-                writing = false
                 for (request, result) in zip(work.group, results) { request.answer(result) }
+                writing = false
                 writeNextGroup()
             }
         }

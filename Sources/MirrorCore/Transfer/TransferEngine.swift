@@ -31,12 +31,14 @@ final class TransferEngine: Sendable {
 
     /// Starts `request` now; `completion` runs on the loop's thread when it ends. Call only on
     /// the loop's thread. Returns the transfer's id, for `cancel`.
+    /// A request that fails before it is under way (its options refused) completes on a later
+    /// turn of the loop, never inside this call: the caller has stored the id first.
     @discardableResult
     func start(
         _ request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void
     ) -> UInt64 {
         let id = loop.makeID()
-        loop.start(id: id, request: request, sink: sink, completion: completion, alreadyCancelled: false)
+        loop.start(id: id, request: request, sink: sink, completion: completion, alreadyCancelled: false, deferFailure: true)
         return id
     }
 
@@ -116,7 +118,9 @@ private final class MultiLoop: @unchecked Sendable {
 
     func cancel(id: UInt64) {
         inbox.withLock { _ = $0.cancelled.insert(id) }
-        wake()
+        // Always: the loop's last look before it sleeps does not count cancellations, which
+        // may wait for a submission yet to come.
+        curl_multi_wakeup(multi)
     }
 
     func stop() {
@@ -185,7 +189,7 @@ private final class MultiLoop: @unchecked Sendable {
 
     func start(
         id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
-        completion: @escaping (TransferOutcome) -> Void, alreadyCancelled: Bool
+        completion: @escaping (TransferOutcome) -> Void, alreadyCancelled: Bool, deferFailure: Bool = false
     ) {
         let context = TransferContext(id: id, request: request, sink: sink, completion: completion)
         if alreadyCancelled {
@@ -193,19 +197,21 @@ private final class MultiLoop: @unchecked Sendable {
             context.releaseHandle()
             return
         }
+        func fail(_ code: CURLcode) {
+            let failing = UncheckedBox(context)
+            let end = { @Sendable in
+                failing.value.finish(code: code, cancelled: false)
+                failing.value.releaseHandle()
+            }
+            if deferFailure { post(end) } else { end() }
+        }
         do {
             try context.configure()
         } catch {
-            context.finish(code: error.code, cancelled: false)
-            context.releaseHandle()
-            return
+            return fail(error.code)
         }
         let added = curl_multi_add_handle(multi, context.easy.raw)
-        guard added == CURLM_OK else {
-            context.finish(code: CURLE_FAILED_INIT, cancelled: false)
-            context.releaseHandle()
-            return
-        }
+        guard added == CURLM_OK else { return fail(CURLE_FAILED_INIT) }
         active[context.easy.raw] = context
     }
 
@@ -227,4 +233,11 @@ private final class MultiLoop: @unchecked Sendable {
         context.finish(code: code, cancelled: cancelled)
         context.releaseHandle()
     }
+}
+
+/// Carries a value that is only ever touched on the engine's thread across a `@Sendable` closure
+/// posted to that same thread.
+private struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
