@@ -35,24 +35,50 @@ public struct ResponseHead: Sendable, Equatable {
     /// stored, so this is the stored file's length even when the body is, say, gzip-coded.
     /// The same length repeated (`100, 100`, or in two fields) is that length (RFC 9110 §8.6).
     public var contentLength: Int64? {
-        let lengths = Set(values("content-length").map { Int64(decimal: $0) })
-        guard lengths.count == 1, let length = lengths.first else { return nil }
-        return length
+        // Every value must be the same valid number; checked without building a set (this runs
+        // for every reply).
+        var length: Int64?
+        var seen = false
+        var agree = true
+        forEachValue("content-length") { value in
+            let parsed = Int64(decimal: value)
+            if !seen {
+                seen = true
+                length = parsed
+            } else if parsed != length {
+                agree = false
+            }
+        }
+        return agree ? length : nil
+    }
+
+    /// How a value is compared for `contradiction`: lengths as numbers (`0100` is `100`),
+    /// anything else as text.
+    private enum ComparedValue: Equatable {
+        case number(Int64)
+        case text(Substring)
+
+        init(_ value: Substring, asNumber: Bool) {
+            if asNumber, let number = Int64(decimal: value) { self = .number(number) } else { self = .text(value) }
+        }
     }
 
     /// What makes this reply contradict itself, if anything: two different lengths, or two
     /// different ranges. libcurl believes one of them, so which bytes came is not known.
     public var contradiction: String? {
         for name in ["content-length", "content-range"] {
-            // Lengths are compared as numbers (`0100` is `100`), anything else as text.
-            let key = { (value: Substring) -> String in
-                name == "content-length" ? Int64(decimal: value).map(String.init) ?? String(value) : String(value)
-            }
-            let distinct = values(name).reduce(into: [Substring]()) { seen, value in
-                if !seen.contains(where: { key($0) == key(value) }) { seen.append(value) }
+            let asNumber = name == "content-length"
+            var distinct: [Substring] = []
+            var keys: [ComparedValue] = []
+            forEachValue(name) { value in
+                let key = ComparedValue(value, asNumber: asNumber)
+                if !keys.contains(key) {
+                    keys.append(key)
+                    distinct.append(value)
+                }
             }
             if distinct.count > 1 {
-                return "\(name == "content-length" ? "Content-Length" : "Content-Range") given as \(distinct.map { "`\($0)`" }.joined(separator: " and "))"
+                return "\(asNumber ? "Content-Length" : "Content-Range") given as \(distinct.map { "`\($0)`" }.joined(separator: " and "))"
             }
         }
         return nil
@@ -61,8 +87,24 @@ public struct ResponseHead: Sendable, Equatable {
     /// Every value of a header, fields and comma-separated list items alike, trimmed. Only for
     /// headers whose values hold no commas of their own.
     private func values(_ lowercasedName: String) -> [Substring] {
-        fields.lazy.filter { $0.name == lowercasedName }.flatMap { field in
-            field.value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingSpaces }
+        var all: [Substring] = []
+        forEachValue(lowercasedName) { all.append($0) }
+        return all
+    }
+
+    /// Calls `body` with each value `values` would return, in order, without collecting them.
+    private func forEachValue(_ lowercasedName: String, _ body: (Substring) -> Void) {
+        for field in fields where field.name == lowercasedName {
+            var rest = Substring(field.value)
+            while true {
+                if let comma = rest.firstIndex(of: ",") {
+                    body(rest[..<comma].trimmingSpaces)
+                    rest = rest[rest.index(after: comma)...]
+                } else {
+                    body(rest.trimmingSpaces)
+                    break
+                }
+            }
         }
     }
 
