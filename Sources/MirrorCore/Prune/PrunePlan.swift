@@ -145,7 +145,7 @@ public struct PrunePlan: Sendable, Equatable {
         }
 
         if let maxDelete, plan.deletions.count > maxDelete {
-            plan.refusal = "\(plan.deletions.count) files would be deleted, more than --max-delete \(maxDelete) allows; nothing was deleted"
+            plan.refusal = "\(plan.deletions.count) files would be deleted, more than --max-delete \(maxDelete) allows, so the prune deletes nothing"
         }
         return plan
     }
