@@ -33,7 +33,7 @@ struct PlanCommand: AsyncParsableCommand {
         let console = options.console()
         let manifest = try options.loadManifest(console: console)
         var runOptions = options.runOptions(for: manifest, console: console)
-        runOptions.prune = prune.settings(for: manifest)
+        runOptions.prune = try prune.settings(for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let plan = await runner.plan()
         let pruning = runner.prunePlan()

@@ -17,7 +17,16 @@ struct PruneOptions: ParsableArguments {
     }
 
     /// The prune the run asks for: `--prune` or the manifest's `prune: true`; nil for none.
-    func settings(for manifest: Manifest) -> PruneSettings? {
-        prune || manifest.prune ? PruneSettings(maxDelete: maxDelete) : nil
+    /// `--max-delete` without either is a usage error (exit 2): a guard that guards nothing
+    /// is a mistake the user should hear about.
+    func settings(for manifest: Manifest, console: Console) throws -> PruneSettings? {
+        guard prune || manifest.prune else {
+            if maxDelete != nil {
+                console.error("mirror: --max-delete needs --prune (or `prune: true` in \(manifest.path))")
+                throw ExitWith(status: .usage)
+            }
+            return nil
+        }
+        return PruneSettings(maxDelete: maxDelete)
     }
 }

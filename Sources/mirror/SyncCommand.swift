@@ -49,7 +49,7 @@ struct SyncCommand: AsyncParsableCommand {
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
-        runOptions.prune = prune.settings(for: manifest)
+        runOptions.prune = try prune.settings(for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let style = options.quiet ? nil : ProgressDisplay.style(
             stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])

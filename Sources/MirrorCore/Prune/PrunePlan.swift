@@ -145,7 +145,8 @@ public struct PrunePlan: Sendable, Equatable {
         }
 
         if let maxDelete, plan.deletions.count > maxDelete {
-            plan.refusal = "\(plan.deletions.count) files would be deleted, more than --max-delete \(maxDelete) allows, so the prune deletes nothing"
+            let files = plan.deletions.count == 1 ? "1 file" : "\(plan.deletions.count) files"
+            plan.refusal = "\(files) would be deleted, more than --max-delete \(maxDelete) allows, so the prune deletes nothing"
         }
         return plan
     }

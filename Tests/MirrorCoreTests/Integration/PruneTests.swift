@@ -136,6 +136,10 @@ struct PruneTests {
         try scenario.write(Self.manifest(scenario, [("a.bin", "a.bin")]))
         let before = scenario.snapshot()
 
+        let unguarded = try scenario.run(["sync", "m.yaml", "--max-delete", "1"])
+        #expect(unguarded.status == 2 && unguarded.stderr.contains("--max-delete needs --prune"), "\(unguarded)")
+        #expect(scenario.snapshot() == before)
+
         let refused = try scenario.run(["sync", "m.yaml", "--prune", "--max-delete", "1"])
         #expect(refused.status == 1, "\(refused)")
         #expect(refused.stderr.contains("more than --max-delete 1"), "\(refused)")
