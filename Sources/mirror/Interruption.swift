@@ -74,12 +74,12 @@ final class Interruption {
 }
 
 extension ManifestRunner {
-    /// Runs `sync()` so that the first SIGINT or SIGTERM stops it cleanly. `cleanUp` runs once
+    /// Runs `syncAndPrune()` so that the first SIGINT or SIGTERM stops it cleanly. `cleanUp` runs once
     /// the work has ended, however it ended. A run lock that cannot be had ends the command
     /// with the matching exit status.
-    func syncInterruptibly(console: Console, cleanUp: () async -> Void = {}) async throws -> (reports: [EntryReport], signal: Int32?) {
+    func syncInterruptibly(console: Console, cleanUp: () async -> Void = {}) async throws -> (result: SyncResult, signal: Int32?) {
         // Listening before the work starts: a signal at any moment from here on stops it.
-        let started = Mutex<Task<[EntryReport], any Error>?>(nil)
+        let started = Mutex<Task<SyncResult, any Error>?>(nil)
         let cancelled = Mutex(false)
         let interruption = Interruption {
             let work = started.withLock { work in
@@ -89,16 +89,16 @@ extension ManifestRunner {
             work?.cancel()
         }
         defer { interruption.stopListening() }
-        let work = Task { try await sync() }
+        let work = Task { try await syncAndPrune() }
         let cancelNow = started.withLock { started in
             started = work
             return cancelled.withLock { $0 }
         }
         if cancelNow { work.cancel() }
         do {
-            let reports = try await work.value
+            let result = try await work.value
             await cleanUp()
-            return (reports, interruption.received)
+            return (result, interruption.received)
         } catch let error as RunLockError {
             await cleanUp()
             if console.mode == .json { console.json(ErrorJSON.document(kind: "lock", message: error.description)) }

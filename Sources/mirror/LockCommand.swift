@@ -40,7 +40,8 @@ struct LockCommand: AsyncParsableCommand {
         var runOptions = options.runOptions(for: manifest, console: console)
         runOptions.lockWait = lockWait.duration
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
-        let (reports, signal) = try await runner.syncInterruptibly(console: console)
+        let (result, signal) = try await runner.syncInterruptibly(console: console)
+        let reports = result.reports
         if let signal {
             let kept = reports.contains { ($0.partialSize ?? 0) > 0 } ? " and partial files are kept" : ""
             console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)")

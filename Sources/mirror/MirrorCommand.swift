@@ -16,7 +16,8 @@ struct MirrorCommand: AsyncParsableCommand {
 
             EXIT STATUS
               0    every entry is in its wanted state
-              1    at least one entry failed; the others were still completed
+              1    at least one entry failed; the others were still completed (sync --prune:
+                   or the prune was refused or incomplete)
               2    usage or manifest error; nothing was transferred
               3    another mirror run holds the lock on this root
               4    the network stayed unreachable past connectivity.wait

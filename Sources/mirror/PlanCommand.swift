@@ -14,24 +14,38 @@ struct PlanCommand: AsyncParsableCommand {
             Actions: download (nothing on disk), resume (continue a partial file), restart \
             (what is on disk cannot be continued), replace (DEST is outdated), skip (DEST is \
             current), fail (the entry cannot be carried out; the reason is shown).
+
+            With --prune (or `prune: true` in the manifest), delete rows name the files that \
+            `sync --prune` would delete once every entry has succeeded (see mirror sync \
+            --help); files it would keep are named on stderr with the reason, and a prune that \
+            --max-delete would refuse is said so.
             """
     )
 
     @OptionGroup var options: CommonOptions
 
-    @Flag(name: .long, help: "Exit with status 5 when any entry would change (download, resume, restart or replace).")
+    @Flag(name: .long, help: "Exit with status 5 when any entry would change (download, resume, restart or replace) or any file would be deleted.")
     var exitCode = false
+
+    @OptionGroup var prune: PruneOptions
 
     func run() async throws {
         let console = options.console()
         let manifest = try options.loadManifest(console: console)
-        let runner = ManifestRunner(manifest: manifest, options: options.runOptions(for: manifest, console: console))
+        var runOptions = options.runOptions(for: manifest, console: console)
+        runOptions.prune = try prune.settings(for: manifest, console: console)
+        let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let plan = await runner.plan()
+        let pruning = runner.prunePlan()
 
         if options.json {
-            console.json(PlanJSON.encode(plan))
+            console.json(PlanJSON.encode(plan, prune: pruning))
         } else {
-            console.line(PlanTable.render(plan))
+            console.line(PlanTable.render(plan, prune: pruning))
+        }
+        if let pruning {
+            for kept in pruning.plan.kept { console.notice("mirror: prune: would keep \(TerminalText.escaped(kept.path)): \(TerminalText.escaped(kept.reason))") }
+            if let refusal = pruning.refusal { console.error("mirror: prune: \(TerminalText.escaped(refusal))") }
         }
         let failures = plan.compactMap { entry -> (String, TransferFailure)? in
             if case .fail(let failure) = entry.action { return (entry.dest, failure) }
@@ -43,7 +57,7 @@ struct PlanCommand: AsyncParsableCommand {
             }
             throw ExitWith(status: .entriesFailed)
         }
-        if exitCode && plan.contains(where: { $0.action.changesSomething }) {
+        if exitCode && (plan.contains(where: { $0.action.changesSomething }) || !(pruning?.plan.deletions.isEmpty ?? true)) {
             throw ExitWith(status: .changesPending)
         }
     }
@@ -51,7 +65,7 @@ struct PlanCommand: AsyncParsableCommand {
 
 /// The plan as a table a person reads at a glance, with totals.
 enum PlanTable {
-    static func render(_ plan: [PlannedEntry]) -> String {
+    static func render(_ plan: [PlannedEntry], prune: PruneOutcome? = nil) -> String {
         var rows = [["ACTION", "SIZE", "DEST", "DETAIL"]]
         rows.reserveCapacity(plan.count + 1)
         for entry in plan {
@@ -65,6 +79,10 @@ enum PlanTable {
             // Escaped before the columns are measured, so a server's control characters
             // (in a reason) neither reach the terminal nor shift the columns.
             rows.append([entry.action.name, size, TerminalText.escaped(entry.dest), TerminalText.escaped(detail)])
+        }
+        for deletion in prune?.plan.deletions ?? [] {
+            rows.append([PlanSummary.deleteName, PruneRows.size(deletion).map(ByteCount.format) ?? "-",
+                         TerminalText.escaped(deletion.path), PruneRows.detail(deletion)])
         }
         // The last column is not padded, so only the first three need a width.
         var widths = [0, 0, 0]
@@ -90,11 +108,12 @@ enum PlanTable {
             text += line
             text += "\n"
         }
-        let summary = PlanSummary(plan)
-        let counts = PlanSummary.actionNames.map { "\(summary.counts[$0, default: 0]) \($0)" }.joined(separator: ", ")
+        let summary = PlanSummary(plan, prune: prune)
+        let counts = summary.names.map { "\(summary.counts[$0, default: 0]) \($0)" }.joined(separator: ", ")
         var transfer = ByteCount.format(summary.bytesToTransfer) + " to transfer"
         if summary.unknownSizes > 0 { transfer += " (+ \(summary.unknownSizes) of unknown size)" }
         text += "\n\(plan.count) \(plan.count == 1 ? "entry" : "entries"): \(counts); \(transfer)"
+        if let refusal = prune?.refusal { text += "\nprune refused: \(TerminalText.escaped(refusal))" }
         return text
     }
 }
@@ -102,12 +121,19 @@ enum PlanTable {
 /// Counts per action and the bytes the plan would fetch.
 struct PlanSummary {
     static let actionNames = ["download", "resume", "restart", "replace", "skip", "fail"]
+    static let deleteName = "delete"
 
     var counts: [String: Int] = [:]
     var bytesToTransfer: Int64 = 0
     var unknownSizes = 0
+    /// The actions counted: `delete` too when a prune was asked for.
+    var names = PlanSummary.actionNames
 
-    init(_ plan: [PlannedEntry]) {
+    init(_ plan: [PlannedEntry], prune: PruneOutcome? = nil) {
+        if let prune {
+            names.append(Self.deleteName)
+            counts[Self.deleteName] = prune.plan.deletions.count
+        }
         for entry in plan {
             counts[entry.action.name, default: 0] += 1
             if let bytes = entry.action.bytesToTransfer(remoteSize: entry.remoteSize) {
@@ -122,9 +148,9 @@ struct PlanSummary {
 
 /// `mirror plan --json`: exactly one object on stdout.
 enum PlanJSON {
-    static func encode(_ plan: [PlannedEntry]) -> String {
-        let summary = PlanSummary(plan)
-        let entries = plan.map { entry -> JSONValue in
+    static func encode(_ plan: [PlannedEntry], prune: PruneOutcome? = nil) -> String {
+        let summary = PlanSummary(plan, prune: prune)
+        var entries = plan.map { entry -> JSONValue in
             .object([
                 ("dest", .string(entry.dest)),
                 ("url", .string(entry.url)),
@@ -135,8 +161,41 @@ enum PlanJSON {
                 ("reason", .string(entry.action.reason)),
             ])
         }
-        var totals = PlanSummary.actionNames.map { ($0, JSONValue.int(summary.counts[$0, default: 0])) }
+        for deletion in prune?.plan.deletions ?? [] {
+            entries.append(.object([
+                ("dest", .string(deletion.path)),
+                ("url", .null),
+                ("action", .string(PlanSummary.deleteName)),
+                ("offset", .null),
+                ("local_size", .int(PruneRows.size(deletion))),
+                ("remote_size", .null),
+                ("reason", .string(PruneRows.detail(deletion))),
+            ]))
+        }
+        var totals = summary.names.map { ($0, JSONValue.int(summary.counts[$0, default: 0])) }
         totals.append(("bytes_to_transfer", .int(summary.bytesToTransfer)))
-        return JSONValue.object([("entries", .array(entries)), ("summary", .object(totals))]).text
+        var document: [(String, JSONValue)] = [("entries", .array(entries)), ("summary", .object(totals))]
+        if let prune {
+            document.append(("prune", .object([
+                ("kept", PruneText.keptJSON(prune.plan.kept)),
+                ("refused", .string(prune.refusal)),
+            ])))
+        }
+        return JSONValue.object(document).text
+    }
+}
+
+/// The plan's `delete` rows.
+enum PruneRows {
+    static func size(_ deletion: PrunePlan.Deletion) -> Int64? {
+        if case .destination(let identity) = deletion.kind { return identity.size }
+        return nil
+    }
+
+    static func detail(_ deletion: PrunePlan.Deletion) -> String {
+        switch deletion.kind {
+        case .destination: "written by mirror, no longer in the manifest"
+        case .partial: "partial download of \(TerminalText.escaped(deletion.dest)), no longer in the manifest"
+        }
     }
 }

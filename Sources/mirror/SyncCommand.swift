@@ -20,12 +20,23 @@ struct SyncCommand: AsyncParsableCommand {
             stderr; on a terminal, live progress is drawn on stderr as well. With --quiet only \
             failures are printed. SIGINT or SIGTERM stops the transfers, keeps every partial \
             file for the next run to resume, and exits 130 or 143.
+
+            With --prune (or `prune: true` in the manifest), once every entry has succeeded, \
+            files that mirror wrote and the manifest no longer lists are deleted: only files \
+            the state store records as downloaded by mirror and unchanged since (same size, \
+            mtime and inode), with their partial files and records; then the directories that \
+            held them, if left empty and not needed by a listed dest. A file changed since, or \
+            one mirror did not write, is kept and named; nothing in .mirror/ and nothing behind \
+            a symbolic link is touched. If any entry failed, nothing is deleted; with \
+            --max-delete N, more than N files to delete means none are. Either ends with exit 1.
             """
     )
 
     @OptionGroup var options: CommonOptions
 
     @OptionGroup var lockWait: LockWaitOption
+
+    @OptionGroup var prune: PruneOptions
 
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
@@ -38,6 +49,7 @@ struct SyncCommand: AsyncParsableCommand {
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
+        runOptions.prune = try prune.settings(for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let style = options.quiet ? nil : ProgressDisplay.style(
             stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])
@@ -45,13 +57,15 @@ struct SyncCommand: AsyncParsableCommand {
 
         let started = ContinuousClock.now
         display?.start()
-        let (reports, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
+        let (result, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
         let elapsed = ContinuousClock.now - started
+        let reports = result.reports
 
-        let summary = SyncSummary(reports)
+        let summary = SyncSummary(reports, prune: result.prune)
         if options.json {
-            console.json(SyncJSON.encode(reports))
+            console.json(SyncJSON.encode(reports, prune: result.prune))
         }
+        if signal == nil, let outcome = result.prune { PruneText.report(outcome, to: console) }
         if let signal {
             let kept = reports.contains { ($0.partialSize ?? 0) > 0 }
                 ? "; partial files are kept and the next sync resumes them" : ""
@@ -61,6 +75,10 @@ struct SyncCommand: AsyncParsableCommand {
         if summary.failed > 0 {
             console.error(summary.text(elapsed: elapsed))
             throw ExitWith(status: ExitStatus.forFailures(reports))
+        }
+        if let outcome = result.prune, outcome.fellShort {
+            console.error(summary.text(elapsed: elapsed))
+            throw ExitWith(status: .entriesFailed)
         }
         if !options.json { console.line(summary.text(elapsed: elapsed)) }
     }
@@ -72,8 +90,11 @@ struct SyncSummary {
     var skipped = 0
     var failed = 0
     var bytes: Int64 = 0
+    /// Files the prune deleted; nil when no prune was asked for.
+    var deleted: Int?
 
-    init(_ reports: [EntryReport]) {
+    init(_ reports: [EntryReport], prune: PruneOutcome? = nil) {
+        deleted = prune?.deleted.count
         for report in reports {
             bytes = bytes.saturatingAdding(report.bytesTransferred)
             switch report.outcome {
@@ -87,13 +108,14 @@ struct SyncSummary {
     func text(elapsed: Duration) -> String {
         var parts = ["\(transferred) transferred (\(ByteCount.format(bytes)))", "\(skipped) up to date"]
         if failed > 0 { parts.append("\(failed) failed") }
+        if let deleted { parts.append("\(deleted) deleted") }
         return parts.joined(separator: ", ") + " in \(DurationText.format(elapsed))"
     }
 }
 
 /// `mirror sync --json`: one object on stdout with a result per entry.
 enum SyncJSON {
-    static func encode(_ reports: [EntryReport]) -> String {
+    static func encode(_ reports: [EntryReport], prune: PruneOutcome? = nil) -> String {
         let entries = reports.map { report -> JSONValue in
             var status = "transferred"
             var error: String?
@@ -116,13 +138,19 @@ enum SyncJSON {
                 ("error", .string(error)),
             ])
         }
-        let totals = SyncSummary(reports)
-        let summary = JSONValue.object([
+        let totals = SyncSummary(reports, prune: prune)
+        var summary: [(String, JSONValue)] = [
             ("transferred", .int(totals.transferred)),
             ("skipped", .int(totals.skipped)),
             ("failed", .int(totals.failed)),
             ("bytes_transferred", .int(totals.bytes)),
-        ])
-        return JSONValue.object([("entries", .array(entries)), ("summary", summary)]).text
+        ]
+        var document: [(String, JSONValue)] = [("entries", .array(entries))]
+        if let prune {
+            summary.append(("deleted", .int(prune.deleted.count)))
+            document.append(("prune", PruneText.json(prune)))
+        }
+        document.append(("summary", .object(summary)))
+        return JSONValue.object(document).text
     }
 }

@@ -13,6 +13,9 @@ public struct Manifest: Sendable, Equatable {
     public var connectivity: ConnectivitySettings
     /// `allow_file: true` at the top level permits `file://` URLs.
     public var allowFile: Bool
+    /// `prune: true` at the top level: `sync` deletes what mirror wrote and this manifest no
+    /// longer lists, as `--prune` does.
+    public var prune = false
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
     /// Where relative paths were resolved from: the manifest's own directory (`root`,

@@ -37,6 +37,7 @@ struct ManifestDecoder {
         var concurrency: Int
         var connectivity: ConnectivitySettings
         var allowFile: Bool
+        var prune: Bool
         /// What the entries are decoded in.
         var entryContext: EntryContext
         /// The `files` value; nil when it is missing (which was reported).
@@ -76,6 +77,7 @@ struct ManifestDecoder {
         }
 
         let allowFile = top?["allow_file"].flatMap { boolean($0, key: "allow_file") } ?? false
+        let prune = top?["prune"].flatMap { boolean($0, key: "prune") } ?? false
         let rootDirectory = decodeRoot(top?["root"], resolution: rootResolution)
         let concurrency = top?["concurrency"].flatMap {
             integer($0, key: "concurrency", in: 1...64, expected: "an integer from 1 to 64")
@@ -90,7 +92,7 @@ struct ManifestDecoder {
             report("missing required key `files`; list the files to mirror under `files:`", at: root, key: nil)
         }
         return TopLevel(
-            root: rootDirectory, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile,
+            root: rootDirectory, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
             entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
     }
 
@@ -113,6 +115,7 @@ struct ManifestDecoder {
         var manifest = Manifest(
             path: file, version: 1, root: rootDirectory, concurrency: top.concurrency,
             connectivity: top.connectivity, allowFile: top.allowFile, entries: entries)
+        manifest.prune = top.prune
         manifest.manifestDirectory = rootResolution.manifestDirectory
         manifest.currentDirectory = rootResolution.currentDirectory
         return manifest

@@ -7,7 +7,7 @@ enum ManifestSection: CaseIterable {
 
     static let transferKeys = ["retries", "timeout", "headers", "insecure", "ftp_tls", "max_size", "min_speed", "min_speed_time", "ca_file"]
     // Made once: every mapping of the manifest looks its keys up here.
-    private static let topLevelKeys = ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "files"]
+    private static let topLevelKeys = ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "prune", "files"]
     private static let connectivityKeys = ["probe", "wait"]
     private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors"] + transferKeys
 

@@ -125,6 +125,21 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Every record in the store, in no particular order: what `prune` compares with the manifest.
+    public func allRecords() throws(StoreError) -> [StateRecord] {
+        try connection.withLock { connection throws(StoreError) in try connection.readAll() }
+    }
+
+    /// Removes the records of `dests`, in one transaction: all or none.
+    public func removeRecords(_ dests: [String]) throws(StoreError) {
+        guard !dests.isEmpty else { return }
+        try connection.withLock { connection throws(StoreError) in
+            try connection.transaction { () throws(StoreError) in
+                for dest in dests { try connection.remove(dest) }
+            }
+        }
+    }
+
     /// Updates the record of `dest` in place; `change` receives nil when there is none.
     public func update(dest: String, url: String, _ change: (inout StateRecord) -> Void) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in
@@ -251,6 +266,22 @@ private final class Connection {
         }
         if let records { return records[DestKey(dest)] }
         return try readRows(where: dest).values.first
+    }
+
+    func readAll() throws(StoreError) -> [StateRecord] {
+        try ensureOpen()
+        if let records { return Array(records.values) }
+        return Array(try readRows(where: nil).values)
+    }
+
+    func remove(_ dest: String) throws(StoreError) {
+        try ensureOpen()
+        let statement = try Self.prepare(db, "DELETE FROM entries WHERE dest = ?1")
+        defer { sqlite3_finalize(statement) }
+        bind(statement, 1, dest)
+        let step = sqlite3_step(statement)
+        guard step == SQLITE_DONE else { throw failure(step) }
+        records?[DestKey(dest)] = nil
     }
 
     private func rowCount() throws(StoreError) -> Int {

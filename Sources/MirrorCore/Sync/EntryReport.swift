@@ -9,6 +9,13 @@ public struct PlannedEntry: Sendable {
     public var remoteSize: Int64?
 }
 
+/// How a whole sync ended: a report per entry, in manifest order, and the prune when one was
+/// asked for.
+public struct SyncResult: Sendable {
+    public var reports: [EntryReport]
+    public var prune: PruneOutcome?
+}
+
 /// How one entry of a sync ended.
 public struct EntryReport: Sendable {
     public enum Outcome: Sendable, Equatable {
@@ -77,6 +84,9 @@ public struct RunOptions: Sendable {
     /// The `*_proxy` variables: every request, and the connectivity check, goes through the
     /// proxy they choose. Read from the process's environment unless set.
     public var proxies = ProxyEnvironment.ofThisProcess
+    /// After a sync in which every entry succeeded, delete what mirror wrote and the manifest
+    /// no longer lists (`--prune`, `prune: true`); nil: delete nothing.
+    public var prune: PruneSettings?
 
     public init(
         concurrency: Int, retryPolicy: RetryPolicy = .standard,

@@ -49,10 +49,35 @@ public final class ManifestRunner: Sendable {
         }
     }
 
+    /// What `sync` would delete with `--prune`, reading the state store and the disk and
+    /// changing nothing. Nil when the options ask for no prune.
+    public func prunePlan() -> PruneOutcome? {
+        guard let prune = options.prune else { return nil }
+        let opening = StateStore.open(in: rootDirectory, mode: .readOnly)
+        if let problem = opening.problem {
+            return PruneOutcome(plan: PrunePlan(), refusal: "the state store cannot be read (\(problem)), so nothing is known to be mirror's; nothing would be deleted")
+        }
+        // No store: mirror has written nothing here that it knows of.
+        guard let store = opening.store else { return PruneOutcome(plan: PrunePlan()) }
+        defer { store.close() }
+        do {
+            let plan = try Pruner(rootDirectory: rootDirectory, store: store).plan(manifestDests: manifest.entries.map(\.dest), maxDelete: prune.maxDelete)
+            return PruneOutcome(plan: plan, refusal: plan.refusal)
+        } catch {
+            return PruneOutcome(plan: PrunePlan(), refusal: "reading \(store.path): \(error); nothing would be deleted")
+        }
+    }
+
     /// Plans and carries out every entry; a failed entry does not stop the others.
     /// Reports come back in manifest order. Holds the run lock on the root throughout; throws
     /// only when that lock cannot be had.
     public func sync() async throws(RunLockError) -> [EntryReport] {
+        try await syncAndPrune().reports
+    }
+
+    /// `sync`, then, when the options ask for it and every entry succeeded, the prune: files
+    /// first, deletions last, all under the same run lock.
+    public func syncAndPrune() async throws(RunLockError) -> SyncResult {
         let lock = try await RunLock.acquire(in: rootDirectory, wait: options.lockWait)
         let opening = StateStore.open(in: rootDirectory, mode: .readWrite)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
@@ -73,9 +98,28 @@ public final class ManifestRunner: Sendable {
             guard case .synced(let report) = result else { preconditionFailure("a sync ended in a plan") }
             return report
         }
+        let prune = options.prune.map { settings in self.prune(settings, after: reports, store: store) }
         store?.close()
         withExtendedLifetime(lock) {}
-        return reports
+        return SyncResult(reports: reports, prune: prune)
+    }
+
+    /// Download first, delete last: only a run in which every entry succeeded prunes.
+    private func prune(_ settings: PruneSettings, after reports: [EntryReport], store: StateStore?) -> PruneOutcome {
+        let failed = reports.count(where: \.failed)
+        if failed > 0 || Task.isCancelled {
+            let why = failed > 0 ? "\(failed) of \(reports.count) entries failed" : "the run was interrupted"
+            return PruneOutcome(plan: PrunePlan(), refusal: "\(why); nothing was deleted (mirror prunes only after every entry succeeded)")
+        }
+        guard let store else {
+            return PruneOutcome(plan: PrunePlan(), refusal: "the state store could not be opened, so nothing is known to be mirror's; nothing was deleted")
+        }
+        let pruner = Pruner(rootDirectory: rootDirectory, store: store)
+        do {
+            return pruner.carryOut(try pruner.plan(manifestDests: manifest.entries.map(\.dest), maxDelete: settings.maxDelete))
+        } catch {
+            return PruneOutcome(plan: PrunePlan(), refusal: "reading \(store.path): \(error); nothing was deleted")
+        }
     }
 
     func paths(for entry: Entry) -> DestinationPaths {

@@ -41,6 +41,8 @@ final class SyncScenario: Sendable {
         var progress: SyncProgress?
         /// nil: the library's default.
         var connectivityCheckInterval: Duration?
+        /// `--prune` for `syncAndPrune`; nil: no prune.
+        var prune: PruneSettings?
     }
 
     /// Backoff short enough that retries cost the tests nothing; its length is never asserted.
@@ -142,6 +144,7 @@ final class SyncScenario: Sendable {
             concurrency: settings.concurrency ?? manifest.concurrency, retryPolicy: settings.retryPolicy,
             events: settings.events, progress: settings.progress)
         if let interval = settings.connectivityCheckInterval { options.connectivityCheckInterval = interval }
+        options.prune = settings.prune
         return options
     }
 
@@ -164,6 +167,11 @@ final class SyncScenario: Sendable {
 
     func sync(_ manifest: ManifestText, _ settings: Settings = Settings()) async throws -> [EntryReport] {
         try await runner(load(manifest), settings).sync()
+    }
+
+    /// A sync with `--prune` (or with `settings.prune` when given).
+    func syncAndPrune(_ manifest: ManifestText, _ settings: Settings = Settings(prune: PruneSettings())) async throws -> SyncResult {
+        try await runner(load(manifest), settings).syncAndPrune()
     }
 
     // MARK: The run, through the binary
