@@ -1,9 +1,13 @@
 # make demo  — builds mirror and shows a sync, a no-op re-run and a resume against a local nginx
 # make test  — installs what the tests need (apt), builds and runs every test
 # make bench — mirror beside curl, wget2, aria2 and rclone (installs them); not a test
+# make install [PREFIX=/usr/local] [DESTDIR=] — the release binary, both man pages and the
+#              bash, zsh and fish completions; make uninstall removes them
 SWIFT ?= swift
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps build release test demo bench clean
+.PHONY: all deps build release test demo bench install uninstall clean
 
 all: build
 
@@ -16,20 +20,31 @@ build: deps
 # The Swift runtime linked in statically: a smaller resident set and no runtime to install.
 RELEASE_FLAGS = -c release --static-swift-stdlib
 
+RELEASE_BINARY = $$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/mirror
+
 release: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 
 test: deps
 	$(SWIFT) build --build-tests
+	# InstallTests installs this build rather than building one inside the test run.
+	$(SWIFT) build $(RELEASE_FLAGS)
 	$(SWIFT) test
 	scripts/check-docs.sh "$$($(SWIFT) build --show-bin-path)/mirror"
 
 demo: release
-	@scripts/demo.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/mirror"
+	@scripts/demo.sh "$(RELEASE_BINARY)"
 
 # Not part of `make test`: numbers, not pass/fail. See docs/PERFORMANCE.md.
 bench: release
-	@Benchmarks/bench.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/mirror"
+	@Benchmarks/bench.sh "$(RELEASE_BINARY)"
+
+# MIRROR_BINARY=path installs that already-built binary instead of building the release one.
+install: $(if $(MIRROR_BINARY),,release)
+	@scripts/install.sh install "$(or $(MIRROR_BINARY),$(RELEASE_BINARY))" "$(DESTDIR)$(PREFIX)"
+
+uninstall:
+	@scripts/install.sh uninstall "$(DESTDIR)$(PREFIX)"
 
 clean:
 	rm -rf .build

@@ -19,6 +19,11 @@ packages=(
     dnsmasq-base           # the resolver the tests run inside their own network namespace
     iproute2               # ip: the tests' network namespaces bring their loopback up and down
     util-linux             # unshare, nsenter: the tests' network namespaces
+    make                   # the install tests run `make install`
+    man-db                 # man: the install tests render the installed man pages
+    systemd                # systemd-analyze verify: the examples/systemd units
+    zsh                    # the install tests check the generated zsh completions
+    fish                   # and the fish ones
 )
 
 missing=()
