@@ -30,22 +30,45 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit, replacing it atomically.",
+        valueName: "path"))
+    var metricsFile: String?
+
+    @OptionGroup var logOptions: LogOptions
 
     func run() async throws {
-        let console = options.console()
+        let startedAt = ContinuousClock.now
+        let console = Console(mode: options.json ? .json : .text, quiet: options.quiet, log: logOptions.style)
+        var reports: [EntryReport] = []
+        do {
+            try await sync(console: console, reports: &reports)
+            writeMetrics(status: .success, reports: reports, since: startedAt, console: console)
+        } catch {
+            // Every way out of a sync (a bad manifest, a held lock, failures, a signal) leaves metrics.
+            writeMetrics(status: (error as? ExitWith)?.status ?? .usage, reports: reports, since: startedAt, console: console)
+            throw error
+        }
+    }
+
+    /// The sync itself; `reports` holds the entries' reports once the run has them, also
+    /// when it then ends with an exit status other than 0.
+    private func sync(console: Console, reports: inout [EntryReport]) async throws {
         let manifest = try options.loadManifest(console: console)
         let progress = SyncProgress()
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
-        let style = options.quiet ? nil : ProgressDisplay.style(
+        // A progress block would break the one-object-a-line log.
+        let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
             stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])
         let display = style.map { ProgressDisplay(progress: progress, console: console, style: $0) }
 
         let started = ContinuousClock.now
         display?.start()
-        let (reports, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
+        let (finished, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
+        reports = finished
         let elapsed = ContinuousClock.now - started
 
         let summary = SyncSummary(reports)
@@ -58,11 +81,32 @@ struct SyncCommand: AsyncParsableCommand {
             console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM")\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
-        if summary.failed > 0 {
+        if logOptions.logFormat == .json {
+            if !options.quiet || summary.failed > 0 { console.record(summary.record(elapsed: elapsed)) }
+        } else if summary.failed > 0 {
             console.error(summary.text(elapsed: elapsed))
-            throw ExitWith(status: ExitStatus.forFailures(reports))
+        } else if !options.json {
+            console.line(summary.text(elapsed: elapsed))
         }
-        if !options.json { console.line(summary.text(elapsed: elapsed)) }
+        if summary.failed > 0 { throw ExitWith(status: ExitStatus.forFailures(reports)) }
+    }
+
+    /// Writes `--metrics-file`, if given; a file that cannot be written is reported, and the
+    /// exit status stays the run's.
+    private func writeMetrics(status: ExitStatus, reports: [EntryReport], since startedAt: ContinuousClock.Instant, console: Console) {
+        guard let metricsFile else { return }
+        let file = MetricsFile(path: metricsFile)
+        let manifest = MetricsLabel.manifestPath(options.manifest)
+        let metrics = RunMetrics(
+            manifest: manifest, endedAtMilliseconds: MetricsLabel.nowMilliseconds(),
+            lastSuccessMilliseconds: file.lastSuccessMilliseconds(manifest: manifest),
+            durationMilliseconds: MetricsLabel.milliseconds(ContinuousClock.now - startedAt),
+            exitCode: status.rawValue, reports: reports)
+        do {
+            try file.write(metrics)
+        } catch {
+            console.error("mirror: --metrics-file: \(error)")
+        }
     }
 }
 
@@ -82,6 +126,14 @@ struct SyncSummary {
             case .failed: failed += 1
             }
         }
+    }
+
+    /// The `summary` line of `--log-format json`.
+    func record(elapsed: Duration) -> LogRecord {
+        LogRecord(level: failed > 0 ? .error : .info, event: "summary", fields: [
+            ("transferred", .int(transferred)), ("skipped", .int(skipped)), ("failed", .int(failed)),
+            ("bytes_transferred", .int(bytes)), ("duration_ms", LogRecord.milliseconds(elapsed)),
+        ])
     }
 
     func text(elapsed: Duration) -> String {
