@@ -19,6 +19,7 @@ packages=(
     dnsmasq-base           # the resolver the tests run inside their own network namespace
     iproute2               # ip: the tests' network namespaces bring their loopback up and down
     util-linux             # unshare, nsenter: the tests' network namespaces
+    prometheus-node-exporter  # reads sync --metrics-file through its textfile collector in the tests
 )
 
 missing=()
