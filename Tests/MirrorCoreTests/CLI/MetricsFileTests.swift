@@ -120,4 +120,50 @@ struct MetricsFileTests {
         #expect(scrape.value("mirror_bytes_transferred", label) == Double(kept))
         #expect(scrape.value("mirror_last_success_timestamp_seconds", label) == nil)
     }
+
+    /// Exit 4, from a real outage inside a network namespace; the JSON log says what is waited for.
+    @Test func anUnreachableNetworkWritesExitCodeFourAndTheJSONLogSaysWhatItWaitsFor() async throws {
+        let namespace = try NetworkNamespace()
+        let scenario = try SyncScenario(.faultServerInside(namespace))
+        let server = scenario.server
+        defer { server.stop() }
+        server.route("/a.bin", reply: .file(Self.payload))
+        let monitored = try await Monitored(scenario)
+        defer { monitored.exporter.stop() }
+        try namespace.setLoopback(up: false)
+        let manifest = try scenario.write(ManifestText(
+            top: ["connectivity:", "  wait: 1s", "defaults:", "  timeout: 1s"], entries: [.url(server.url("/a.bin"))]))
+        let result = try scenario.run(["sync", "--log-format", "json", "--metrics-file", monitored.metricsFile, "m.yaml"],
+                                      launcher: namespace.launcher(in: scenario.directory.path))
+        #expect(result.status == 4, "\(result)")
+        let records = try LogFormatTests.records(result.stderr)
+        let wait = try #require(records.first { $0["event"] as? String == "waiting_for_network" }, "\(result)")
+        #expect(wait["host"] as? String == "127.0.0.1:\(server.port)" && wait["wait_ms"] as? Int == 1000, "\(wait)")
+        #expect(LogFormatTests.isTimestamp(try #require(wait["until"] as? String)))
+
+        let scrape = try monitored.scrape()
+        #expect(scrape.value("mirror_exit_code", Self.label(manifest)) == 4, "\(scrape)")
+        #expect(scrape.value("mirror_entries", Self.label(manifest) + ",result=\"failed\"") == 1)
+    }
+
+    /// Exit 3: another run holds the root's lock; nothing of this run's is counted.
+    @Test func aHeldLockWritesExitCodeThree() async throws {
+        let payload = randomData(count: 3_000_000, seed: 63)
+        let scenario = try SyncScenario(.nginx(site: ["slow.bin": payload], options: NginxOptions(rateLimit: 1 << 20)))
+        let monitored = try await Monitored(scenario)
+        defer { monitored.exporter.stop() }
+        let manifest = try scenario.write(.files(.url(scenario.url("/slow.bin"), dest: "slow.bin")), to: "mirror.yaml")
+        let first = try scenario.start(["sync", "--quiet", "mirror.yaml"])
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (scenario.local("slow.bin.part")?.count ?? 0) < 100_000 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let second = try scenario.run(["sync", "--metrics-file", monitored.metricsFile, "mirror.yaml"])
+        #expect(second.status == 3, "\(second)")
+        #expect(try first.wait().status == 0)
+
+        let scrape = try monitored.scrape()
+        #expect(scrape.value("mirror_exit_code", Self.label(manifest)) == 3, "\(scrape)")
+        #expect(scrape.value("mirror_entries", Self.label(manifest) + ",result=\"transferred\"") == 0)
+    }
 }
