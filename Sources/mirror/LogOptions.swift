@@ -10,7 +10,7 @@ struct LogOptions: ParsableArguments {
     }
 
     @Option(name: .long, help: ArgumentHelp(
-        "text (default), or json: one JSON object per event on stderr (entry started, retrying, waiting for a host, fallback, finished, failed), each with an RFC 3339 UTC time; stdout then carries only the --json report.",
+        "text, or json: one JSON object per event on stderr (entry started, retrying, waiting for a host, fallback, finished, failed), each with an RFC 3339 UTC time; stdout then carries only the --json report.",
         valueName: "format"))
     var logFormat: Format = .text
 

@@ -20,6 +20,14 @@ struct SyncCommand: AsyncParsableCommand {
             stderr; on a terminal, live progress is drawn on stderr as well. With --quiet only \
             failures are printed. SIGINT or SIGTERM stops the transfers, keeps every partial \
             file for the next run to resume, and exits 130 or 143.
+
+            For schedulers: --metrics-file writes mirror_last_run_timestamp_seconds, \
+            mirror_last_success_timestamp_seconds (kept from the previous file when this run \
+            fails), mirror_run_duration_seconds, mirror_exit_code, mirror_entries{result}, \
+            mirror_bytes_transferred and mirror_retries, labelled with the manifest's path, on \
+            every exit (0-4, 130, 143). --log-format json makes every stderr line a JSON object \
+            (time, level, event: started, retrying, waiting_for_host, waiting_for_network, \
+            fallback, finished, failed, interrupted, summary, message) with dest and url.
             """
     )
 
