@@ -24,6 +24,7 @@ packages=(
     systemd                # systemd-analyze verify: the examples/systemd units
     zsh                    # the install tests check the generated zsh completions
     fish                   # and the fish ones
+    prometheus-node-exporter  # reads sync --metrics-file through its textfile collector in the tests
 )
 
 missing=()
@@ -47,4 +48,16 @@ export DEBIAN_FRONTEND=noninteractive
 # Another apt run (a second checkout's `make test`) may hold the lock: wait for it.
 wait_for_lock=(-o DPkg::Lock::Timeout=600)
 "${sudo[@]}" apt-get "${wait_for_lock[@]}" update -qq
+# Installed for the tests to start on their own loopback ports, never as services: a
+# policy-rc.d that says "no" keeps maintainer scripts (prometheus-node-exporter's, on a host that
+# runs systemd, would listen on :9100) from starting daemons, for this install only.
+policy=/usr/sbin/policy-rc.d
+own_policy=false
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# mirror install-deps: no daemon starts during this install\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+    "${sudo[@]}" chmod 755 "$policy"
+    own_policy=true
+fi
+remove_policy() { if $own_policy; then "${sudo[@]}" rm -f "$policy"; fi; }
+trap remove_policy EXIT
 "${sudo[@]}" apt-get "${wait_for_lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -15,15 +15,25 @@ final class Console: Sendable {
         case json
     }
 
+    /// How lines for people and logs are written.
+    enum LogStyle: Sendable, Equatable {
+        /// Plain lines, each begun with its RFC 3339 UTC time when `timestamps`.
+        case text(timestamps: Bool)
+        /// Every line a `LogRecord` on stderr; nothing for people on stdout.
+        case json
+    }
+
     let mode: Mode
     /// Only failures are printed (and the JSON document, with --json).
     let quiet: Bool
+    let log: LogStyle
     let stderrIsTerminal: Bool
     private let drawnLines = Mutex(0)
 
-    init(mode: Mode, quiet: Bool) {
+    init(mode: Mode, quiet: Bool, log: LogStyle = .text(timestamps: false)) {
         self.mode = mode
         self.quiet = quiet
+        self.log = log
         stderrIsTerminal = isatty(STDERR_FILENO) == 1
     }
 
@@ -32,18 +42,27 @@ final class Console: Sendable {
     /// a line per finished entry would be built for nothing.
     func line(_ text: @autoclosure () -> String) {
         guard !quiet else { return }
+        if log == .json { return record(LogRecord(level: .info, event: "message", fields: [("message", .string(text()))])) }
         write(text() + "\n", to: mode == .json ? STDERR_FILENO : STDOUT_FILENO)
     }
 
     /// Human text that is not a result (warnings, fallbacks): stderr, unless --quiet.
     func notice(_ text: @autoclosure () -> String) {
         guard !quiet else { return }
+        if log == .json { return record(LogRecord(level: .notice, event: "message", fields: [("message", .string(text()))])) }
         write(text() + "\n", to: STDERR_FILENO)
     }
 
     /// Always shown, even with --quiet.
     func error(_ text: String) {
+        if log == .json { return record(LogRecord(level: .error, event: "message", fields: [("message", .string(text))])) }
         write(text + "\n", to: STDERR_FILENO)
+    }
+
+    /// One line of `--log-format json` on stderr. (JSONValue escapes every control character.)
+    func record(_ record: LogRecord) {
+        let line = record.text(at: LogTimestamp.now()) + "\n"
+        drawnLines.withLock { _ in Self.writeAll(line, to: STDERR_FILENO) }
     }
 
     /// The JSON document, alone on stdout.
@@ -70,7 +89,13 @@ final class Console: Sendable {
     }
 
     func report(_ event: RunEvent, verbose: Bool) {
+        if log == .json {
+            if let record = LogRecord.of(event, verbose: verbose, quiet: quiet) { self.record(record) }
+            return
+        }
         switch event {
+        case .started:
+            return
         case .probed(let dest, let url, let facts):
             guard verbose else { return }
             switch facts {
@@ -89,7 +114,7 @@ final class Console: Sendable {
             let detail = action.reason.map { ": \($0)" } ?? ""
             let offset = action.offset > 0 ? " from byte \(action.offset)" : ""
             error("plan \(dest): \(action.name)\(offset)\(detail)")
-        case .retrying(let dest, let failure, let attempt, let delay):
+        case .retrying(let dest, _, let failure, let attempt, let delay):
             guard verbose else { return }
             error("retry \(dest): \(failure); attempt \(attempt + 1) in \(DurationText.format(delay))")
         case .waitingForNetwork(let host, let wait):
@@ -126,7 +151,8 @@ final class Console: Sendable {
 
     /// Writes human text, escaped, after clearing the progress block.
     private func write(_ text: String, to fd: Int32) {
-        let text = TerminalText.escapedLines(text)
+        var text = TerminalText.escapedLines(text)
+        if log == .text(timestamps: true) { text = Self.stamped(text, with: LogTimestamp.now()) }
         drawnLines.withLock { drawn in
             if drawn > 0 {
                 Self.writeAll(Self.clearing(drawn), to: STDERR_FILENO)
@@ -134,6 +160,14 @@ final class Console: Sendable {
             }
             Self.writeAll(text, to: fd)
         }
+    }
+
+    /// Every line of `text` begun with `time` and a space.
+    static func stamped(_ text: String, with time: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).enumerated().map { index, line in
+            // The text ends in a line feed: nothing follows the last one.
+            line.isEmpty && index > 0 ? "" : time + " " + line
+        }.joined(separator: "\n")
     }
 
     /// For messages written before any Console exists (argument errors).

@@ -29,6 +29,14 @@ struct SyncCommand: AsyncParsableCommand {
             one mirror did not write, is kept and named; nothing in .mirror/ and nothing behind \
             a symbolic link is touched. If any entry failed, nothing is deleted; with \
             --max-delete N, more than N files to delete means none are. Either ends with exit 1.
+
+            For schedulers: --metrics-file writes mirror_last_run_timestamp_seconds, \
+            mirror_last_success_timestamp_seconds (kept from the previous file when this run \
+            fails), mirror_run_duration_seconds, mirror_exit_code, mirror_entries{result}, \
+            mirror_bytes_transferred and mirror_retries, labelled with the manifest's path, on \
+            every exit (0-4, 130, 143). --log-format json makes every stderr line a JSON object \
+            (time, level, event: started, retrying, waiting_for_host, waiting_for_network, \
+            fallback, finished, failed, interrupted, summary, message) with dest and url.
             """
     )
 
@@ -41,9 +49,30 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit, replacing it atomically.",
+        valueName: "path"))
+    var metricsFile: String?
+
+    @OptionGroup var logOptions: LogOptions
 
     func run() async throws {
-        let console = options.console()
+        let startedAt = ContinuousClock.now
+        let console = Console(mode: options.json ? .json : .text, quiet: options.quiet, log: logOptions.style)
+        var reports: [EntryReport] = []
+        do {
+            try await sync(console: console, reports: &reports)
+            writeMetrics(status: .success, reports: reports, since: startedAt, console: console)
+        } catch {
+            // Every way out of a sync (a bad manifest, a held lock, failures, a signal) leaves metrics.
+            writeMetrics(status: (error as? ExitWith)?.status ?? .usage, reports: reports, since: startedAt, console: console)
+            throw error
+        }
+    }
+
+    /// The sync itself; `reports` holds the entries' reports once the run has them, also
+    /// when it then ends with an exit status other than 0.
+    private func sync(console: Console, reports: inout [EntryReport]) async throws {
         let manifest = try options.loadManifest(console: console)
         let progress = SyncProgress()
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
@@ -51,15 +80,16 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.durable = !noFsync
         runOptions.prune = try prune.settings(for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
-        let style = options.quiet ? nil : ProgressDisplay.style(
+        // A progress block would break the one-object-a-line log.
+        let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
             stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])
         let display = style.map { ProgressDisplay(progress: progress, console: console, style: $0) }
 
         let started = ContinuousClock.now
         display?.start()
         let (result, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
+        reports = result.reports
         let elapsed = ContinuousClock.now - started
-        let reports = result.reports
 
         let summary = SyncSummary(reports, prune: result.prune)
         if options.json {
@@ -72,15 +102,35 @@ struct SyncCommand: AsyncParsableCommand {
             console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM")\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
-        if summary.failed > 0 {
+        // A prune that could not do all it should counts as a failure of the run.
+        let pruneFellShort = result.prune?.fellShort ?? false
+        if logOptions.logFormat == .json {
+            if !options.quiet || summary.failed > 0 || pruneFellShort { console.record(summary.record(elapsed: elapsed)) }
+        } else if summary.failed > 0 || pruneFellShort {
             console.error(summary.text(elapsed: elapsed))
-            throw ExitWith(status: ExitStatus.forFailures(reports))
+        } else if !options.json {
+            console.line(summary.text(elapsed: elapsed))
         }
-        if let outcome = result.prune, outcome.fellShort {
-            console.error(summary.text(elapsed: elapsed))
-            throw ExitWith(status: .entriesFailed)
+        if summary.failed > 0 { throw ExitWith(status: ExitStatus.forFailures(reports)) }
+        if pruneFellShort { throw ExitWith(status: .entriesFailed) }
+    }
+
+    /// Writes `--metrics-file`, if given; a file that cannot be written is reported, and the
+    /// exit status stays the run's.
+    private func writeMetrics(status: ExitStatus, reports: [EntryReport], since startedAt: ContinuousClock.Instant, console: Console) {
+        guard let metricsFile else { return }
+        let file = MetricsFile(path: metricsFile)
+        let manifest = MetricsLabel.manifestPath(options.manifest)
+        let metrics = RunMetrics(
+            manifest: manifest, endedAtMilliseconds: MetricsLabel.nowMilliseconds(),
+            lastSuccessMilliseconds: file.lastSuccessMilliseconds(manifest: manifest),
+            durationMilliseconds: MetricsLabel.milliseconds(ContinuousClock.now - startedAt),
+            exitCode: status.rawValue, reports: reports)
+        do {
+            try file.write(metrics)
+        } catch {
+            console.error("mirror: --metrics-file: \(error)")
         }
-        if !options.json { console.line(summary.text(elapsed: elapsed)) }
     }
 }
 
@@ -103,6 +153,14 @@ struct SyncSummary {
             case .failed: failed += 1
             }
         }
+    }
+
+    /// The `summary` line of `--log-format json`.
+    func record(elapsed: Duration) -> LogRecord {
+        LogRecord(level: failed > 0 ? .error : .info, event: "summary", fields: [
+            ("transferred", .int(transferred)), ("skipped", .int(skipped)), ("failed", .int(failed)),
+            ("bytes_transferred", .int(bytes)), ("duration_ms", LogRecord.milliseconds(elapsed)),
+        ])
     }
 
     func text(elapsed: Duration) -> String {

@@ -82,6 +82,7 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     func start() {
+        if run.mode == .sync { runner.emit(.started(dest: entry.dest, url: entry.url.display)) }
         deliver(.start(cancelled: run.isCancelled))
     }
 
@@ -222,7 +223,7 @@ final class EntryDriver: @unchecked Sendable {
             if run.isCancelled { return .backOffEnded(cancelled: true) }
             let serverPause = header.flatMap { RetryAfter.delay($0, now: Int(time(nil)), cap: runner.options.retryAfterCap) }
             let delay = serverPause ?? runner.options.retryPolicy.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
-            runner.emit(.retrying(dest: entry.dest, failure: failure, attempt: attempt, delay: delay))
+            runner.emit(.retrying(dest: entry.dest, url: sources[machine.source].url.display, failure: failure, attempt: attempt, delay: delay))
             waiting = Task { [self] in
                 let cancelled = (try? await Task.sleep(for: delay)) == nil
                 answer(.backOffEnded(cancelled: cancelled))

@@ -52,9 +52,12 @@ public struct EntryReport: Sendable {
 
 /// What happens during a run, for output. Delivered from many tasks at once.
 public enum RunEvent: Sendable {
+    /// `sync` began working on an entry (its first source's URL).
+    case started(dest: String, url: String)
     case probed(dest: String, url: String, RemoteFacts)
     case decided(dest: String, Action)
-    case retrying(dest: String, failure: TransferFailure, attempt: Int, delay: Duration)
+    /// Attempt `attempt` on the source `url` failed with `failure`; the next starts after `delay`.
+    case retrying(dest: String, url: String, failure: TransferFailure, attempt: Int, delay: Duration)
     case fallingBack(dest: String, to: String, after: TransferFailure)
     /// The state store could not be used; decisions fall back to sizes.
     case stateStoreProblem(String)
