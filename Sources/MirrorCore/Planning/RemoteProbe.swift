@@ -9,20 +9,8 @@
 struct RemoteProbe: Sendable {
     let fetcher: Fetcher
 
-    func probe(_ url: RemoteURL, settings: TransferSettings) async -> RemoteFacts {
-        let head = Self.headRequest(url, settings: settings)
-        switch Self.afterHead(await fetcher.fetch(head), of: head, url: url) {
-        case .known(let facts):
-            return facts
-        case .askForRange(let request, let response):
-            let recorder = ProbeRecorder()
-            let result = await fetcher.fetch(request, sink: recorder)
-            return Self.afterRange(result, recorder: recorder, head: response, url: url)
-        }
-    }
-
-    /// The same, on the engine's thread; `completion` runs there. `onStart` is told each
-    /// request's transfer id, for cancelling it.
+    /// Call on the engine's thread; `completion` runs there. `onStart` is told each request's
+    /// transfer id, for cancelling it.
     func probe(
         _ url: RemoteURL, settings: TransferSettings, onStart: @escaping (UInt64) -> Void = { _ in },
         completion: @escaping (RemoteFacts) -> Void

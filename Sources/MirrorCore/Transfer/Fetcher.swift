@@ -17,21 +17,8 @@ struct Fetcher: Sendable {
         var redirectFailure: TransferFailure?
     }
 
-    func fetch(_ original: TransferRequest, sink: (any ResponseBodySink)? = nil) async -> Result {
-        var request = original
-        var hops = 0
-        while true {
-            request.proxy = proxies.proxy(for: request.url)?.url
-            let outcome = await engine.perform(request, sink: sink)
-            switch Self.next(after: outcome, of: request, original: original, hops: &hops) {
-            case .done(let result): return result
-            case .follow(let next): request = next
-            }
-        }
-    }
-
-    /// The same, on the engine's thread: each hop starts there at once, and `completion` runs
-    /// there. `onStart` is told each hop's transfer id, for cancelling it.
+    /// Call on the engine's thread: each hop starts there at once, and `completion` runs there.
+    /// `onStart` is told each hop's transfer id, for cancelling it.
     func fetch(
         _ original: TransferRequest, sink: (any ResponseBodySink)?, onStart: @escaping (UInt64) -> Void = { _ in },
         completion: @escaping (Result) -> Void

@@ -8,8 +8,7 @@ import Synchronization
 /// hop to another thread per request.
 ///
 /// From the loop's thread, `start(_:sink:completion:)` adds a request at once and calls
-/// `completion` there when it ends. From anywhere else, `await perform(_:sink:)` posts the
-/// request and resumes the caller when it is done; cancelling the calling task stops it.
+/// `completion` there when it ends; from anywhere else, `post` the work that starts it.
 final class TransferEngine: Sendable {
     private let loop: MultiLoop
 
@@ -37,26 +36,13 @@ final class TransferEngine: Sendable {
     func start(
         _ request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void
     ) -> UInt64 {
-        let id = loop.makeID()
-        loop.start(id: id, request: request, sink: sink, completion: completion, alreadyCancelled: false, deferFailure: true)
-        return id
+        loop.start(request: request, sink: sink, completion: completion)
     }
 
     /// Stops a transfer started with `start`; its completion runs (cancelled). Call only on the
     /// loop's thread.
     func cancel(_ id: UInt64) {
         loop.cancelNow(id: id)
-    }
-
-    func perform(_ request: TransferRequest, sink: (any ResponseBodySink)? = nil) async -> TransferOutcome {
-        let id = loop.makeID()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                loop.submit(id: id, request: request, sink: sink, continuation: continuation)
-            }
-        } onCancel: {
-            loop.cancel(id: id)
-        }
     }
 }
 
@@ -66,22 +52,12 @@ private let curlGlobalInitialization: Void = {
     curl_global_init(Int(CURL_GLOBAL_DEFAULT))
 }()
 
-/// The engine's thread and what it owns. Only `submit`, `cancel`, `stop` and `makeID` are
-/// called from other threads, and they touch nothing but `inbox` and the wakeup call.
+/// The engine's thread and what it owns. Only `post` and `stop` are called from other threads,
+/// and they touch nothing but `inbox` and the wakeup call.
 private final class MultiLoop: @unchecked Sendable {
-    private struct Submission {
-        var id: UInt64
-        var request: TransferRequest
-        var sink: (any ResponseBodySink)?
-        var continuation: CheckedContinuation<TransferOutcome, Never>
-    }
-
     private struct Inbox {
-        var submissions: [Submission] = []
         var posted: [@Sendable () -> Void] = []
-        var cancelled: Set<UInt64> = []
         var stopping = false
-        var nextID: UInt64 = 1
     }
 
     private let multi: UnsafeMutableRawPointer
@@ -90,37 +66,17 @@ private final class MultiLoop: @unchecked Sendable {
     private let sleeping = Atomic<Bool>(false)
     /// Running transfers by easy handle; touched only on the loop thread.
     private var active: [UnsafeMutableRawPointer: TransferContext] = [:]
+    /// The id of the next transfer; touched only on the loop thread.
+    private var nextID: UInt64 = 1
 
     init() {
         guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         multi = handle
     }
 
-    func makeID() -> UInt64 {
-        inbox.withLock { inbox in
-            defer { inbox.nextID += 1 }
-            return inbox.nextID
-        }
-    }
-
-    func submit(
-        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
-        continuation: CheckedContinuation<TransferOutcome, Never>
-    ) {
-        inbox.withLock { $0.submissions.append(Submission(id: id, request: request, sink: sink, continuation: continuation)) }
-        wake()
-    }
-
     func post(_ work: @escaping @Sendable () -> Void) {
         inbox.withLock { $0.posted.append(work) }
         wake()
-    }
-
-    func cancel(id: UInt64) {
-        inbox.withLock { _ = $0.cancelled.insert(id) }
-        // Always: the loop's last look before it sleeps does not count cancellations, which
-        // may wait for a submission yet to come.
-        curl_multi_wakeup(multi)
     }
 
     func stop() {
@@ -145,31 +101,11 @@ private final class MultiLoop: @unchecked Sendable {
 
     func run() {
         while true {
-            let (submissions, posted, cancelled, stopping) = inbox.withLock { inbox in
-                defer {
-                    inbox.submissions.removeAll()
-                    inbox.posted.removeAll()
-                }
-                return (inbox.submissions, inbox.posted, inbox.cancelled, inbox.stopping)
-            }
-            var matched = Set<UInt64>()
-            for submission in submissions {
-                let isCancelled = cancelled.contains(submission.id)
-                if isCancelled { matched.insert(submission.id) }
-                let continuation = submission.continuation
-                start(id: submission.id, request: submission.request, sink: submission.sink,
-                      completion: { continuation.resume(returning: $0) }, alreadyCancelled: isCancelled)
+            let (posted, stopping) = inbox.withLock { inbox in
+                defer { inbox.posted.removeAll() }
+                return (inbox.posted, inbox.stopping)
             }
             for work in posted { work() }
-            if !cancelled.isEmpty {
-                for (handle, context) in active where cancelled.contains(context.id) {
-                    matched.insert(context.id)
-                    complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
-                }
-                // A cancellation can arrive before its submission (a task cancelled before it
-                // asked): keep it until the submission comes, and forget it only once matched.
-                inbox.withLock { inbox in inbox.cancelled.subtract(matched) }
-            }
             if stopping {
                 for handle in Array(active.keys) { complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
                 break
@@ -178,7 +114,7 @@ private final class MultiLoop: @unchecked Sendable {
             curl_multi_perform(multi, &running)
             drainFinished()
             sleeping.store(true, ordering: .sequentiallyConsistent)
-            let idle = inbox.withLock { $0.submissions.isEmpty && $0.posted.isEmpty && !$0.stopping }
+            let idle = inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
                 curl_multi_poll(multi, nil, 0, 1000, nil)
             }
@@ -187,23 +123,19 @@ private final class MultiLoop: @unchecked Sendable {
         curl_multi_cleanup(multi)
     }
 
-    func start(
-        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
-        completion: @escaping (TransferOutcome) -> Void, alreadyCancelled: Bool, deferFailure: Bool = false
-    ) {
+    /// See `TransferEngine.start`. A request refused before it is under way completes on the
+    /// loop's next turn, never inside this call.
+    func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void) -> UInt64 {
+        let id = nextID
+        nextID += 1
         let context = TransferContext(id: id, request: request, sink: sink, completion: completion)
-        if alreadyCancelled {
-            context.finish(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
-            context.releaseHandle()
-            return
-        }
-        func fail(_ code: CURLcode) {
+        func fail(_ code: CURLcode) -> UInt64 {
             let failing = UncheckedBox(context)
-            let end = { @Sendable in
+            post {
                 failing.value.finish(code: code, cancelled: false)
                 failing.value.releaseHandle()
             }
-            if deferFailure { post(end) } else { end() }
+            return id
         }
         do {
             try context.configure()
@@ -213,6 +145,7 @@ private final class MultiLoop: @unchecked Sendable {
         let added = curl_multi_add_handle(multi, context.easy.raw)
         guard added == CURLM_OK else { return fail(CURLE_FAILED_INIT) }
         active[context.easy.raw] = context
+        return id
     }
 
     private func drainFinished() {
@@ -227,8 +160,6 @@ private final class MultiLoop: @unchecked Sendable {
     /// then free the handle and the header list it points to.
     private func complete(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
         guard let context = active.removeValue(forKey: handle) else { return }
-        // A cancellation that raced with the end of the transfer has nothing left to match.
-        if !cancelled { inbox.withLock { _ = $0.cancelled.remove(context.id) } }
         curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
         context.releaseHandle()
