@@ -6,7 +6,7 @@ extension ManifestPinWriter {
         var pins: [String: Pin] = [:]
         for (entry, report) in zip(manifest.entries, reports) {
             guard !report.failed, let size = report.size else { return nil }
-            let paths = DestinationPaths(root: manifest.root, dest: entry.dest)
+            let paths = manifest.paths(for: entry)
             let sha256 = report.sha256 ?? (try? rootDirectory.sha256OfDestination(paths))
             guard let sha256 else { return nil }
             pins[entry.dest] = Pin(sha256: sha256, size: size)

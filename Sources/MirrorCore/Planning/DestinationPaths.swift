@@ -55,3 +55,10 @@ public struct DestinationPaths: Sendable, Equatable {
         return hash
     }
 }
+
+extension Manifest {
+    /// Where `entry`'s files go under this manifest's root.
+    func paths(for entry: Entry) -> DestinationPaths {
+        DestinationPaths(root: root, dest: entry.dest)
+    }
+}

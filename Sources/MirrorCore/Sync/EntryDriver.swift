@@ -38,7 +38,7 @@ final class EntryDriver: @unchecked Sendable {
         self.entry = entry
         self.run = run
         self.onFinish = onFinish
-        paths = run.runner.paths(for: entry)
+        paths = run.runner.manifest.paths(for: entry)
         sources = ([entry.url] + entry.mirrors).map { Source($0, conditions: run.conditions) }
         machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
     }
@@ -118,10 +118,7 @@ final class EntryDriver: @unchecked Sendable {
 
     /// Carries out one effect; returns the answer when it is known at once.
     private func perform(_ effect: EntryMachine.Effect) -> EntryMachine.Event? {
-        if effect.endsAttemptFile {
-            partial?.close()
-            partial = nil
-        }
+        if effect.endsAttemptFile { closePartial() }
         switch effect {
         case .finish(let outcome):
             finish(outcome)
@@ -161,16 +158,12 @@ final class EntryDriver: @unchecked Sendable {
             return .transferEnded(.notStarted(.cancelled, mustRestart: false))
         case .probe(let index):
             let source = sources[index].url
-            runner.probe.probe(source, settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
-                transferID = nil
+            probe(source) { [self] facts in
                 runner.emit(.probed(dest: entry.dest, url: source.display, facts))
-                deliver(.probed(facts))
+                return .probed(facts)
             }
         case .measureBody(let index):
-            runner.probe.probe(sources[index].url, settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
-                transferID = nil
-                deliver(.bodyMeasured(facts))
-            }
+            probe(sources[index].url) { .bodyMeasured($0) }
         case .hashDestination:
             let paths = self.paths
             let rootDirectory = runner.rootDirectory
@@ -182,8 +175,7 @@ final class EntryDriver: @unchecked Sendable {
                 answer(.prepared(prepare(copyLength: length, clearingRecord: clearingRecord)))
             }
         case .transfer(let order):
-            partial?.close()
-            partial = nil
+            closePartial()
             transfer(order)
         case .finishHash(let size):
             if partial == nil {
@@ -232,11 +224,25 @@ final class EntryDriver: @unchecked Sendable {
         return nil
     }
 
+    /// Probes `source`, cancellable while it runs, and hands the machine what `answer` makes of
+    /// the facts.
+    private func probe(_ source: RemoteURL, answer: @escaping (RemoteFacts) -> EntryMachine.Event) {
+        runner.probe.probe(source, settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
+            transferID = nil
+            deliver(answer(facts))
+        }
+    }
+
+    /// Closes the attempt's partial file, unless it was committed.
+    private func closePartial() {
+        partial?.close()
+        partial = nil
+    }
+
     private func finish(_ outcome: EntryMachine.Outcome) {
         guard !finished else { return }
         finished = true
-        partial?.close()
-        partial = nil
+        closePartial()
         slot?.release()
         slot = nil
         if case .planned(let action, let localSize, let remoteSize) = outcome {

@@ -122,10 +122,6 @@ public final class ManifestRunner: Sendable {
         }
     }
 
-    func paths(for entry: Entry) -> DestinationPaths {
-        DestinationPaths(root: manifest.root, dest: entry.dest)
-    }
-
     func emit(_ event: RunEvent) {
         options.events?(event)
     }

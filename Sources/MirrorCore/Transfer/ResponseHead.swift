@@ -84,15 +84,8 @@ public struct ResponseHead: Sendable, Equatable {
         return nil
     }
 
-    /// Every value of a header, fields and comma-separated list items alike, trimmed. Only for
-    /// headers whose values hold no commas of their own.
-    private func values(_ lowercasedName: String) -> [Substring] {
-        var all: [Substring] = []
-        forEachValue(lowercasedName) { all.append($0) }
-        return all
-    }
-
-    /// Calls `body` with each value `values` would return, in order, without collecting them.
+    /// Calls `body` with every value of a header, fields and comma-separated list items alike,
+    /// trimmed, in order. Only for headers whose values hold no commas of their own.
     private func forEachValue(_ lowercasedName: String, _ body: (Substring) -> Void) {
         for field in fields where field.name == lowercasedName {
             var rest = Substring(field.value)
@@ -116,7 +109,9 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// The body came in chunks, whose end libcurl checks: a cut one is an error, not a short file.
     var isChunked: Bool {
-        values("transfer-encoding").contains { $0.lowercased() == "chunked" }
+        var chunked = false
+        forEachValue("transfer-encoding") { if $0.lowercased() == "chunked" { chunked = true } }
+        return chunked
     }
 
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init) }

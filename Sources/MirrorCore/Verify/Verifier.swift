@@ -53,9 +53,10 @@ public struct Verifier: Sendable {
 
     private func verifyEntry(_ entry: Entry, store: StateStore?, rehash: Bool) -> VerifiedEntry {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
+        let paths = manifest.paths(for: entry)
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(DestinationPaths(root: manifest.root, dest: entry.dest), in: rootDirectory)
+            local = try LocalFacts.inspect(paths, in: rootDirectory)
         } catch {
             result.status = .mismatch
             result.detail = error.description
@@ -80,7 +81,7 @@ public struct Verifier: Sendable {
             result.hashFromStore = true
         } else {
             do {
-                result.sha256 = try rootDirectory.sha256OfDestination(DestinationPaths(root: manifest.root, dest: entry.dest))
+                result.sha256 = try rootDirectory.sha256OfDestination(paths)
             } catch {
                 result.status = .mismatch
                 result.detail = error.description
