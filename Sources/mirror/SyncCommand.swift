@@ -46,6 +46,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var prune: PruneOptions
 
+    @OptionGroup var rateLimit: RateLimitOption
+
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
 
@@ -78,6 +80,7 @@ struct SyncCommand: AsyncParsableCommand {
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
+        runOptions.rateLimit = rateLimit.limit
         runOptions.prune = try prune.settings(for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         // A progress block would break the one-object-a-line log.

@@ -16,6 +16,10 @@ public struct Manifest: Sendable, Equatable {
     /// `prune: true` at the top level: `sync` deletes what mirror wrote and this manifest no
     /// longer lists, as `--prune` does.
     public var prune = false
+    /// `rate_limit` at the top level: all transfers of the run together.
+    public var rateLimit: RateLimit?
+    /// `hosts:`: limits and headers for the requests to particular hosts.
+    public var hosts = HostRules()
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
     /// Where relative paths were resolved from: the manifest's own directory (`root`,
@@ -70,6 +74,8 @@ public struct TransferSettings: Sendable, Equatable {
         var minSpeed: Int64?
         var minSpeedTime: Duration = TransferSettings.defaultMinSpeedTime
         var certificateAuthorities = CertificateAuthorities()
+        var rateLimit: RateLimit?
+        var ownHeaderNames: [String] = []
     }
 
     /// Changed only through `values`, which copies it first unless this is its only holder.
@@ -139,6 +145,33 @@ public struct TransferSettings: Sendable, Equatable {
     public var certificateAuthorities: CertificateAuthorities {
         get { values.certificateAuthorities }
         set { values.certificateAuthorities = newValue }
+    }
+
+    /// The entry's own `rate_limit`: this entry's transfers, whatever else limits them.
+    public var rateLimit: RateLimit? {
+        get { values.rateLimit }
+        set { values.rateLimit = newValue }
+    }
+    /// The lowercased names of the headers the entry sets itself (not from `defaults`): a
+    /// host's header of the same name gives way to them.
+    var ownHeaderNames: [String] {
+        get { values.ownHeaderNames }
+        set { values.ownHeaderNames = newValue }
+    }
+
+    /// The headers of a request to a host whose `hosts:` rule has `hostHeaders`: `defaults`',
+    /// then the host's, then the entry's own, a later one replacing an earlier one of the same
+    /// name (in its place).
+    func headers(toHostWith hostHeaders: [HTTPHeader]) -> [HTTPHeader] {
+        var merged = headers
+        for header in hostHeaders where !ownHeaderNames.contains(header.name.lowercased()) {
+            if let index = merged.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
+                merged[index] = header
+            } else {
+                merged.append(header)
+            }
+        }
+        return merged
     }
 
     public static let defaultRetries = 5

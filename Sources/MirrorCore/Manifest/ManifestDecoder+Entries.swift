@@ -94,7 +94,14 @@ extension ManifestDecoder {
         if let node = mapping["size"] {
             size = byteCount(node, key: mapping.path(of: "size"), allowUnits: false)
         }
-        let settings = transferOverrides(in: mapping).applied(to: context.defaults)
+        let overrides = transferOverrides(in: mapping)
+        var settings = overrides.applied(to: context.defaults)
+        if let headers = overrides.headers, !headers.isEmpty {
+            settings.ownHeaderNames = headers.map { $0.name.lowercased() }
+        }
+        if let node = mapping["rate_limit"] {
+            settings.rateLimit = rateLimit(node, key: mapping.path(of: "rate_limit"))
+        }
         if let size, let maxSize = settings.maxSize, size > maxSize, let sizeNode = mapping["size"] {
             report("size \(size) is larger than max_size \(maxSize), so the download would always be stopped; raise max_size or fix size",
                    at: sizeNode, key: mapping.path(of: "size"))

@@ -64,6 +64,20 @@ extension ManifestDecoder {
         return bytes
     }
 
+    /// A `rate_limit`: a rate, `off`, or a timetable (see `RateLimitSyntax`).
+    mutating func rateLimit(_ node: YAMLNode, key: String) -> RateLimit? {
+        guard let text = node.text, !text.isEmpty else {
+            report("expected a rate like 5MiB, `off` or a timetable like \"08:00,512KiB 19:00,off\", found \(node.summary)", at: node, key: key)
+            return nil
+        }
+        do {
+            return try RateLimitSyntax.parse(text)
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
+    }
+
     /// `true` or `false`, unquoted. YAML 1.1's `yes`/`no`/`on`/`off` are refused so that no
     /// value means something other than it reads.
     mutating func boolean(_ node: YAMLNode, key: String) -> Bool? {

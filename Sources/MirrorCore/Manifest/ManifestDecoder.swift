@@ -38,6 +38,8 @@ struct ManifestDecoder {
         var connectivity: ConnectivitySettings
         var allowFile: Bool
         var prune: Bool
+        var rateLimit: RateLimit?
+        var hosts: HostRules
         /// What the entries are decoded in.
         var entryContext: EntryContext
         /// The `files` value; nil when it is missing (which was reported).
@@ -84,6 +86,8 @@ struct ManifestDecoder {
         } ?? 4
         let defaults = top?["defaults"].flatMap { decodeTransferOverrides($0, path: "defaults") }
         let connectivity = top?["connectivity"].flatMap { decodeConnectivity($0) } ?? ConnectivitySettings()
+        let rateLimit = top?["rate_limit"].flatMap { self.rateLimit($0, key: "rate_limit") }
+        let hosts = top?["hosts"].flatMap { decodeHosts($0) } ?? HostRules()
         let environmentSettings = settingsFromEnvironment()
         let baseSettings = defaults?.applied(to: environmentSettings) ?? environmentSettings
 
@@ -93,7 +97,7 @@ struct ManifestDecoder {
         }
         return TopLevel(
             root: rootDirectory, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
-            entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
+            rateLimit: rateLimit, hosts: hosts, entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
     }
 
     /// The entry context the top-level mapping `pairs` (the start of one) give, as
@@ -116,6 +120,8 @@ struct ManifestDecoder {
             path: file, version: 1, root: rootDirectory, concurrency: top.concurrency,
             connectivity: top.connectivity, allowFile: top.allowFile, entries: entries)
         manifest.prune = top.prune
+        manifest.rateLimit = top.rateLimit
+        manifest.hosts = top.hosts
         manifest.manifestDirectory = rootResolution.manifestDirectory
         manifest.currentDirectory = rootResolution.currentDirectory
         return manifest
@@ -166,6 +172,45 @@ struct ManifestDecoder {
             settings.wait = duration
         }
         return settings
+    }
+
+    /// `hosts:`, a mapping of `host[:port]` to that host's settings.
+    private mutating func decodeHosts(_ node: YAMLNode) -> HostRules? {
+        guard let mapping = checkedMapping(node, path: "hosts", section: nil, expected: "a mapping of hosts (`example.org:` or `example.org:8443:`) to their settings") else {
+            return nil
+        }
+        var rules: [HostRule] = []
+        var lineOfKey: [String: Int] = [:]
+        for (name, nameNode, value) in mapping.pairs {
+            let path = "hosts.\(name)"
+            let pattern: (key: String, host: String, port: Int?)
+            do {
+                pattern = try HostPatternSyntax.parse(name)
+            } catch {
+                report(error, at: nameNode, key: path)
+                continue
+            }
+            if let line = lineOfKey[pattern.key] {
+                report("host `\(pattern.key)` is already set at line \(line); host names do not depend on case", at: nameNode, key: path)
+                continue
+            }
+            lineOfKey[pattern.key] = nameNode.line
+            guard let settings = checkedMapping(value, path: path, section: .host, expected: "a mapping of the host's settings (concurrency, rate_limit, headers)") else {
+                continue
+            }
+            var rule = HostRule(key: pattern.key, host: pattern.host, port: pattern.port)
+            if let node = settings["concurrency"] {
+                rule.concurrency = integer(node, key: settings.path(of: "concurrency"), in: 1...64, expected: "an integer from 1 to 64")
+            }
+            if let node = settings["rate_limit"] {
+                rule.rateLimit = rateLimit(node, key: settings.path(of: "rate_limit"))
+            }
+            if let node = settings["headers"] {
+                rule.headers = headers(node, key: settings.path(of: "headers")) ?? []
+            }
+            rules.append(rule)
+        }
+        return HostRules(rules)
     }
 
     /// The settings the environment changes: the CAs of `CURL_CA_BUNDLE`, `SSL_CERT_FILE` and

@@ -4,12 +4,14 @@ enum ManifestSection: CaseIterable {
     case defaults
     case connectivity
     case entry
+    case host
 
     static let transferKeys = ["retries", "timeout", "headers", "insecure", "ftp_tls", "max_size", "min_speed", "min_speed_time", "ca_file"]
     // Made once: every mapping of the manifest looks its keys up here.
-    private static let topLevelKeys = ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "prune", "files"]
+    private static let topLevelKeys = ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "prune", "rate_limit", "hosts", "files"]
     private static let connectivityKeys = ["probe", "wait"]
-    private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors"] + transferKeys
+    private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors", "rate_limit"] + transferKeys
+    private static let hostKeys = ["concurrency", "rate_limit", "headers"]
 
     var allowedKeys: [String] {
         switch self {
@@ -17,6 +19,7 @@ enum ManifestSection: CaseIterable {
         case .defaults: Self.transferKeys
         case .connectivity: Self.connectivityKeys
         case .entry: Self.entryKeys
+        case .host: Self.hostKeys
         }
     }
 
@@ -27,12 +30,16 @@ enum ManifestSection: CaseIterable {
         case .defaults: "`defaults`"
         case .connectivity: "`connectivity`"
         case .entry: "an entry of `files`"
+        case .host: "a host of `hosts`"
         }
     }
 
     /// Why `key` is not allowed here, with the likeliest fix: the key it is a typo of, the
     /// section it belongs in, or else the keys this section allows.
     func unknownKeyMessage(_ key: String) -> String {
+        if self == .defaults, key == "rate_limit" {
+            return "`rate_limit` is not allowed in `defaults`, where it would limit each entry on its own; set it at the top level to limit the whole run, on a host in `hosts`, or on an entry"
+        }
         if let suggestion = KeySuggestion.closest(to: key, among: allowedKeys) {
             return "unknown key `\(key)`; did you mean `\(suggestion)`?"
         }

@@ -12,10 +12,11 @@ struct RemoteProbe: Sendable {
     /// Call on the engine's thread; `completion` runs there. `onStart` is told each request's
     /// transfer id, for cancelling it.
     func probe(
-        _ url: RemoteURL, settings: TransferSettings, onStart: @escaping (UInt64) -> Void = { _ in },
-        completion: @escaping (RemoteFacts) -> Void
+        _ url: RemoteURL, settings: TransferSettings, headers: [HTTPHeader]? = nil,
+        onStart: @escaping (UInt64) -> Void = { _ in }, completion: @escaping (RemoteFacts) -> Void
     ) {
-        let head = Self.headRequest(url, settings: settings)
+        var head = Self.headRequest(url, settings: settings)
+        if let headers { head.headers = headers }
         fetcher.fetch(head, sink: nil, onStart: onStart) { [fetcher] result in
             switch Self.afterHead(result, of: head, url: url) {
             case .known(let facts):

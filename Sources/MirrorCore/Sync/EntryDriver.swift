@@ -39,7 +39,8 @@ final class EntryDriver: @unchecked Sendable {
         self.run = run
         self.onFinish = onFinish
         paths = run.runner.manifest.paths(for: entry)
-        sources = ([entry.url] + entry.mirrors).map { Source($0, conditions: run.conditions) }
+        sources = ([entry.url] + entry.mirrors).map { Source($0, entry: entry, run: run) }
+        entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0, owner: entry.dest) }
         machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
     }
 
@@ -51,14 +52,29 @@ final class EntryDriver: @unchecked Sendable {
         /// What the connectivity gate checks for it; nil for a URL with no host.
         let target: ConnectivityTarget?
         let protocols: String
+        /// The request headers: `defaults`', the host's (`hosts:`), the entry's.
+        let headers: [HTTPHeader]
+        /// The `hosts:` key whose `concurrency` its requests count against; nil: none.
+        let limitedHost: String?
+        /// Its host's `rate_limit`.
+        let hostBucket: RateBucket?
 
-        init(_ url: RemoteURL, conditions: HostConditions) {
+        init(_ url: RemoteURL, entry: Entry, run: SyncRun) {
             self.url = url
-            host = HostKey(url)
-            target = conditions.target(for: url)
+            let host = HostKey(url)
+            self.host = host
+            target = run.conditions.target(for: url)
             protocols = RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string))
+            let hosts = run.runner.manifest.hosts
+            let rule = hosts.isEmpty ? nil : host.flatMap(hosts.rule(for:))
+            headers = rule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
+            limitedHost = rule?.concurrency == nil ? nil : rule?.key
+            hostBucket = rule.flatMap { run.runner.hostBuckets[$0.key] }
         }
     }
+
+    /// The entry's own `rate_limit`, shared by its attempts.
+    private let entryBucket: RateBucket?
 
     /// The partial file of the attempt in progress, open from the transfer (or the finishing
     /// hash) until it is committed or the attempt ends.
@@ -128,7 +144,7 @@ final class EntryDriver: @unchecked Sendable {
             return awaitHost(sources[index])
         case .acquireSlot:
             if run.isCancelled { return .slotDenied }
-            let (granted, id) = runner.slots.acquire { [self] slot in
+            let (granted, id) = runner.slots.acquire(host: sources[machine.source].limitedHost) { [self] slot in
                 runner.fetcher.engine.post { [self] in
                     slotRequest = nil
                     if run.isCancelled {
@@ -157,13 +173,13 @@ final class EntryDriver: @unchecked Sendable {
         case .transfer where run.isCancelled:
             return .transferEnded(.notStarted(.cancelled, mustRestart: false))
         case .probe(let index):
-            let source = sources[index].url
+            let source = sources[index]
             probe(source) { [self] facts in
-                runner.emit(.probed(dest: entry.dest, url: source.display, facts))
+                runner.emit(.probed(dest: entry.dest, url: source.url.display, facts))
                 return .probed(facts)
             }
         case .measureBody(let index):
-            probe(sources[index].url) { .bodyMeasured($0) }
+            probe(sources[index]) { .bodyMeasured($0) }
         case .hashDestination:
             let paths = self.paths
             let rootDirectory = runner.rootDirectory
@@ -226,8 +242,8 @@ final class EntryDriver: @unchecked Sendable {
 
     /// Probes `source`, cancellable while it runs, and hands the machine what `answer` makes of
     /// the facts.
-    private func probe(_ source: RemoteURL, answer: @escaping (RemoteFacts) -> EntryMachine.Event) {
-        runner.probe.probe(source, settings: entry.settings, onStart: { [self] in transferID = $0 }) { [self] facts in
+    private func probe(_ source: Source, answer: @escaping (RemoteFacts) -> EntryMachine.Event) {
+        runner.probe.probe(source.url, settings: entry.settings, headers: source.headers, onStart: { [self] in transferID = $0 }) { [self] facts in
             transferID = nil
             deliver(answer(facts))
         }
@@ -356,6 +372,8 @@ final class EntryDriver: @unchecked Sendable {
     private func transfer(_ order: EntryMachine.TransferOrder) {
         let source = sources[order.source].url
         let protocols = sources[order.source].protocols
+        let headers = sources[order.source].headers
+        let buckets = [runner.runBucket, sources[order.source].hostBucket, entryBucket].compactMap { $0 }
         let offset = order.offset
         let fd: Int32
         do {
@@ -397,14 +415,18 @@ final class EntryDriver: @unchecked Sendable {
                 continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
             ).write
         )
-        let request = TransferRequest(
-            url: source.string, method: .get, headers: entry.settings.headers,
+        var request = TransferRequest(
+            url: source.string, method: .get, headers: headers,
             rangeFirst: firstByte > 0 || offset > 0 ? firstByte : nil, ifRange: validator,
             timeout: entry.settings.timeout, minSpeed: entry.settings.minSpeed,
             minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure,
             certificateAuthorities: entry.settings.certificateAuthorities, login: source.login, ftpTLS: entry.settings.ftpTLS,
             protocols: protocols
         )
+        if !buckets.isEmpty {
+            let throttle = Throttle(buckets)
+            if !throttle.isEmpty { request.throttle = throttle }
+        }
         runner.fetcher.fetch(request, sink: writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
             transferID = nil
             ticket?.finish()

@@ -90,6 +90,9 @@ public struct RunOptions: Sendable {
     /// After a sync in which every entry succeeded, delete what mirror wrote and the manifest
     /// no longer lists (`--prune`, `prune: true`); nil: delete nothing.
     public var prune: PruneSettings?
+    /// `--rate-limit`: replaces the manifest's top-level `rate_limit` (an `off` one lifts it);
+    /// nil: the manifest's holds.
+    public var rateLimit: RateLimit?
 
     public init(
         concurrency: Int, retryPolicy: RetryPolicy = .standard,

@@ -20,6 +20,10 @@ public final class ManifestRunner: Sendable {
     /// commits many files together and the network does not wait for the disk.
     let entryWidth: Int
     static let entriesPerTransfer = 4
+    /// The run's `rate_limit` (or `--rate-limit`): every transfer of the run takes from it.
+    let runBucket: RateBucket?
+    /// Each host's `rate_limit`, by its `hosts:` key.
+    let hostBuckets: [String: RateBucket]
 
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
@@ -28,7 +32,11 @@ public final class ManifestRunner: Sendable {
         probe = RemoteProbe(fetcher: fetcher)
         entryWidth = options.concurrency * Self.entriesPerTransfer
         blocking = BlockingPool(limit: entryWidth)
-        slots = TransferSlots(options.concurrency)
+        slots = TransferSlots(options.concurrency, hostLimits: manifest.hosts.concurrencyLimits)
+        runBucket = (options.rateLimit ?? manifest.rateLimit).map { RateBucket(limit: $0, owner: "the run") }
+        hostBuckets = Dictionary(uniqueKeysWithValues: manifest.hosts.rules.compactMap { rule in
+            rule.rateLimit.map { (rule.key, RateBucket(limit: $0, owner: "host \(rule.key)")) }
+        })
         let rootDirectory = RootDirectory(path: manifest.root)
         self.rootDirectory = rootDirectory
     }

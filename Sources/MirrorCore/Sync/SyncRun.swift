@@ -2,6 +2,11 @@
 /// `EntryDriver` for each entry, at most `width` at once and in manifest order, and collects
 /// their results.
 ///
+/// An entry whose host has its own `concurrency` (`hosts:`) starts only while fewer than its
+/// share of `width` (that `concurrency` times `width / concurrency`) of its host's entries run;
+/// otherwise it waits, and the entries after it go ahead: a slow host with a low limit does not
+/// hold up the others.
+///
 /// Touched only on the engine's thread (hence `@unchecked Sendable`), apart from `cancel`,
 /// which posts there.
 final class SyncRun: @unchecked Sendable {
@@ -15,6 +20,13 @@ final class SyncRun: @unchecked Sendable {
     private var results: [EntryResult?]
     private var running: [Int: EntryDriver] = [:]
     private var next = 0
+    /// Entries passed over while their host was at its share, in order, by host.
+    private var deferred: [String: IndexQueue] = [:]
+    private var deferredCount = 0
+    /// Drivers at once for each host with a `concurrency`.
+    private let hostWidths: [String: Int]
+    private var runningPerHost: [String: Int] = [:]
+    private var hostOfRunning: [Int: String] = [:]
     private var remaining: Int
     private var cancelled = false
     private var completion: (@Sendable ([EntryResult]) -> Void)?
@@ -29,6 +41,8 @@ final class SyncRun: @unchecked Sendable {
         self.conditions = conditions
         entries = runner.manifest.entries
         self.width = max(1, width)
+        let perTransfer = max(1, self.width / max(1, runner.options.concurrency))
+        hostWidths = runner.manifest.hosts.concurrencyLimits.mapValues { $0 * perTransfer }
         results = Array(repeating: nil, count: entries.count)
         remaining = entries.count
     }
@@ -40,7 +54,7 @@ final class SyncRun: @unchecked Sendable {
         runner.fetcher.engine.post { [self] in
             self.completion = completion
             if remaining == 0 { return finishRun() }
-            while running.count < width, next < entries.count { startNext() }
+            startMore()
         }
     }
 
@@ -52,10 +66,51 @@ final class SyncRun: @unchecked Sendable {
         }
     }
 
-    private func startNext() {
-        let index = next
-        next += 1
+    private func startMore() {
+        while running.count < width, let index = nextIndex() { start(index) }
+    }
+
+    /// The next entry that may start: the earliest one passed over whose host has room now,
+    /// else the next in the manifest whose host has room (passing over the others).
+    private func nextIndex() -> Int? {
+        if deferredCount > 0 {
+            var earliest: (host: String, index: Int)?
+            for (host, queue) in deferred where hasRoom(host) {
+                if let first = queue.first, first < earliest?.index ?? Int.max { earliest = (host, first) }
+            }
+            if let earliest {
+                deferred[earliest.host]!.removeFirst()
+                deferredCount -= 1
+                return earliest.index
+            }
+        }
+        while next < entries.count {
+            let index = next
+            next += 1
+            guard let host = limitedHost(of: entries[index]), !hasRoom(host) else { return index }
+            deferred[host, default: IndexQueue()].append(index)
+            deferredCount += 1
+        }
+        return nil
+    }
+
+    private func hasRoom(_ host: String) -> Bool {
+        runningPerHost[host, default: 0] < hostWidths[host] ?? Int.max
+    }
+
+    /// The `hosts:` key with a `concurrency` that the entry's URL counts against.
+    private func limitedHost(of entry: Entry) -> String? {
+        if hostWidths.isEmpty { return nil }
+        guard let key = HostKey(entry.url), let rule = runner.manifest.hosts.rule(for: key), rule.concurrency != nil else { return nil }
+        return rule.key
+    }
+
+    private func start(_ index: Int) {
         let entry = entries[index]
+        if let host = limitedHost(of: entry) {
+            runningPerHost[host, default: 0] += 1
+            hostOfRunning[index] = host
+        }
         let driver = EntryDriver(entry: entry, run: self) { [self] result in
             entryFinished(index, result)
         }
@@ -65,6 +120,7 @@ final class SyncRun: @unchecked Sendable {
 
     private func entryFinished(_ index: Int, _ result: EntryResult) {
         running[index] = nil
+        if let host = hostOfRunning.removeValue(forKey: index) { runningPerHost[host, default: 1] -= 1 }
         results[index] = result
         if case .synced(let report) = result {
             runner.options.progress?.entryFinished(dest: report.dest)
@@ -73,10 +129,8 @@ final class SyncRun: @unchecked Sendable {
         remaining -= 1
         if remaining == 0 { return finishRun() }
         // Not from inside the finishing driver's own step: the next one starts on a clean stack.
-        if next < entries.count {
-            runner.fetcher.engine.post { [self] in
-                if running.count < width, next < entries.count { startNext() }
-            }
+        if next < entries.count || deferredCount > 0 {
+            runner.fetcher.engine.post { [self] in startMore() }
         }
     }
 
@@ -84,5 +138,25 @@ final class SyncRun: @unchecked Sendable {
         guard let completion else { return }
         self.completion = nil
         completion(results.map { $0! })
+    }
+}
+
+/// A first-in, first-out queue of entry indices that does not move its items to take one out.
+private struct IndexQueue {
+    private var items: [Int] = []
+    private var head = 0
+
+    var first: Int? { head < items.count ? items[head] : nil }
+
+    mutating func append(_ index: Int) {
+        items.append(index)
+    }
+
+    mutating func removeFirst() {
+        head += 1
+        if head == items.count {
+            items.removeAll(keepingCapacity: true)
+            head = 0
+        }
     }
 }

@@ -34,6 +34,8 @@ final class TransferContext {
     private var fileSource: Int32 = -1
     /// Why the request was refused before libcurl saw it.
     private var refusal: String?
+    /// Paused by its rate limits: the body waits in libcurl until `resumeIfAllowed` lets it on.
+    private(set) var heldByThrottle = false
 
     static let receiveBufferSize = 512 * 1024
     static let userAgent = "mirror/\(MirrorVersion.string)"
@@ -67,7 +69,7 @@ final class TransferContext {
         // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
         try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
         try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
-        try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBufferSize, "CURLOPT_BUFFERSIZE")
+        try easy.set(CURLOPT_BUFFERSIZE, request.throttle?.receiveBufferSize ?? Self.receiveBufferSize, "CURLOPT_BUFFERSIZE")
         try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
         // To an HTTP/2 server, wait for a connection being set up and multiplex over it rather
@@ -137,9 +139,13 @@ final class TransferContext {
         try easy.set(CURLOPT_HEADERDATA, pointer: userdata, "CURLOPT_HEADERDATA")
         try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
             let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-            let accepted = context.receiveBody(UnsafeRawBufferPointer(start: data, count: size * count))
+            switch context.receiveBody(UnsafeRawBufferPointer(start: data, count: size * count)) {
+            case .taken: return size * count
             // Any count other than the one offered makes libcurl stop with CURLE_WRITE_ERROR.
-            return accepted ? size * count : 0
+            case .refused: return 0
+            // libcurl keeps the bytes and offers them again once the transfer is resumed.
+            case .held: return Int(CURL_WRITEFUNC_PAUSE)
+            }
         }, "CURLOPT_WRITEFUNCTION")
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
     }
@@ -210,6 +216,11 @@ final class TransferContext {
     /// moved no byte for the whole timeout, or moved too few for the stall guard.
     private func watchForStall(received: Int64, sent: Int64) -> Bool {
         let now = MonotonicClock.milliseconds()
+        if heldByThrottle {
+            // Time held back by a rate limit is neither a stall nor slowness of the peer.
+            restartStallClocks(now: now)
+            return true
+        }
         if let minSpeed = request.minSpeed {
             if windowStart == 0 {
                 windowStart = now
@@ -292,18 +303,51 @@ final class TransferContext {
         return digits == 3 ? code : 0
     }
 
-    private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    private func restartStallClocks(now: Int64) {
+        lastMovement = now
+        windowStart = 0
+    }
+
+    /// What became of bytes offered by libcurl.
+    private enum BodyReceipt {
+        case taken, refused
+        /// Not taken yet: the rate limits ask to wait.
+        case held
+    }
+
+    private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyReceipt {
         let disposition = self.disposition ?? decideDisposition()
         switch disposition {
-        case .discard: return true
-        case .abort: return false
+        case .discard: return .taken
+        case .abort: return .refused
         case .write:
+            if let throttle = request.throttle {
+                let now = MonotonicClock.milliseconds()
+                if throttle.wait(now: now) > 0 {
+                    heldByThrottle = true
+                    return .held
+                }
+                throttle.spend(bytes.count, now: now)
+            }
             if sink?.write(bytes) == false {
                 abortedBySink = true
-                return false
+                return .refused
             }
-            return true
+            return .taken
         }
+    }
+
+    /// For a transfer held by its rate limits: resumes it when they let bytes through now
+    /// (returning 0), else returns the milliseconds until they will. Nil when it is not held.
+    /// On the engine's thread; resuming may offer the held bytes again at once.
+    func resumeIfAllowed(now: Int64) -> Int64? {
+        guard heldByThrottle, let throttle = request.throttle else { return nil }
+        let wait = throttle.wait(now: now)
+        if wait > 0 { return wait }
+        heldByThrottle = false
+        restartStallClocks(now: now)
+        curl_easy_pause(easy.raw, CURLPAUSE_CONT)
+        return 0
     }
 
     private func decideDisposition() -> BodyDisposition {

@@ -68,6 +68,8 @@ private final class MultiLoop: @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: TransferContext] = [:]
     /// The id of the next transfer; touched only on the loop thread.
     private var nextID: UInt64 = 1
+    /// The running transfers that have rate limits; touched only on the loop thread.
+    private var throttled: Set<UnsafeMutableRawPointer> = []
 
     init() {
         guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
@@ -113,14 +115,28 @@ private final class MultiLoop: @unchecked Sendable {
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             drainFinished()
+            let timeout = throttled.isEmpty ? 1000 : resumeThrottled(longest: 1000)
             sleeping.store(true, ordering: .sequentiallyConsistent)
             let idle = inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
-                curl_multi_poll(multi, nil, 0, 1000, nil)
+                curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
         }
         curl_multi_cleanup(multi)
+    }
+
+    /// Resumes the transfers their rate limits let go on; returns how long the loop may sleep
+    /// before one of the others may go on (or at most `longest` ms). A held transfer has
+    /// nothing for libcurl to wait on, so the loop's timeout is what wakes it: no busy loop.
+    private func resumeThrottled(longest: Int64) -> Int64 {
+        let now = MonotonicClock.milliseconds()
+        var sleep = longest
+        for handle in throttled {
+            guard let context = active[handle], let wait = context.resumeIfAllowed(now: now) else { continue }
+            sleep = min(sleep, wait)
+        }
+        return sleep
     }
 
     /// See `TransferEngine.start`. A request refused before it is under way completes on the
@@ -145,6 +161,7 @@ private final class MultiLoop: @unchecked Sendable {
         let added = curl_multi_add_handle(multi, context.easy.raw)
         guard added == CURLM_OK else { return fail(CURLE_FAILED_INIT) }
         active[context.easy.raw] = context
+        if request.throttle != nil { throttled.insert(context.easy.raw) }
         return id
     }
 
@@ -160,6 +177,7 @@ private final class MultiLoop: @unchecked Sendable {
     /// then free the handle and the header list it points to.
     private func complete(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
         guard let context = active.removeValue(forKey: handle) else { return }
+        throttled.remove(handle)
         curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
         context.releaseHandle()

@@ -27,6 +27,8 @@ struct TransferRequest: Sendable {
     var protocols: String
     /// The proxy to go through (libcurl's syntax); nil: direct, whatever the environment says.
     var proxy: String?
+    /// The rate limits the body is received under; nil: none.
+    var throttle: Throttle?
 
     init(
         url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,
