@@ -35,6 +35,15 @@ private func parse(
         connectivity:
           probe: https://${MIRROR_HOST}/ping
           wait: 2m
+        rate_limit: "08:00,1MiB 18:00,off"
+        hosts:
+          example.org:
+            concurrency: 2
+            rate_limit: 512KiB
+            headers:
+              X-Client: mirror-for-example
+          "[::1]:8443":
+            concurrency: 1
         files:
           - url: https://example.org/data/a%20b.tar.gz
             sha256: 9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08
@@ -50,6 +59,7 @@ private func parse(
             insecure: true
             ftp_tls: required
             max_size: 1GB
+            rate_limit: 2MiB/s
           - url: file:///srv/c.txt
         """)
 
@@ -79,7 +89,7 @@ private func parse(
             HTTPHeader(name: "X-Client", value: "mirror"),
         ],
         insecure: false, maxSize: 5 << 20, ftpTLS: .try))
-    #expect(first.location == SourceLocation(file: "assets.yaml", line: 18, column: 5))
+    #expect(first.location == SourceLocation(file: "assets.yaml", line: 27, column: 5))
 
     let second = manifest.entries[1]
     #expect(second.url.string == "https://u:s3cret-token@example.org/b?x=$1&y=")
@@ -95,12 +105,37 @@ private func parse(
             HTTPHeader(name: "X-Client", value: "mirror"),
             HTTPHeader(name: "X-Extra", value: ""),
         ],
-        insecure: true, maxSize: 1_000_000_000, ftpTLS: .required))
+        insecure: true, maxSize: 1_000_000_000, ftpTLS: .required).with {
+            $0.rateLimit = RateLimit(bytesPerSecond: 2 << 20, description: "2MiB/s")
+            $0.ownHeaderNames = ["authorization", "x-extra"]
+        })
+    #expect(second.settings.headers(toHostWith: [HTTPHeader(name: "X-Client", value: "mirror-for-example"), HTTPHeader(name: "Authorization", value: "host")])
+        .map(\.value) == ["Token s3cret-token", "mirror-for-example", ""], "defaults, then the host's, then the entry's own")
+    #expect(manifest.rateLimit?.changes == [
+        RateLimit.Change(minuteOfDay: 480, bytesPerSecond: 1 << 20), RateLimit.Change(minuteOfDay: 1080, bytesPerSecond: nil),
+    ])
+    #expect(manifest.hosts.rules.map(\.key) == ["example.org", "[::1]:8443"])
+    #expect(manifest.hosts.rules.map(\.concurrency) == [2, 1])
+    #expect(manifest.hosts.rules[0].rateLimit?.changes == [RateLimit.Change(minuteOfDay: 0, bytesPerSecond: 512 << 10)])
+    #expect(manifest.hosts.rules[0].headers == [HTTPHeader(name: "X-Client", value: "mirror-for-example")])
+    #expect(manifest.hosts.rule(for: HostKey(host: "EXAMPLE.org", port: 443))?.key == "example.org", "any port, any case")
+    #expect(manifest.hosts.rule(for: HostKey(host: "::1", port: 8443))?.key == "[::1]:8443")
+    #expect(manifest.hosts.rule(for: HostKey(host: "::1", port: 443)) == nil, "a rule with a port is for that port only")
 
     let third = manifest.entries[2]
     #expect(third.url.string == "file:///srv/c.txt")
     #expect(third.dest == "c.txt")
     #expect(third.settings.retries == 3)
+    #expect(third.settings.rateLimit == nil)
+}
+
+extension TransferSettings {
+    /// A copy changed by `change`, for settings the initialiser does not take.
+    func with(_ change: (inout TransferSettings) -> Void) -> TransferSettings {
+        var copy = self
+        change(&copy)
+        return copy
+    }
 }
 
 @Test func minimalManifestTakesTheDefaults() throws {

@@ -47,4 +47,29 @@ struct TransferSlotsTests {
         }
         #expect(await task.value == nil)
     }
+
+    /// Asks for a permit for `host`; one granted later is kept, by name, in `granted`.
+    private static func ask(_ slots: TransferSlots, _ host: String?, _ name: String,
+                            _ granted: Shared<[(name: String, slot: TransferSlots.Slot)]>) -> TransferSlots.Slot? {
+        slots.acquire(host: host) { slot in granted.withLock { $0.append((name, slot)) } }.0
+    }
+
+    /// A host with its own `concurrency` gets no more permits than that, and its waiters do not
+    /// hold up another host's requests queued behind them.
+    @Test func aLimitedHostWaitsAloneForItsOwnPermits() throws {
+        let slots = TransferSlots(3, hostLimits: ["a": 1])
+        let granted = Shared([(name: String, slot: TransferSlots.Slot)]())
+        let a1 = try #require(Self.ask(slots, "a", "a1", granted))
+        #expect(Self.ask(slots, "a", "a2", granted) == nil, "host a is at its limit of 1")
+        let b1 = try #require(Self.ask(slots, "b", "b1", granted), "a waiter of host a holds up no other host")
+        let c1 = try #require(Self.ask(slots, nil, "c1", granted))
+        #expect(Self.ask(slots, nil, "c2", granted) == nil, "3 permits in all are out")
+        b1.release()
+        #expect(granted.withLock { $0.map(\.name) } == ["c2"], "the freed permit goes to the first waiter that may have it")
+        a1.release()
+        #expect(granted.withLock { $0.map(\.name) } == ["c2", "a2"], "host a's permit lets its own waiter in")
+        #expect(Self.ask(slots, "b", "b2", granted) == nil, "a1's permit went to a2: none is free")
+        c1.release()
+        #expect(granted.withLock { $0.map(\.name) } == ["c2", "a2", "b2"])
+    }
 }

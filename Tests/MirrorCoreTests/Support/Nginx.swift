@@ -17,9 +17,14 @@ struct NginxOptions: Sendable {
     var tls: NginxTLS?
     /// With `tls`: offer HTTP/2 (by ALPN), as most HTTPS servers do.
     var http2: Bool
+    /// The listening socket's send buffer (`listen … sndbuf=`), in bytes; nil: the kernel's,
+    /// which grows to megabytes. A small one keeps what nginx counts as sent close to what the
+    /// client has read.
+    var sendBuffer: Int?
 
     init(rateLimit: Int? = nil, extraServerConfiguration: String = "", startupTimeout: Duration = .seconds(5),
-         tls: NginxTLS? = nil, http2: Bool = false) {
+         tls: NginxTLS? = nil, http2: Bool = false, sendBuffer: Int? = nil) {
+        self.sendBuffer = sendBuffer
         self.rateLimit = rateLimit
         self.extraServerConfiguration = extraServerConfiguration
         self.startupTimeout = startupTimeout
@@ -58,6 +63,15 @@ struct LoggedRequest: Sendable, Equatable, CustomStringConvertible {
     var connectionRequests: Int
     /// "HTTP/1.1" or "HTTP/2.0".
     var `protocol`: String = ""
+    /// When nginx logged it (its last byte handed to the socket), in seconds since the epoch.
+    var endedAt: Double = 0
+    /// Seconds from the request's first byte read to the log line.
+    var duration: Double = 0
+    /// The `X-Test` request header.
+    var xTest: String?
+
+    /// When nginx read the request's first byte, in seconds since the epoch.
+    var startedAt: Double { endedAt - duration }
 
     var description: String {
         "\(method) \(uri) → \(status) (\(bodyBytesSent) body bytes, connection \(connection))"
@@ -272,11 +286,12 @@ final class NginxServer: Sendable {
                     '"authorization":"$http_authorization","accept_encoding":"$http_accept_encoding",'
                     '"user_agent":"$http_user_agent",'
                     '"connection":"$connection","connection_requests":"$connection_requests",'
-                    '"protocol":"$server_protocol"}';
+                    '"protocol":"$server_protocol","msec":"$msec","request_time":"$request_time",'
+                    '"x_test":"$http_x_test"}';
                 access_log \(quoted(prefix + "/access.log")) mirror_test;
 
                 server {
-                    listen 127.0.0.1:\(port)\(options.tls == nil ? "" : " ssl")\(options.tls != nil && options.http2 ? " http2" : "");
+                    listen 127.0.0.1:\(port)\(options.tls == nil ? "" : " ssl")\(options.tls != nil && options.http2 ? " http2" : "")\(options.sendBuffer.map { " sndbuf=\($0)" } ?? "");
                     server_name localhost;
                     root \(quoted(root));
             \(rateLimit)\(tls)
@@ -363,7 +378,9 @@ final class NginxServer: Sendable {
                 ifModifiedSince: header("if_modified_since"), authorization: header("authorization"),
                 acceptEncoding: header("accept_encoding"), userAgent: header("user_agent"),
                 connection: number("connection"), connectionRequests: number("connection_requests"),
-                protocol: fields["protocol"] ?? "")
+                protocol: fields["protocol"] ?? "",
+                endedAt: fields["msec"].flatMap { Double($0) } ?? 0, duration: fields["request_time"].flatMap { Double($0) } ?? 0,
+                xTest: header("x_test"))
         }
     }
 }
