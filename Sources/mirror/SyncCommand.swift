@@ -30,6 +30,12 @@ struct SyncCommand: AsyncParsableCommand {
             a symbolic link is touched. If any entry failed, nothing is deleted; with \
             --max-delete N, more than N files to delete means none are. Either ends with exit 1.
 
+            --rate-limit (or the manifest's top-level `rate_limit`) holds all transfers \
+            together to a rate in bytes per second (512KiB, 5MiB/s) or a local-time \
+            timetable ("08:00,512KiB 19:00,off"); `hosts:` in the manifest sets a host's \
+            concurrency, rate_limit and headers, and an entry may have its own rate_limit. A \
+            transfer over a limit pauses until it may go on.
+
             For schedulers: --metrics-file writes mirror_last_run_timestamp_seconds, \
             mirror_last_success_timestamp_seconds (kept from the previous file when this run \
             fails), mirror_run_duration_seconds, mirror_exit_code, mirror_entries{result}, \
