@@ -84,12 +84,13 @@ struct Throttle: Sendable {
         for bucket in buckets { bucket.spend(bytes, now: now) }
     }
 
-    /// A receive buffer small enough that one chunk is a small part of a second at the lowest
-    /// rate: libcurl hands the body over a buffer at a time, and a bucket lets a whole one
-    /// through. Nil: no bucket limits anything, keep the usual size.
+    /// libcurl's receive buffer for a held transfer: 1/64 s of the lowest rate, at least 16 KiB
+    /// (what libcurl hands over at a time anyway). What libcurl has read from the socket but a
+    /// paused transfer has not taken is bandwidth used ahead of the limit; a small buffer keeps
+    /// that small. Nil: no bucket limits anything, keep the usual size.
     var receiveBufferSize: Int? {
         guard let lowest = buckets.compactMap(\.limit.lowestBytesPerSecond).min() else { return nil }
-        return Int(min(max(lowest / 16, 16 * 1024), Int64(TransferContext.receiveBufferSize)))
+        return Int(min(max(lowest / 64, 16 * 1024), Int64(TransferContext.receiveBufferSize)))
     }
 }
 

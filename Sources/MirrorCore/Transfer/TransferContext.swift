@@ -73,8 +73,12 @@ final class TransferContext {
         try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
         // To an HTTP/2 server, wait for a connection being set up and multiplex over it rather
-        // than open one connection per request.
-        try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
+        // than open one connection per request. Only over TLS, the one way HTTP/2 is offered
+        // here (ALPN): to an http:// host libcurl would hold every request after the first until
+        // that one ended, a connection at a time.
+        if request.url.utf8.starts(with: "https:".utf8) || request.url.utf8.starts(with: "HTTPS:".utf8) {
+            try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
+        }
         // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
         // headers it is the only validator (see `currentHead`).
         try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")

@@ -68,8 +68,9 @@ private final class MultiLoop: @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: TransferContext] = [:]
     /// The id of the next transfer; touched only on the loop thread.
     private var nextID: UInt64 = 1
-    /// The running transfers that have rate limits; touched only on the loop thread.
-    private var throttled: Set<UnsafeMutableRawPointer> = []
+    /// The running transfers that have rate limits, the one resumed longest ago first: they
+    /// take turns at the bandwidth they share. Touched only on the loop thread.
+    private var throttled: [UnsafeMutableRawPointer] = []
 
     init() {
         guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
@@ -126,14 +127,23 @@ private final class MultiLoop: @unchecked Sendable {
         curl_multi_cleanup(multi)
     }
 
-    /// Resumes the transfers their rate limits let go on; returns how long the loop may sleep
-    /// before one of the others may go on (or at most `longest` ms). A held transfer has
-    /// nothing for libcurl to wait on, so the loop's timeout is what wakes it: no busy loop.
+    /// Resumes the first held transfer (longest since its last turn) whose rate limits let it
+    /// go on, and returns how long the loop may sleep (0 after a resume: the loop goes round at
+    /// once, and the next one gets its turn then if the limits still allow), at most `longest`
+    /// ms. One at a time, because libcurl hands a resumed transfer its bytes on its next
+    /// `perform`, in its own order: resuming all at once would let the same one take the
+    /// bandwidth every time. A held transfer has nothing for libcurl to wait on, so the loop's
+    /// timeout is what wakes it: no busy loop.
     private func resumeThrottled(longest: Int64) -> Int64 {
         let now = MonotonicClock.milliseconds()
         var sleep = longest
-        for handle in throttled {
+        for (position, handle) in throttled.enumerated() {
             guard let context = active[handle], let wait = context.resumeIfAllowed(now: now) else { continue }
+            if wait == 0 {
+                throttled.remove(at: position)
+                throttled.append(handle)
+                return 0
+            }
             sleep = min(sleep, wait)
         }
         return sleep
@@ -161,7 +171,7 @@ private final class MultiLoop: @unchecked Sendable {
         let added = curl_multi_add_handle(multi, context.easy.raw)
         guard added == CURLM_OK else { return fail(CURLE_FAILED_INIT) }
         active[context.easy.raw] = context
-        if request.throttle != nil { throttled.insert(context.easy.raw) }
+        if request.throttle != nil { throttled.append(context.easy.raw) }
         return id
     }
 
@@ -177,7 +187,7 @@ private final class MultiLoop: @unchecked Sendable {
     /// then free the handle and the header list it points to.
     private func complete(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
         guard let context = active.removeValue(forKey: handle) else { return }
-        throttled.remove(handle)
+        throttled.removeAll { $0 == handle }
         curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
         context.releaseHandle()

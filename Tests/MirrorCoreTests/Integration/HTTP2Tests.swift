@@ -22,4 +22,25 @@ struct HTTP2Tests {
         #expect(Set(requests.map(\.connection)).count == 1,
                 "6 at a time over HTTP/2 should be streams of one connection: \(requests)")
     }
+
+    /// To an HTTP/1.1 server, concurrent downloads each get a connection at once: none waits for
+    /// the first one to end in case it could be shared. Four slow responses (nginx sends each at
+    /// 256 KiB/s after the first 256 KiB) are all under way together at the server, over plain
+    /// HTTP and over TLS without HTTP/2.
+    @Test(arguments: [false, true])
+    func concurrentDownloadsFromAnHTTP1ServerRunTogether(overTLS: Bool) async throws {
+        let ca = try PrivateCA()
+        var site: [String: Data] = [:]
+        for index in 0..<4 { site["s\(index).bin"] = randomData(count: 1024 * 1024, seed: UInt64(720 + index)) }
+        let options = NginxOptions(rateLimit: 256 * 1024, tls: overTLS ? ca.serverTLS : nil, http2: false)
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let manifest = ManifestText(top: ["concurrency: 4", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                    entries: site.keys.sorted().map { .url(scenario.url("/" + $0)) })
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.allSatisfy { $0.protocol == "HTTP/1.1" })
+        #expect(HostSettingsTests.mostAtOnce(requests) == 4,
+                "all four under way at once: \(requests.map { "\($0.uri) \($0.startedAt)-\($0.endedAt)" })")
+    }
 }

@@ -88,9 +88,9 @@ struct RateLimitTests {
         let otherHost = try NginxServer.start(serving: otherSite, options: NginxOptions(sendBuffer: 32 * 1024))
         defer { otherHost.stop() }
 
-        let entries = limitedSite.keys.sorted().map { ManifestText.Entry(scenario.url("/" + $0)) }
-            + [ManifestText.Entry(otherHost.url("/entry.bin"), "rate_limit: 1MiB/s")]
+        let entries = [ManifestText.Entry(otherHost.url("/entry.bin"), "rate_limit: 1MiB/s")]
             + freeFiles.keys.sorted().map { ManifestText.Entry(otherHost.url("/" + $0)) }
+            + limitedSite.keys.sorted().map { ManifestText.Entry(scenario.url("/" + $0)) }
         let manifest = ManifestText(top: [
             "concurrency: 8",
             "hosts:",
@@ -109,5 +109,24 @@ struct RateLimitTests {
         let free = other.filter { $0.uri.hasPrefix("/free") && $0.method == "GET" }
         #expect(free.count == 4)
         #expect(free.allSatisfy { $0.duration < 2 }, "entries with no limit of their own are not held: \(free.map(\.duration))")
+    }
+
+    /// Transfers that share a limit take turns at it: four files under one run limit all move
+    /// together and end together, none waiting for the others to finish (nor starved until the
+    /// server gives up on it).
+    @Test func transfersSharingALimitTakeTurns() async throws {
+        var site: [String: Data] = [:]
+        for index in 0..<4 { site["t\(index).bin"] = randomData(count: 1024 * 1024, seed: UInt64(4_000 + index)) }
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(sendBuffer: 32 * 1024)))
+        let manifest = ManifestText(top: ["concurrency: 4", "rate_limit: 1MiB"],
+                                    entries: site.keys.sorted().map { ManifestText.Entry(scenario.url("/" + $0)) })
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
+        let gets = try scenario.nginxRequests().filter { $0.method == "GET" }
+        try #require(gets.count == 4)
+        let start = gets.map(\.startedAt).min()!, end = gets.map(\.endedAt).max()!
+        let firstEnd = gets.map(\.endedAt).min()!
+        #expect(firstEnd - start >= 0.75 * (end - start),
+                "sharing 1 MiB/s, each of 4 files should take most of the ~4 s: ends at \(gets.map { $0.endedAt - start })")
     }
 }
