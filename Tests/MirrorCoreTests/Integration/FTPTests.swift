@@ -51,6 +51,24 @@ struct FTPTests {
         #expect(ftp.commands.contains("REST \(200_000 - 65_536)"), "\(ftp.commands)")
     }
 
+    /// An entry's `rate_limit` holds an FTP download too: 640 KiB at 256 KiB/s cannot end in
+    /// under 2.5 s, whatever the load on the machine.
+    @Test func anFTPDownloadKeepsToItsRateLimit() async throws {
+        let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
+        let data = randomData(count: 640 * 1024, seed: 83)
+        try site.write(data, to: "slow.bin")
+        let ftp = try await VsftpdServer.start(serving: site)
+        let work = try SyncScenario()
+
+        let started = ContinuousClock.now
+        let reports = try await work.sync(.files(.url(ftp.url("/slow.bin"), dest: "slow.bin", "rate_limit: 256KiB", "retries: 0")))
+        let elapsed = ContinuousClock.now - started
+
+        #expect(reports[0].outcome == .transferred, "\(reports[0])")
+        #expect(work.local("slow.bin")?.fingerprint == data.fingerprint)
+        #expect(elapsed >= .milliseconds(2_400), "640 KiB at 256 KiB/s took \(elapsed)")
+    }
+
     @Test func explicitFTPSWithFtpTLSRequired() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-ftp-site")
         let data = randomData(count: 150_000, seed: 83)

@@ -43,4 +43,24 @@ struct HTTP2Tests {
         #expect(HostSettingsTests.mostAtOnce(requests) == 4,
                 "all four under way at once: \(requests.map { "\($0.uri) \($0.startedAt)-\($0.endedAt)" })")
     }
+
+    /// Rate limits pause HTTP/2 streams as they pause HTTP/1.1 transfers: six streams of one
+    /// connection under a run limit of 512 KiB/s all arrive whole, no sooner than the limit allows.
+    @Test func http2StreamsKeepToARateLimit() async throws {
+        let ca = try PrivateCA()
+        var site: [String: Data] = [:]
+        for index in 0..<6 { site["l\(index).bin"] = randomData(count: 256 * 1024, seed: UInt64(740 + index)) }
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let manifest = ManifestText(top: ["concurrency: 6", "rate_limit: 512KiB", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                    entries: site.keys.sorted().map { .url(scenario.url("/" + $0)) })
+        let started = ContinuousClock.now
+        let reports = try await scenario.sync(manifest)
+        let elapsed = ContinuousClock.now - started
+        #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
+        for (name, data) in site { #expect(scenario.local(name)?.fingerprint == data.fingerprint, "\(name)") }
+        #expect(elapsed >= .milliseconds(2_700), "1.5 MiB at 512 KiB/s took \(elapsed)")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.allSatisfy { $0.protocol == "HTTP/2.0" })
+        #expect(Set(requests.map(\.connection)).count == 1, "\(requests)")
+    }
 }

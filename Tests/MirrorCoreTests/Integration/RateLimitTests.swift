@@ -129,4 +129,21 @@ struct RateLimitTests {
         #expect(firstEnd - start >= 0.75 * (end - start),
                 "sharing 1 MiB/s, each of 4 files should take most of the ~4 s: ends at \(gets.map { $0.endedAt - start })")
     }
+
+    /// Time a transfer is held back by its limit is neither a stall (`timeout`) nor slowness of
+    /// the server (`min_speed`): two transfers taking turns at 16 KiB/s are each held a second at
+    /// a time, past a 500 ms timeout and under a 1 MiB/s minimum, and succeed at the first try.
+    @Test func heldTimeIsNeitherAStallNorSlowness() async throws {
+        let site = ["p0.bin": randomData(count: 32 * 1024, seed: 4_100), "p1.bin": randomData(count: 32 * 1024, seed: 4_101)]
+        let scenario = try SyncScenario(.nginx(site: site))
+        let manifest = ManifestText(
+            top: ["concurrency: 2", "rate_limit: 16KiB", "defaults:", "  retries: 0", "  timeout: 500ms",
+                  "  min_speed: 1MiB", "  min_speed_time: 1s"],
+            entries: site.keys.sorted().map { ManifestText.Entry(scenario.url("/" + $0)) })
+        let started = ContinuousClock.now
+        let reports = try await scenario.sync(manifest)
+        #expect(ContinuousClock.now - started >= .milliseconds(3_500), "64 KiB at 16 KiB/s")
+        #expect(reports.allSatisfy { $0.outcome == .transferred && $0.attempts == 1 }, "\(reports.map { "\($0.outcome) \($0.attempts)" })")
+        for (name, data) in site { #expect(scenario.local(name)?.fingerprint == data.fingerprint) }
+    }
 }
