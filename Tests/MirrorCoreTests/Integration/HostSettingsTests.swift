@@ -46,6 +46,7 @@ struct HostSettingsTests {
         let other = try otherHost.requests(atLeast: 8)
         #expect(limited.count(where: { $0.method == "GET" }) == 8)
         #expect(Self.mostAtOnce(limited) == 2, "host with concurrency 2: \(limited.map { "\($0.method) \($0.uri) \($0.startedAt)-\($0.endedAt)" })")
+        #expect(Set(limited.map(\.connection)).count <= 2, "no more connections to it than its concurrency: \(limited)")
         #expect(Self.mostAtOnce(other) >= 4, "the other host has the rest of the run's 8")
         let lastLimitedEnd = try #require(limited.map(\.endedAt).max())
         let firstOtherStart = try #require(other.map(\.startedAt).min())
