@@ -60,7 +60,7 @@ struct LockCommand: AsyncParsableCommand {
         }
         if options.json {
             let entries = manifest.entries.map { entry -> JSONValue in
-                .object([("dest", .string(entry.dest)), ("sha256", .string(pins[entry.dest]?.sha256)),
+                .object([("dest", .string(entry.dest)), JSONValue.digestField(pins[entry.dest]?.digest),
                          ("size", .int(pins[entry.dest]?.size))])
             }
             console.json(JSONValue.object([("manifest", .string(manifest.path)), ("entries", .array(entries))]).text)

@@ -192,7 +192,7 @@ enum SyncJSON {
                 ("bytes_transferred", .int(report.bytesTransferred)),
                 ("size", .int(report.size)),
                 ("attempts", .int(report.attempts)),
-                ("sha256", .string(report.sha256)),
+                JSONValue.digestField(report.sha256),
                 ("error", .string(error)),
             ])
         }

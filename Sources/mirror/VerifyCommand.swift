@@ -56,7 +56,7 @@ enum VerifyJSON {
                 ("dest", .string(result.dest)),
                 ("status", .string(result.status.rawValue)),
                 ("size", .int(result.size)),
-                ("sha256", .string(result.sha256)),
+                JSONValue.digestField(result.sha256),
                 ("hash_from_store", .bool(result.hashFromStore)),
                 ("detail", .string(result.detail)),
             ])

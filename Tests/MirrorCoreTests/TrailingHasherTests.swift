@@ -65,7 +65,7 @@ struct TrailingHasherTests {
         try receive(body, head: okay(size), into: file, expectedTotal: Int64(size), hasher: hasher)
         // Whatever the file says now, the bytes written were `body`.
         file.scribble(at: 0, count: size)
-        #expect(try hasher.finish(size: Int64(size)) == SHA256Hasher.hex(of: body))
+        #expect(try hasher.finish(size: Int64(size)) == DigestHasher.hex(of: body))
         #expect(memory.inUse == 0)
     }
 
@@ -86,7 +86,7 @@ struct TrailingHasherTests {
         try receive(rest, head: head, into: file, from: Int64(prefixSize), expectedTotal: Int64(whole.count), hasher: hasher)
         // The new bytes come from memory, whatever happens to them on disk.
         file.scribble(at: prefixSize, count: rest.count)
-        #expect(try hasher.finish(size: Int64(whole.count)) == SHA256Hasher.hex(of: whole))
+        #expect(try hasher.finish(size: Int64(whole.count)) == DigestHasher.hex(of: whole))
         #expect(memory.inUse == 0)
     }
 
@@ -97,7 +97,7 @@ struct TrailingHasherTests {
         let hasher = TrailingHasher(fd: file.fd, path: file.path, memory: HashingMemory(limit: 64 << 20))
         hasher.advance(to: Int64(old.count))
         try receive(new, head: okay(new.count), into: file, from: Int64(old.count), expectedTotal: nil, hasher: hasher)
-        #expect(try hasher.finish(size: Int64(new.count)) == SHA256Hasher.hex(of: new))
+        #expect(try hasher.finish(size: Int64(new.count)) == DigestHasher.hex(of: new))
     }
 
     /// However far the hash falls behind, a file's writer waits rather than queue more than
@@ -120,7 +120,7 @@ struct TrailingHasherTests {
         }
         writer.end()
         #expect(most <= TrailingHasher.queueLimit + 2 * PartialFileWriter.bufferSize)
-        #expect(try hasher.finish(size: Int64(body.count)) == SHA256Hasher.hex(of: body))
+        #expect(try hasher.finish(size: Int64(body.count)) == DigestHasher.hex(of: body))
     }
 
     /// With no memory to spare every chunk is read back; with a little, some are.
@@ -132,7 +132,7 @@ struct TrailingHasherTests {
         let body = randomData(count: (6 << 20) + 1, seed: 45)
         try receive(body, head: okay(body.count), into: file, expectedTotal: Int64(body.count), hasher: hasher)
         #expect(memory.inUse <= limit)
-        #expect(try hasher.finish(size: Int64(body.count)) == SHA256Hasher.hex(of: body))
+        #expect(try hasher.finish(size: Int64(body.count)) == DigestHasher.hex(of: body))
         #expect(memory.inUse == 0)
     }
 

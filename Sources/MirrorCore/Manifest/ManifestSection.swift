@@ -5,11 +5,11 @@ enum ManifestSection: CaseIterable {
     case connectivity
     case entry
 
-    static let transferKeys = ["retries", "timeout", "headers", "insecure", "ftp_tls", "max_size", "min_speed", "min_speed_time", "ca_file"]
+    static let transferKeys = ["retries", "timeout", "headers", "insecure", "ftp_tls", "max_size", "min_speed", "min_speed_time", "ca_file", "checksums"]
     // Made once: every mapping of the manifest looks its keys up here.
     private static let topLevelKeys = ["version", "root", "concurrency", "defaults", "connectivity", "allow_file", "prune", "files"]
     private static let connectivityKeys = ["probe", "wait"]
-    private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors"] + transferKeys
+    private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors"] + transferKeys + ["sha512", "checksum_name"]
 
     var allowedKeys: [String] {
         switch self {
