@@ -82,7 +82,7 @@ struct EntryMachineTests {
                 .finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin)),
             ], .done),
         ]),
-        Row(name: "pinned and verified by the store: skip without a request", pins: Pins(sha256: pin), steps: begin + [
+        Row(name: "pinned and verified by the store: skip without a request", pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
                 .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
             ], .done),
@@ -107,7 +107,7 @@ struct EntryMachineTests {
                 .releaseSlot, .finish(.failed(full, action: .fail(full), inspectPartial: true)),
             ], .done),
         ]),
-        Row(name: "a pinned DEST is hashed before deciding; a match is skipped and recorded", pins: Pins(sha256: pin), steps: begin + [
+        Row(name: "a pinned DEST is hashed before deciding; a match is skipped and recorded", pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
             step(.probed(.available(file)), [.hashDestination], .hashingDestination),
             step(.destinationHashed(.success(pin)), [
@@ -115,7 +115,7 @@ struct EntryMachineTests {
                 .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
             ], .done),
         ]),
-        Row(name: "a pinned DEST that cannot be hashed: fail, announced", retries: 0, pins: Pins(sha256: pin), steps: begin + [
+        Row(name: "a pinned DEST that cannot be hashed: fail, announced", retries: 0, pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
             step(.probed(.available(file)), [.hashDestination], .hashingDestination),
             step(.destinationHashed(.failure(full)), [
@@ -190,7 +190,7 @@ struct EntryMachineTests {
             ], .keeping),
             step(.keepRefused, [.commit(validators: validators, sha256: pin)], .committing),
         ]),
-        Row(name: "a sha256 pin mismatch deletes the partial file and its record; retried", pins: Pins(sha256: pin), steps: freshDownload + [
+        Row(name: "a sha256 pin mismatch deletes the partial file and its record; retried", pins: Pins(digest: pin), steps: freshDownload + [
             step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
                 .removePartial, .record(.clearPartial),
                 .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
@@ -429,7 +429,7 @@ struct EntryMachineTests {
                 .announce(.decided(.skip)), .releaseSlot, .finish(.planned(.skip, localSize: 100, remoteSize: 100)),
             ], .done),
         ]),
-        Row(name: "plan: pinned and verified needs no request", mode: .plan, pins: Pins(sha256: pin), steps: [
+        Row(name: "plan: pinned and verified needs no request", mode: .plan, pins: Pins(digest: pin), steps: [
             step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
             step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
@@ -443,7 +443,7 @@ struct EntryMachineTests {
                 .releaseSlot, .finish(.planned(.fail(.localConflict("a symlink")), localSize: nil, remoteSize: nil)),
             ], .done),
         ]),
-        Row(name: "plan: a pinned DEST that cannot be hashed is a fail row", mode: .plan, pins: Pins(sha256: pin), steps: [
+        Row(name: "plan: a pinned DEST that cannot be hashed is a fail row", mode: .plan, pins: Pins(digest: pin), steps: [
             step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
             step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),

@@ -11,7 +11,7 @@ struct ExampleManifestTests {
             path: path, environment: ["ASSET_TOKEN": "example-token", "MIRROR_HOST": "mirror.example.net"])
         #expect(!manifest.entries.isEmpty)
         #expect(manifest.entries.contains { !$0.mirrors.isEmpty })
-        #expect(manifest.entries.contains { $0.sha256 != nil })
+        #expect(manifest.entries.contains { $0.digest != nil })
         #expect(manifest.entries.allSatisfy { !$0.url.display.contains("example-token") })
     }
 }

@@ -300,7 +300,7 @@ func acceptedURLs(_ url: String, _ role: URLRules.Role) throws {
 
 @Test func destinationConflicts() {
     func claim(_ dest: String, _ url: String, line: Int, sha256: String? = nil) -> DestinationClaim {
-        DestinationClaim(dest: dest, url: url, sha256: sha256, size: nil, line: line)
+        DestinationClaim(dest: dest, url: url, digest: sha256, size: nil, line: line)
     }
     let outcome = DestinationConflicts.check([
         claim("a", "u1", line: 1),

@@ -91,28 +91,28 @@ struct PlannerTests {
             remote: sizeOnly,
             expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
         Row(name: "size only, DEST.part, sha256 pin → resume: the pin checks the result", destination: .missing,
-            partial: .file(size: 40), remote: sizeOnly, pins: Pins(sha256: pin), expected: .resume(from: 40, source: .partial)),
+            partial: .file(size: 40), remote: sizeOnly, pins: Pins(digest: pin), expected: .resume(from: 40, source: .partial)),
         Row(name: "size only, DEST equal and matching its sha256 pin → skip", destination: .file(size: 100), partial: .missing,
-            remote: sizeOnly, pins: Pins(sha256: pin), destinationSHA256: pin, expected: .skip),
+            remote: sizeOnly, pins: Pins(digest: pin), destinationSHA256: pin, expected: .skip),
         Row(name: "size pin contradicts the server → fail", destination: .missing, partial: .missing,
             remote: size100, pins: Pins(size: 99), expected: .fail(.sizePinConflict(pinned: 99, remote: 100))),
         Row(name: "DEST equal, sha256 pin matches → skip", destination: .file(size: 100), partial: .missing,
-            remote: size100, pins: Pins(sha256: pin), destinationSHA256: pin, expected: .skip),
+            remote: size100, pins: Pins(digest: pin), destinationSHA256: pin, expected: .skip),
         Row(name: "DEST equal, sha256 pin differs → replace", destination: .file(size: 100), partial: .missing,
-            remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            remote: size100, pins: Pins(digest: pin), destinationSHA256: otherHash,
             expected: .replace(reason: "local file does not match its sha256 pin")),
         Row(name: "DEST fails its pin, a partial of the pinned version → resume it, not replace", destination: .file(size: 100),
-            partial: .file(size: 60), remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            partial: .file(size: 60), remote: size100, pins: Pins(digest: pin), destinationSHA256: otherHash,
             expected: .resume(from: 60, source: .partial)),
         Row(name: "DEST matches its pin though the server's size changed → skip, record or not", destination: .file(size: 100),
-            partial: .missing, remote: .available(RemoteFile(size: 150, etag: "\"c\"")), pins: Pins(sha256: pin),
+            partial: .missing, remote: .available(RemoteFile(size: 150, etag: "\"c\"")), pins: Pins(digest: pin),
             destinationSHA256: pin, expected: .skip),
         Row(name: "DEST matches the sha256 pin but not the size pin → not skipped", destination: .file(size: 100),
-            partial: .missing, remote: .available(RemoteFile(size: 90, etag: "\"c\"")), pins: Pins(size: 90, sha256: pin),
+            partial: .missing, remote: .available(RemoteFile(size: 90, etag: "\"c\"")), pins: Pins(size: 90, digest: pin),
             destinationSHA256: pin,
             expected: .replace(reason: "local file does not match its sha256 pin")),
         Row(name: "shorter DEST failing its pin → resumed: it may be the pinned file's start", destination: .file(size: 40),
-            partial: .missing, remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            partial: .missing, remote: size100, pins: Pins(digest: pin), destinationSHA256: otherHash,
             expected: .resume(from: 40, source: .destination)),
         Row(name: "DEST is a directory → fail", destination: .other(kind: "a directory"), partial: .missing,
             remote: size100, expected: .fail(.localConflict("the destination is a directory; mirror will not replace it"))),
@@ -155,14 +155,14 @@ struct PlannerTests {
             state: verified(RemoteValidators(etag: nil, lastModified: nil, size: 100)), identity: identity,
             expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
         Row(name: "state complete, pinned and matching, remote changed → skip: the pin names the bytes",
-            destination: .file(size: 100), partial: .missing, remote: v2SameSize, pins: Pins(sha256: pin),
+            destination: .file(size: 100), partial: .missing, remote: v2SameSize, pins: Pins(digest: pin),
             state: verified(sha256: pin), identity: identity, expected: .skip),
         Row(name: "partial recorded with a size only → restart, never resumed unidentified", destination: .missing,
             partial: .file(size: 40), remote: sizeOnly,
             state: StateRecord(dest: "d", url: "u", partial: RemoteValidators(etag: nil, lastModified: nil, size: 100)),
             expected: .restart(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the partial file cannot be resumed safely")),
         Row(name: "state complete, recorded hash contradicts the pin → replace", destination: .file(size: 100), partial: .missing,
-            remote: v1Remote, pins: Pins(sha256: pin), state: verified(sha256: otherHash), identity: identity,
+            remote: v1Remote, pins: Pins(digest: pin), state: verified(sha256: otherHash), identity: identity,
             expected: .replace(reason: "local file does not match its sha256 pin")),
         Row(name: "partial of the current version → resume", destination: .missing, partial: .file(size: 40),
             remote: v1Remote, state: StateRecord(dest: "d", url: "u", partial: v1),
@@ -192,13 +192,13 @@ struct PlannerTests {
 
     @Test func pinnedAndVerifiedNeedsTheSameFileAndHash() {
         let local = LocalFacts(destination: .file(size: 100), partial: .missing, destinationIdentity: Self.identity)
-        #expect(Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(sha256: Self.pin)))
+        #expect(Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(digest: Self.pin)))
         #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins()))
-        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.otherHash), pins: Pins(sha256: Self.pin)))
-        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(size: 99, sha256: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.otherHash), pins: Pins(digest: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(size: 99, digest: Self.pin)))
         let touched = LocalFacts(destination: .file(size: 100), partial: .missing,
                                  destinationIdentity: LocalIdentity(size: 100, modifiedNanoseconds: 2_000, inode: 7))
-        #expect(!Planner.isPinnedAndVerified(local: touched, state: Self.verified(sha256: Self.pin), pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: touched, state: Self.verified(sha256: Self.pin), pins: Pins(digest: Self.pin)))
     }
 
     @Test(arguments: rows)
@@ -215,11 +215,11 @@ struct PlannerTests {
     @Test func hashIsWantedForAPinnedDestinationOfAnySize() {
         let equal = LocalFacts(destination: .file(size: 100), partial: .missing)
         let shorter = LocalFacts(destination: .file(size: 10), partial: .missing)
-        #expect(Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins(digest: Self.pin)))
         #expect(!Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins()))
-        #expect(Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(digest: Self.pin)))
         #expect(!Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins()))
-        #expect(!Planner.needsDestinationHash(local: equal, remote: .unavailable(.httpStatus(404)), pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.needsDestinationHash(local: equal, remote: .unavailable(.httpStatus(404)), pins: Pins(digest: Self.pin)))
     }
 
     @Test func actionNamesOffsetsAndBytes() {
