@@ -33,10 +33,11 @@ public struct ChecksumList: Sendable, Equatable {
     public static func parse(_ text: String) throws(Problem) -> ChecksumList {
         var list = ChecksumList()
         var number = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Split on the bytes: a Character holds CR LF as one.
+        for rawLine in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
-            var line = Substring(rawLine)
-            if line.last == "\r" { line = line.dropLast() }
+            let bytes = rawLine.last == UInt8(ascii: "\r") ? rawLine.dropLast() : rawLine
+            let line = Substring(bytes)
             if line.allSatisfy({ $0 == " " || $0 == "\t" }) || line.first == "#" { continue }
             let (algorithm, name, digest) = try parseLine(line, number: number)
             let key = normalised(name)

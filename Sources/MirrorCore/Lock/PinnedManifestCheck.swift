@@ -38,7 +38,7 @@ enum PinnedManifestCheck {
             guard wanted != after else { continue }
             let differing = [
                 ("url", wanted.url == after.url), ("mirrors", wanted.mirrors == after.mirrors),
-                ("dest", wanted.dest == after.dest), ("digest", wanted.digest == after.digest),
+                ("dest", wanted.dest == after.dest), (wanted.digestAlgorithm.key, wanted.digest == after.digest),
                 ("size", wanted.size == after.size), ("settings", wanted.settings == after.settings),
                 ("repeats", wanted.repeatLocations == after.repeatLocations),
             ].filter { !$0.1 }.map(\.0)
