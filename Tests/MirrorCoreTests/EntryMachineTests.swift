@@ -42,6 +42,8 @@ struct EntryMachineTests {
     static let validators = RemoteValidators(file)
     static let pin = String(repeating: "a", count: 64)
     static let other = String(repeating: "b", count: 64)
+    static let pin512 = String(repeating: "d", count: 128)
+    static let other512 = String(repeating: "e", count: 128)
     static let head = EntryMachine.ResponseHeadSummary(etag: "\"a\"", lastModified: lastModified)
     static let verified = CompleteVersion(validators: validators, sha256: pin, local: identity)
     static let recordOfDest = StateRecord(dest: "f", url: "u", complete: verified)
@@ -114,6 +116,21 @@ struct EntryMachineTests {
                 .announce(.decided(.skip)), .record(.complete(verified)), .releaseSlot,
                 .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
             ], .done),
+        ]),
+        Row(name: "a sha512 pin over a store record of a sha256: DEST is hashed in SHA-512, skipped and recorded so",
+            pins: Pins(digest: pin512), steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.hashDestination], .hashingDestination),
+            step(.destinationHashed(.success(pin512)), [
+                .announce(.decided(.skip)), .record(.complete(CompleteVersion(validators: validators, sha256: pin512, local: identity))),
+                .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin512)),
+            ], .done),
+        ]),
+        Row(name: "a sha512 pin mismatch deletes the partial file and its record; retried", pins: Pins(digest: pin512), steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: other512, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial),
+                .backOff(attempt: 1, failure: .checksumMismatch(expected: pin512, actual: other512), retryAfter: nil),
+            ], .backingOff),
         ]),
         Row(name: "a pinned DEST that cannot be hashed: fail, announced", retries: 0, pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),

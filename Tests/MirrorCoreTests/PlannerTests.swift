@@ -29,6 +29,8 @@ struct PlannerTests {
     static let datedSeconds: Int64 = 784_111_777
     static let pin = String(repeating: "a", count: 64)
     static let otherHash = String(repeating: "b", count: 64)
+    static let pin512 = String(repeating: "c", count: 128)
+    static let other512 = String(repeating: "d", count: 128)
 
     static let rows: [Row] = [
         Row(name: "nothing on disk → download", destination: .missing, partial: .missing, remote: size100,
@@ -164,6 +166,18 @@ struct PlannerTests {
         Row(name: "state complete, recorded hash contradicts the pin → replace", destination: .file(size: 100), partial: .missing,
             remote: v1Remote, pins: Pins(digest: pin), state: verified(sha256: otherHash), identity: identity,
             expected: .replace(reason: "local file does not match its sha256 pin")),
+        Row(name: "sha512 pin, DEST hashes to it → skip", destination: .file(size: 100), partial: .missing,
+            remote: v1Remote, pins: Pins(digest: pin512), destinationSHA256: pin512, expected: .skip),
+        Row(name: "sha512 pin, DEST hashes otherwise → replace, naming the sha512 pin", destination: .file(size: 100), partial: .missing,
+            remote: v1Remote, pins: Pins(digest: pin512), destinationSHA256: other512,
+            expected: .replace(reason: "local file does not match its sha512 pin")),
+        Row(name: "sha512 pin over a record of a sha256: the record says nothing of the pin, DEST's hash decides",
+            destination: .file(size: 100), partial: .missing, remote: v1Remote, pins: Pins(digest: pin512),
+            destinationSHA256: pin512, state: verified(sha256: otherHash), identity: identity, expected: .skip),
+        Row(name: "no pin, a record of a sha512, DEST hashed in SHA-256: not taken for a changed file",
+            destination: .file(size: 100), partial: .missing, remote: v1Remote, destinationSHA256: pin,
+            state: verified(sha256: pin512), identity: LocalIdentity(size: 100, modifiedNanoseconds: 1_000, inode: 8),
+            expected: .replace(reason: "no record says which version the local file is, and its date is not the server's Last-Modified")),
         Row(name: "partial of the current version → resume", destination: .missing, partial: .file(size: 40),
             remote: v1Remote, state: StateRecord(dest: "d", url: "u", partial: v1),
             expected: .resume(from: 40, source: .partial)),
@@ -220,6 +234,17 @@ struct PlannerTests {
         #expect(Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(digest: Self.pin)))
         #expect(!Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins()))
         #expect(!Planner.needsDestinationHash(local: equal, remote: .unavailable(.httpStatus(404)), pins: Pins(digest: Self.pin)))
+    }
+
+    /// A digest recorded in one algorithm vouches for nothing pinned in the other: the file is
+    /// hashed again rather than taken for a match or a mismatch.
+    @Test func aRecordedDigestCountsOnlyForAPinOfItsAlgorithm() {
+        let local = LocalFacts(destination: .file(size: 100), partial: .missing, destinationIdentity: Self.identity)
+        let record = Self.verified(sha256: Self.pin)
+        #expect(Planner.isPinnedAndVerified(local: local, state: record, pins: Pins(digest: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: record, pins: Pins(digest: Self.pin512)))
+        #expect(Planner.needsDestinationHash(local: local, remote: Self.size100, pins: Pins(digest: Self.pin512), state: record))
+        #expect(!Planner.needsDestinationHash(local: local, remote: Self.size100, pins: Pins(digest: Self.pin), state: record))
     }
 
     @Test func actionNamesOffsetsAndBytes() {

@@ -132,6 +132,35 @@ struct ChecksumFileTests {
         #expect(try scenario.nginxRequests().filter { $0.uri == "/SHA256SUMS" }.map(\.method) == ["GET"])
     }
 
+    @Test func verifyChecksAnEntryOfAChecksumFileOfflineByTheDigestMirrorRecorded() async throws {
+        let sums = "SHA512 (a.bin) = \(Self.sha512(Self.a))\n"
+        let scenario = try SyncScenario(.nginx(site: ["SUMS": Data(sums.utf8), "a.bin": Self.a]))
+        let manifest = try scenario.load(ManifestText(entries: [.url(scenario.url("/a.bin"), "checksums: \(scenario.url("/SUMS"))")]))
+        #expect(try await scenario.sync(manifest).map(\.outcome) == [.transferred])
+        scenario.nginx.stop()
+
+        let verified = await scenario.verifier(manifest).verify(rehash: true)
+        #expect(verified.map(\.status) == [.ok] && verified[0].sha256 == Self.sha512(Self.a))
+        var changed = Self.a
+        changed[0] ^= 1
+        try scenario.put(changed, at: "a.bin")
+        let modified = await scenario.verifier(manifest).verify(rehash: false)
+        #expect(modified.map(\.status) == [.modified])
+        #expect(modified[0].detail == "sha512 is \(Self.sha512(changed)); mirror wrote \(Self.sha512(Self.a))")
+    }
+
+    @Test func aPinThatChangesAlgorithmDoesNotFetchTheFileAgain() async throws {
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.a]))
+        _ = try await scenario.sync(ManifestText(entries: [.url(scenario.url("/a.bin"), "sha256: \(Self.sha256(Self.a))")]))
+        scenario.nginx.clearLog()
+
+        // The store holds a SHA-256; the new pin is a SHA-512: DEST is hashed, not downloaded.
+        let reports = try await scenario.sync(ManifestText(entries: [.url(scenario.url("/a.bin"), "sha512: \(Self.sha512(Self.a))")]))
+        #expect(reports.map(\.outcome) == [.skipped] && reports[0].sha256 == Self.sha512(Self.a))
+        #expect(try !scenario.nginxRequests().contains { $0.method == "GET" })
+        #expect(try scenario.record("a.bin")?.complete?.sha256 == Self.sha512(Self.a))
+    }
+
     @Test func lockPinsFromTheChecksumFile() throws {
         let sums = "SHA512 (a.bin) = \(Self.sha512(Self.a))\n\(Self.sha256(Self.b))  b.bin\n"
         let scenario = try SyncScenario(.nginx(site: ["SUMS": Data(sums.utf8), "a.bin": Self.a, "b.bin": Self.b]))
