@@ -37,7 +37,7 @@ final class ChecksumFileFetch: @unchecked Sendable {
     }
 
     private func attempt() {
-        if cancelled { return finish(.failure(.checksumFileUnavailable(url: url.display, .cancelled))) }
+        if cancelled { return finish(.failure(.cancelled)) }
         attempts += 1
         let body = ChecksumFileBody()
         let request = TransferRequest(
@@ -52,7 +52,9 @@ final class ChecksumFileFetch: @unchecked Sendable {
                 finish(.success(list))
             case .failure(let failure):
                 guard !cancelled, failure.isRetryable, attempts <= settings.retries else {
-                    return finish(.failure(failure.isChecksumFileProblem ? failure : .checksumFileUnavailable(url: url.display, failure)))
+                    // An interrupted run reports its entries as interrupted, as it does any other.
+                    let unwrapped = failure == .cancelled || failure.isChecksumFileProblem
+                    return finish(.failure(unwrapped ? failure : .checksumFileUnavailable(url: url.display, failure)))
                 }
                 let delay = retryPolicy.delay(afterAttempt: attempts, unitRandom: Double.random(in: 0...1))
                 let engine = fetcher.engine

@@ -12,25 +12,39 @@ struct ChecksumFileTests {
     static func sha256(_ data: Data) -> String { DigestHasher.hex(of: data) }
     static func sha512(_ data: Data) -> String { DigestHasher.hex(of: data, .sha512) }
 
+    /// Larger than `TrailingHasher.threadThreshold`: hashed as written on the hasher's thread.
+    static let large = randomData(count: 3_000_000, seed: 64)
+
     @Test func sha512PinIsCheckedBeforeTheRename() async throws {
-        let scenario = try SyncScenario(.nginx(site: ["good.bin": Self.a, "bad.bin": Self.a]))
+        let scenario = try SyncScenario(.nginx(site: ["good.bin": Self.a, "bad.bin": Self.a, "large.bin": Self.large]))
         let wrong = Self.sha512(Self.b)
         let reports = try await scenario.sync(ManifestText(top: ["defaults:", "  retries: 1"], entries: [
             .url(scenario.url("/good.bin"), "sha512: \(Self.sha512(Self.a).uppercased())"),
             .url(scenario.url("/bad.bin"), "sha512: \(wrong)"),
+            .url(scenario.url("/large.bin"), "sha512: \(Self.sha512(Self.large))"),
         ]))
+        #expect(reports[2].outcome == .transferred && reports[2].sha256 == Self.sha512(Self.large))
 
         #expect(reports[0].outcome == .transferred && reports[0].sha256 == Self.sha512(Self.a))
         let failure = TransferFailure.checksumMismatch(expected: wrong, actual: Self.sha512(Self.a))
         #expect(reports[1].outcome == .failed(failure))
         #expect(failure.description == "sha512 mismatch: expected \(wrong), download has \(Self.sha512(Self.a))")
-        #expect(scenario.files() == ["good.bin"], "the bad download is not under its name, nor its partial file")
+        #expect(scenario.files() == ["good.bin", "large.bin"], "the bad download is not under its name, nor its partial file")
         // The store keeps the SHA-512 the entry is pinned by: the next run needs no request.
         #expect(try scenario.record("good.bin")?.complete?.sha256 == Self.sha512(Self.a))
         scenario.nginx.clearLog()
         let again = try await scenario.sync(ManifestText(entries: [.url(scenario.url("/good.bin"), "sha512: \(Self.sha512(Self.a))")]))
         #expect(again[0].outcome == .skipped)
         #expect(try scenario.nginxRequests().isEmpty)
+    }
+
+    @Test func aResumedDownloadIsHashedInSHA512FromItsFirstByte() async throws {
+        let scenario = try SyncScenario(.nginx(site: ["r.bin": Self.large]), before: ["r.bin.part": Self.large.prefix(1_200_000)])
+        let reports = try await scenario.sync(ManifestText(entries: [.url(scenario.url("/r.bin"), "sha512: \(Self.sha512(Self.large))")]))
+
+        #expect(reports[0].outcome == .transferred && reports[0].sha256 == Self.sha512(Self.large))
+        let get = try #require(try scenario.nginxRequests().first { $0.method == "GET" })
+        #expect(get.range == "bytes=\(1_200_000 - 65_536)-", "the partial file was resumed, its prefix read back for the hash")
     }
 
     @Test func gnuChecksumFilePinsEveryEntryAndIsFetchedOnce() async throws {
