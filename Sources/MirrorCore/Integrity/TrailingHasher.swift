@@ -3,8 +3,8 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// The digest (SHA-256, or SHA-512 for an entry pinned by one) of a file that is being written, computed beside the writer instead of in its
-/// way. The transfer thread hands over each chunk just after writing it (`hash(handingOver:…)`,
+/// The digest (SHA-256, or SHA-512 for an entry pinned by one) of a file that is being written,
+/// computed beside the writer instead of in its way. The transfer thread hands over each chunk just after writing it (`hash(handingOver:…)`,
 /// `hash(copying:…)`) and goes on at once; a thread of the hasher's own hashes the chunks in
 /// file order from memory, so the bytes are hashed as they were written, not as the file reads
 /// later. Bytes the hasher is only told are on disk (`advance(to:)`: a resumed file's prefix,

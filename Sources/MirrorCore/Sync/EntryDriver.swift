@@ -435,8 +435,9 @@ final class EntryDriver: @unchecked Sendable {
         }
     }
 
-    /// The partial file's digest in the entry's algorithm (finished on the run's blocking pool, where waiting for the
-    /// hashing thread or reading the file stalls no transfer) and its size on disk.
+    /// The partial file's digest in the entry's algorithm (finished on the run's blocking pool,
+    /// where waiting for the hashing thread or reading the file stalls no transfer) and its
+    /// size on disk.
     private func finishHash(_ open: OpenPartial, size: Int64) {
         let path = paths.partial
         let algorithm = entry.digestAlgorithm
