@@ -11,12 +11,15 @@ final class ChecksumPins: @unchecked Sendable {
 
     private let fetcher: Fetcher
     private let retryPolicy: RetryPolicy
+    /// Checksum files fetched at once: the run's `concurrency`.
+    private let width: Int
     private var fetches: [ChecksumFileFetch] = []
     private var cancelled = false
 
-    init(fetcher: Fetcher, retryPolicy: RetryPolicy) {
+    init(fetcher: Fetcher, retryPolicy: RetryPolicy, width: Int) {
         self.fetcher = fetcher
         self.retryPolicy = retryPolicy
+        self.width = max(1, width)
     }
 
     /// Whether an entry takes its pin from its checksum file.
@@ -24,27 +27,34 @@ final class ChecksumPins: @unchecked Sendable {
         entry.digest == nil && entry.settings.checksums != nil
     }
 
-    /// Fetches every checksum file the entries need, all at once, and pins each entry from its
-    /// own; `completion` runs on the engine's thread, with one result per entry in order. Runs
+    /// Fetches every checksum file the entries need, `width` at a time, and pins each entry
+    /// from its own; `completion` runs on the engine's thread, with one result per entry in order. Runs
     /// `completion` at once when no entry needs a checksum file.
     func resolve(_ entries: [Entry], completion: @escaping (Resolution) -> Void) {
-        var urls: [String: (url: RemoteURL, settings: TransferSettings)] = [:]
+        // In manifest order, each URL once, with the settings of the first entry naming it.
+        var sources: [(url: RemoteURL, settings: TransferSettings)] = []
+        var named = Set<String>()
         for entry in entries where Self.needsChecksumFile(entry) {
             let url = entry.settings.checksums!
-            if urls[url.string] == nil { urls[url.string] = (url, entry.settings) }
+            if named.insert(url.string).inserted { sources.append((url, entry.settings)) }
         }
-        guard !urls.isEmpty else { return completion(entries.map { .success($0) }) }
+        guard !sources.isEmpty else { return completion(entries.map { .success($0) }) }
         var lists: [String: Result<ChecksumList, TransferFailure>] = [:]
-        for (key, source) in urls {
+        var next = 0
+        func startNext() {
+            let source = sources[next]
+            next += 1
             let fetch = ChecksumFileFetch(url: source.url, settings: source.settings, fetcher: fetcher, retryPolicy: retryPolicy)
             fetches.append(fetch)
             fetch.start { result in
-                lists[key] = result
-                guard lists.count == urls.count else { return }
+                lists[source.url.string] = result
+                if next < sources.count { return startNext() }
+                guard lists.count == sources.count else { return }
                 completion(entries.map { Self.pinned($0, lists: lists) })
             }
             if cancelled { fetch.cancel() }
         }
+        while next < min(width, sources.count) { startNext() }
     }
 
     /// Stops the fetches in progress: the entries that need them fail as interrupted.

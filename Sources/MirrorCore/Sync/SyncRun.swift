@@ -32,7 +32,7 @@ final class SyncRun: @unchecked Sendable {
         self.store = store
         self.conditions = conditions
         entries = runner.manifest.entries
-        checksumPins = ChecksumPins(fetcher: runner.fetcher, retryPolicy: runner.options.retryPolicy)
+        checksumPins = ChecksumPins(fetcher: runner.fetcher, retryPolicy: runner.options.retryPolicy, width: runner.options.concurrency)
         self.width = max(1, width)
         results = Array(repeating: nil, count: entries.count)
         remaining = entries.count

@@ -71,6 +71,26 @@ struct ChecksumFileTests {
         #expect(!requests.contains { $0.uri == "/unlisted.bin" }, "an entry its checksum file does not list is not downloaded")
     }
 
+    @Test func severalChecksumFilesAreFetchedOnceEachWithinTheConcurrency() async throws {
+        var site: [String: Data] = [:]
+        var entries: [ManifestText.Entry] = []
+        for release in 1...5 {
+            let data = randomData(count: 1_000 * release, seed: UInt64(70 + release))
+            site["r\(release)/f.bin"] = data
+            site["r\(release)/SHA256SUMS"] = Data("\(Self.sha256(data))  f.bin\n".utf8)
+        }
+        let scenario = try SyncScenario(.nginx(site: site))
+        for release in 1...5 {
+            entries.append(.url(scenario.url("/r\(release)/f.bin"), dest: "r\(release).bin", "checksums: \(scenario.url("/r\(release)/SHA256SUMS"))"))
+            entries.append(.url(scenario.url("/r\(release)/f.bin"), dest: "copy/r\(release).bin", "checksums: \(scenario.url("/r\(release)/SHA256SUMS"))"))
+        }
+        let reports = try await scenario.sync(ManifestText(top: ["concurrency: 2"], entries: entries))
+
+        #expect(reports.allSatisfy { $0.outcome == .transferred })
+        let sums = try scenario.nginxRequests().filter { $0.uri.hasSuffix("/SHA256SUMS") }.map(\.uri).sorted()
+        #expect(sums == (1...5).map { "/r\($0)/SHA256SUMS" })
+    }
+
     @Test func bsdChecksumFileWithSHA512AndChecksumName() async throws {
         let sums = "SHA512 (a.bin) = \(Self.sha512(Self.a))\nSHA512 (release-b.bin) = \(Self.sha512(Self.b))\n"
         let scenario = try SyncScenario(.nginx(site: ["CHECKSUM.SHA512": Data(sums.utf8), "a.bin": Self.a, "latest": Self.b]))
