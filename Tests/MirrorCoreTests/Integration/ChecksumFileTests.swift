@@ -151,6 +151,20 @@ struct ChecksumFileTests {
         #expect(try !scenario.nginxRequests().contains { $0.uri == "/a.bin" })
     }
 
+    @Test func aChecksumFileOverTheSizeCapIsRefusedNamingTheCap() async throws {
+        let huge = Data(repeating: 0x61, count: ChecksumFileBody.limit + 1)
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.a, "SHA256SUMS": huge]))
+        let reports = try await scenario.sync(ManifestText(entries: [
+            .url(scenario.url("/a.bin"), "checksums: \(scenario.url("/SHA256SUMS"))"),
+        ]))
+
+        #expect(reports[0].outcome == .failed(.checksumFileUnusable(
+            url: scenario.url("/SHA256SUMS"), reason: "is larger than 16 MiB, too large for a checksum file")))
+        #expect(scenario.files().isEmpty)
+        let fetched = try scenario.nginxRequests().filter { $0.uri == "/SHA256SUMS" }
+        #expect(fetched.count == 1, "not retried: a file too large stays too large")
+    }
+
     @Test func planFetchesTheChecksumFileAndSkipsWhatMatchesIt() async throws {
         let sums = "\(Self.sha256(Self.a))  a.bin\n\(Self.sha256(Self.b))  b.bin\n"
         let scenario = try SyncScenario(.nginx(site: ["SHA256SUMS": Data(sums.utf8), "a.bin": Self.a, "b.bin": Self.b]),
