@@ -151,6 +151,18 @@ struct ChecksumFileTests {
         #expect(try !scenario.nginxRequests().contains { $0.uri == "/a.bin" })
     }
 
+    @Test func aChecksumFileIsRetriedAfterA503AndFetchedOnceForTheRun() async throws {
+        let scenario = try SyncScenario(.faultServer)
+        scenario.server.route("/SHA256SUMS", replies: [.status(503), .file(Data("\(Self.sha256(Self.b))  b.bin\n".utf8))])
+        scenario.server.route("/b.bin", reply: .file(Self.b, etag: "\"b\""))
+        let reports = try await scenario.sync(ManifestText(top: ["defaults:", "  retries: 2", "  checksums: \(scenario.url("/SHA256SUMS"))"], entries: [
+            .url(scenario.url("/b.bin")), .url(scenario.url("/b.bin"), dest: "again/b.bin"),
+        ]))
+
+        #expect(reports.map(\.outcome) == [.transferred, .transferred])
+        #expect(scenario.server.requests.filter { $0.path == "/SHA256SUMS" }.map(\.method) == ["GET", "GET"])
+    }
+
     @Test func aChecksumFileOverTheSizeCapIsRefusedNamingTheCap() async throws {
         let huge = Data(repeating: 0x61, count: ChecksumFileBody.limit + 1)
         let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.a, "SHA256SUMS": huge]))
