@@ -26,6 +26,7 @@ extension ExitStatus {
     static func forFailures(_ reports: [EntryReport]) -> ExitStatus {
         let unreachable = reports.contains {
             if case .failed(.unreachable) = $0.outcome { return true }
+            if case .failed(.checksumFileUnavailable(_, .unreachable)) = $0.outcome { return true }
             return false
         }
         return unreachable ? .unreachable : .entriesFailed

@@ -6,10 +6,13 @@ import MirrorCore
 struct LockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lock",
-        abstract: "Pin every entry's sha256 and size in the manifest itself.",
+        abstract: "Pin every entry's sha256 (or sha512) and size in the manifest itself.",
         discussion: """
             Syncs the manifest first (downloading what is missing, as `mirror sync` does), then \
-            writes each entry's sha256 and size into the manifest file: existing values are \
+            writes each entry's digest and size into the manifest file: sha256, or sha512 for \
+            an entry pinned by SHA-512 (its own pin or its checksum file's: an entry pinned by \
+            a checksum file gets the digest that file lists, after the sync verified the \
+            download against it). Existing values are \
             replaced where they stand, missing keys are added as lines at the end of the entry. \
             Comments, order, layout and line endings are kept. Entries in flow style or written \
             as aliases are refused before anything is downloaded (exit status 2). The new text \
@@ -60,7 +63,7 @@ struct LockCommand: AsyncParsableCommand {
         }
         if options.json {
             let entries = manifest.entries.map { entry -> JSONValue in
-                .object([("dest", .string(entry.dest)), ("sha256", .string(pins[entry.dest]?.sha256)),
+                .object([("dest", .string(entry.dest)), JSONValue.digestField(pins[entry.dest]?.digest),
                          ("size", .int(pins[entry.dest]?.size))])
             }
             console.json(JSONValue.object([("manifest", .string(manifest.path)), ("entries", .array(entries))]).text)

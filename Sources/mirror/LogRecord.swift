@@ -82,7 +82,7 @@ struct LogRecord {
             fields += [
                 ("result", .string(report.outcome == .skipped ? "skipped" : "transferred")),
                 ("bytes_transferred", .int(report.bytesTransferred)), ("size", .int(report.size)),
-                ("attempts", .int(report.attempts)), ("sha256", .string(report.sha256)),
+                ("attempts", .int(report.attempts)), JSONValue.digestField(report.sha256),
             ]
             return LogRecord(level: .info, event: "finished", fields: fields)
         case .failed(.cancelled):

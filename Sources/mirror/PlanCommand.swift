@@ -9,7 +9,9 @@ struct PlanCommand: AsyncParsableCommand {
         abstract: "Show what sync would do for each entry, without changing anything.",
         discussion: """
             Probes every entry (HEAD, or a one-byte ranged GET where HEAD is refused) and looks \
-            at DEST and DEST.part on disk. Writes nothing anywhere: no files, no directories.
+            at DEST and DEST.part on disk. Writes nothing anywhere: no files, no directories. \
+            Checksum files (`checksums:` in the manifest) are fetched with a GET, once each, \
+            since the digest they list decides whether DEST is current.
 
             Actions: download (nothing on disk), resume (continue a partial file), restart \
             (what is on disk cannot be continued), replace (DEST is outdated), skip (DEST is \

@@ -10,7 +10,8 @@ struct SyncCommand: AsyncParsableCommand {
         discussion: """
             Plans each entry as `mirror plan` does and carries the plan out, at most \
             --concurrency transfers at a time. Downloads go to DEST.part and are renamed to \
-            DEST only when complete and verified (size, and sha256 when pinned); a partial file \
+            DEST only when complete and verified (size, and sha256 or sha512 when pinned by the \
+            manifest or its checksum file, fetched once per run); a partial file \
             is resumed with a Range request on the next run. A failed entry does not stop the \
             others. Retryable failures (connection errors, timeouts, cut bodies, 408, 429, 5xx) \
             are retried with exponential backoff and jitter, `retries` times per source; then \
@@ -201,7 +202,7 @@ enum SyncJSON {
                 ("bytes_transferred", .int(report.bytesTransferred)),
                 ("size", .int(report.size)),
                 ("attempts", .int(report.attempts)),
-                ("sha256", .string(report.sha256)),
+                JSONValue.digestField(report.sha256),
                 ("error", .string(error)),
             ])
         }

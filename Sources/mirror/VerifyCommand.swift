@@ -9,8 +9,9 @@ struct VerifyCommand: AsyncParsableCommand {
         abstract: "Check every local file against its pins and the state store, offline.",
         discussion: """
             Makes no network request and writes nothing. Each DEST is checked against the \
-            manifest's size and sha256 pins; without pins, against the hash mirror recorded \
-            when it wrote the file. A hash in the state store is reused while the file's size, \
+            manifest's size and sha256 (or sha512) pins; without pins, against the hash mirror \
+            recorded when it wrote the file (so an entry pinned by a checksum file is checked \
+            against the digest the sync verified, without fetching that file). A hash in the state store is reused while the file's size, \
             mtime and inode are unchanged; --rehash reads every file again.
 
             Statuses: ok, missing, mismatch (contradicts a pin), modified (other bytes than \
@@ -56,7 +57,7 @@ enum VerifyJSON {
                 ("dest", .string(result.dest)),
                 ("status", .string(result.status.rawValue)),
                 ("size", .int(result.size)),
-                ("sha256", .string(result.sha256)),
+                JSONValue.digestField(result.sha256),
                 ("hash_from_store", .bool(result.hashFromStore)),
                 ("detail", .string(result.detail)),
             ])

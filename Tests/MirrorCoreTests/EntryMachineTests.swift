@@ -42,6 +42,8 @@ struct EntryMachineTests {
     static let validators = RemoteValidators(file)
     static let pin = String(repeating: "a", count: 64)
     static let other = String(repeating: "b", count: 64)
+    static let pin512 = String(repeating: "d", count: 128)
+    static let other512 = String(repeating: "e", count: 128)
     static let head = EntryMachine.ResponseHeadSummary(etag: "\"a\"", lastModified: lastModified)
     static let verified = CompleteVersion(validators: validators, sha256: pin, local: identity)
     static let recordOfDest = StateRecord(dest: "f", url: "u", complete: verified)
@@ -82,7 +84,7 @@ struct EntryMachineTests {
                 .finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin)),
             ], .done),
         ]),
-        Row(name: "pinned and verified by the store: skip without a request", pins: Pins(sha256: pin), steps: begin + [
+        Row(name: "pinned and verified by the store: skip without a request", pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
                 .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
             ], .done),
@@ -107,7 +109,7 @@ struct EntryMachineTests {
                 .releaseSlot, .finish(.failed(full, action: .fail(full), inspectPartial: true)),
             ], .done),
         ]),
-        Row(name: "a pinned DEST is hashed before deciding; a match is skipped and recorded", pins: Pins(sha256: pin), steps: begin + [
+        Row(name: "a pinned DEST is hashed before deciding; a match is skipped and recorded", pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
             step(.probed(.available(file)), [.hashDestination], .hashingDestination),
             step(.destinationHashed(.success(pin)), [
@@ -115,7 +117,22 @@ struct EntryMachineTests {
                 .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
             ], .done),
         ]),
-        Row(name: "a pinned DEST that cannot be hashed: fail, announced", retries: 0, pins: Pins(sha256: pin), steps: begin + [
+        Row(name: "a sha512 pin over a store record of a sha256: DEST is hashed in SHA-512, skipped and recorded so",
+            pins: Pins(digest: pin512), steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.hashDestination], .hashingDestination),
+            step(.destinationHashed(.success(pin512)), [
+                .announce(.decided(.skip)), .record(.complete(CompleteVersion(validators: validators, sha256: pin512, local: identity))),
+                .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin512)),
+            ], .done),
+        ]),
+        Row(name: "a sha512 pin mismatch deletes the partial file and its record; retried", pins: Pins(digest: pin512), steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: other512, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial),
+                .backOff(attempt: 1, failure: .checksumMismatch(expected: pin512, actual: other512), retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "a pinned DEST that cannot be hashed: fail, announced", retries: 0, pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
             step(.probed(.available(file)), [.hashDestination], .hashingDestination),
             step(.destinationHashed(.failure(full)), [
@@ -190,7 +207,7 @@ struct EntryMachineTests {
             ], .keeping),
             step(.keepRefused, [.commit(validators: validators, sha256: pin)], .committing),
         ]),
-        Row(name: "a sha256 pin mismatch deletes the partial file and its record; retried", pins: Pins(sha256: pin), steps: freshDownload + [
+        Row(name: "a sha256 pin mismatch deletes the partial file and its record; retried", pins: Pins(digest: pin), steps: freshDownload + [
             step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
                 .removePartial, .record(.clearPartial),
                 .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
@@ -429,7 +446,7 @@ struct EntryMachineTests {
                 .announce(.decided(.skip)), .releaseSlot, .finish(.planned(.skip, localSize: 100, remoteSize: 100)),
             ], .done),
         ]),
-        Row(name: "plan: pinned and verified needs no request", mode: .plan, pins: Pins(sha256: pin), steps: [
+        Row(name: "plan: pinned and verified needs no request", mode: .plan, pins: Pins(digest: pin), steps: [
             step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
             step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
@@ -443,7 +460,7 @@ struct EntryMachineTests {
                 .releaseSlot, .finish(.planned(.fail(.localConflict("a symlink")), localSize: nil, remoteSize: nil)),
             ], .done),
         ]),
-        Row(name: "plan: a pinned DEST that cannot be hashed is a fail row", mode: .plan, pins: Pins(sha256: pin), steps: [
+        Row(name: "plan: a pinned DEST that cannot be hashed is a fail row", mode: .plan, pins: Pins(digest: pin), steps: [
             step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
             step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),

@@ -11,7 +11,9 @@ struct ExampleManifestTests {
             path: path, environment: ["ASSET_TOKEN": "example-token", "MIRROR_HOST": "mirror.example.net"])
         #expect(!manifest.entries.isEmpty)
         #expect(manifest.entries.contains { !$0.mirrors.isEmpty })
-        #expect(manifest.entries.contains { $0.sha256 != nil })
+        #expect(manifest.entries.contains { $0.digest != nil })
+        #expect(manifest.entries.contains { $0.digestAlgorithm == .sha512 })
+        #expect(manifest.entries.contains { $0.settings.checksums != nil && $0.checksumName != nil })
         #expect(manifest.entries.allSatisfy { !$0.url.display.contains("example-token") })
     }
 }

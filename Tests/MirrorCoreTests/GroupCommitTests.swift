@@ -18,7 +18,7 @@ struct GroupCommitTests {
             return GroupCommit.Request(
                 fd: fd, paths: paths, dest: dest, url: "http://127.0.0.1/\(dest)",
                 validators: RemoteValidators(etag: "\"e\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: Int64(bytes.count)),
-                sha256: SHA256Hasher.hex(of: Data(bytes))
+                sha256: DigestHasher.hex(of: Data(bytes))
             ) { _ in }
         }
     }

@@ -22,7 +22,7 @@ struct ManifestPinWriterTests {
               - url: http://h/b.bin
 
             """
-        let result = try pinned(text, ["a.bin": .init(sha256: Self.a, size: 10), "b.bin": .init(sha256: Self.b, size: 20)])
+        let result = try pinned(text, ["a.bin": .init(digest: Self.a, size: 10), "b.bin": .init(digest: Self.b, size: 20)])
         #expect(result == """
             # assets for the build
             version: 1
@@ -48,7 +48,7 @@ struct ManifestPinWriterTests {
                 sha256: "\(Self.b)"
                 retries: 2
             """
-        let result = try pinned(text, ["a.bin": .init(sha256: Self.a, size: 10)])
+        let result = try pinned(text, ["a.bin": .init(digest: Self.a, size: 10)])
         #expect(result == """
             version: 1
             files:
@@ -68,7 +68,7 @@ struct ManifestPinWriterTests {
                   X-Token: "${T}"
               - url: http://h/b.bin
             """
-        let result = try pinned(text, ["a.bin": .init(sha256: Self.a, size: 1), "b.bin": .init(sha256: Self.b, size: 2)])
+        let result = try pinned(text, ["a.bin": .init(digest: Self.a, size: 1), "b.bin": .init(digest: Self.b, size: 2)])
         #expect(result == """
             version: 1
             files:
@@ -83,13 +83,13 @@ struct ManifestPinWriterTests {
 
             """)
         let reloaded = try ManifestLoader.parse(text: result, path: "m.yaml", baseDirectory: "/srv", environment: ["T": "x"])
-        #expect(reloaded.entries.map(\.sha256) == [Self.a, Self.b])
+        #expect(reloaded.entries.map(\.digest) == [Self.a, Self.b])
         #expect(reloaded.entries[0].settings.headers.count == 1)
     }
 
     @Test func repeatedEntriesArePinnedAlike() throws {
         let text = "version: 1\nfiles:\n  - url: http://h/a.bin\n  - url: http://h/a.bin\n"
-        let result = try pinned(text, ["a.bin": .init(sha256: Self.a, size: 3)])
+        let result = try pinned(text, ["a.bin": .init(digest: Self.a, size: 3)])
         #expect(result.components(separatedBy: "sha256: \(Self.a)").count == 3)
         #expect(try ManifestLoader.parse(text: result, path: "m.yaml", baseDirectory: "/", environment: [:]).entries.count == 1)
     }
@@ -97,7 +97,7 @@ struct ManifestPinWriterTests {
     @Test func flowStyleEntriesAreRefusedWithAReason() throws {
         let text = "version: 1\nfiles:\n  - {url: \"http://h/a.bin\"}\n"
         #expect {
-            _ = try pinned(text, ["a.bin": .init(sha256: Self.a, size: 3)])
+            _ = try pinned(text, ["a.bin": .init(digest: Self.a, size: 3)])
         } throws: { error in
             "\(error)".contains("m.yaml:3:5: files[0]: written in flow style")
         }
@@ -127,7 +127,7 @@ struct ManifestPinWriterTests {
                 size: 1
 
             """
-        let result = try checkedPinned(text, ["a.bin": .init(sha256: Self.a, size: 10), "b.bin": .init(sha256: Self.b, size: 20)])
+        let result = try checkedPinned(text, ["a.bin": .init(digest: Self.a, size: 10), "b.bin": .init(digest: Self.b, size: 20)])
         // New lines go after the break every editor sees; a lone CR is one, so they end in CR.
         let aPins = lineBreak == "\r"
             ? "    dest: a.bin  # end\r    sha256: \(Self.a)\r    size: 10\r # of a.bin\n"
@@ -146,7 +146,7 @@ struct ManifestPinWriterTests {
             """)
         let reloaded = try load(result)
         #expect(reloaded.entries.map(\.url.string) == ["http://h/a.bin", "http://h/b.bin"])
-        #expect(reloaded.entries.map(\.sha256) == [Self.a, Self.b])
+        #expect(reloaded.entries.map(\.digest) == [Self.a, Self.b])
     }
 
     /// CRLF manifests were refused after everything was downloaded; the new lines now take the
@@ -155,7 +155,7 @@ struct ManifestPinWriterTests {
         let text = "# assets\r\nversion: 1\r\nfiles:\r\n  - url: http://h/a.bin\r\n    sha256: \"\(Self.b)\"\r\n"
             + "  - url: http://h/b.bin   # last\r\n\r\n  - url: http://h/c.bin"
         let result = try checkedPinned(text, [
-            "a.bin": .init(sha256: Self.a, size: 1), "b.bin": .init(sha256: Self.b, size: 2), "c.bin": .init(sha256: Self.a, size: 3),
+            "a.bin": .init(digest: Self.a, size: 1), "b.bin": .init(digest: Self.b, size: 2), "c.bin": .init(digest: Self.a, size: 3),
         ])
         let expected = "# assets\r\nversion: 1\r\nfiles:\r\n  - url: http://h/a.bin\r\n    sha256: \(Self.a)\r\n    size: 1\r\n"
             + "  - url: http://h/b.bin   # last\r\n    sha256: \(Self.b)\r\n    size: 2\r\n\r\n"
@@ -163,7 +163,7 @@ struct ManifestPinWriterTests {
         #expect(result == expected)
         // libyaml counts from after a byte order mark; the edits land in the same places.
         let withMark = try checkedPinned("\u{FEFF}" + text, [
-            "a.bin": .init(sha256: Self.a, size: 1), "b.bin": .init(sha256: Self.b, size: 2), "c.bin": .init(sha256: Self.a, size: 3),
+            "a.bin": .init(digest: Self.a, size: 1), "b.bin": .init(digest: Self.b, size: 2), "c.bin": .init(digest: Self.a, size: 3),
         ])
         #expect(withMark == "\u{FEFF}" + expected)
     }
@@ -172,7 +172,7 @@ struct ManifestPinWriterTests {
     @Test func anAliasedEntryIsRefusedAtTheAlias() throws {
         let text = "version: 1\nfiles:\n  - &a\n    url: http://h/a.bin\n  - url: http://h/b.bin\n  - *a\n"
         #expect {
-            _ = try checkedPinned(text, ["a.bin": .init(sha256: Self.a, size: 1), "b.bin": .init(sha256: Self.b, size: 2)])
+            _ = try checkedPinned(text, ["a.bin": .init(digest: Self.a, size: 1), "b.bin": .init(digest: Self.b, size: 2)])
         } throws: { error in
             "\(error)" == "m.yaml:6:5: files[2]: this entry is the alias `*a` of the entry at line 3; mirror lock can only "
                 + "pin entries written out in full: write it out, or remove it if it only repeats that entry"
@@ -181,11 +181,11 @@ struct ManifestPinWriterTests {
 
     @Test func anAliasedValueIsReplacedAndAnAnchoredOneRefused() throws {
         let text = "version: 1\nfiles:\n  - url: http://h/a.bin\n    retries: &n 5\n    size: *n\n"
-        #expect(try checkedPinned(text, ["a.bin": .init(sha256: Self.a, size: 9)])
+        #expect(try checkedPinned(text, ["a.bin": .init(digest: Self.a, size: 9)])
             == "version: 1\nfiles:\n  - url: http://h/a.bin\n    retries: &n 5\n    size: 9\n    sha256: \(Self.a)\n")
         let anchored = "version: 1\nfiles:\n  - url: http://h/a.bin\n    size: &n 5\n    retries: *n\n"
         #expect {
-            _ = try checkedPinned(anchored, ["a.bin": .init(sha256: Self.a, size: 9)])
+            _ = try checkedPinned(anchored, ["a.bin": .init(digest: Self.a, size: 9)])
         } throws: { error in
             "\(error)".hasPrefix("m.yaml:4:11: files[0].size: the value carries an anchor")
         }
@@ -195,7 +195,7 @@ struct ManifestPinWriterTests {
     /// pins, entry by entry and in every setting, or nothing is written.
     @Test func aPinnedTextThatWouldReadDifferentlyIsRefused() throws {
         let text = "version: 1\nfiles:\n  - url: http://h/a.bin\n  - url: http://h/b.bin\n    retries: 2\n"
-        let pins: [String: ManifestPinWriter.Pin] = ["a.bin": .init(sha256: Self.a, size: 1), "b.bin": .init(sha256: Self.b, size: 2)]
+        let pins: [String: ManifestPinWriter.Pin] = ["a.bin": .init(digest: Self.a, size: 1), "b.bin": .init(digest: Self.b, size: 2)]
         let manifest = try load(text)
         let pinnedManifest = try load(try pinned(text, pins))
         try PinnedManifestCheck.check(pinnedManifest, against: manifest, pins: pins)
@@ -215,7 +215,7 @@ struct ManifestPinWriterTests {
             }
         }
         #expect {
-            try PinnedManifestCheck.check(pinnedManifest, against: manifest, pins: ["a.bin": pins["a.bin"]!, "b.bin": .init(sha256: Self.a, size: 2)])
+            try PinnedManifestCheck.check(pinnedManifest, against: manifest, pins: ["a.bin": pins["a.bin"]!, "b.bin": .init(digest: Self.a, size: 2)])
         } throws: { error in
             "\(error)".contains("the entry for `b.bin` (its sha256)")
         }
@@ -237,7 +237,7 @@ struct ManifestPinWriterTests {
             loaded += 1
             var pins: [String: ManifestPinWriter.Pin] = [:]
             for entry in manifest.entries {
-                pins[entry.dest] = .init(sha256: sample.hex(&generator), size: Int64.random(in: 0...1 << 40, using: &generator))
+                pins[entry.dest] = .init(digest: sample.hex(&generator), size: Int64.random(in: 0...1 << 40, using: &generator))
             }
             let result: String
             do {
@@ -253,7 +253,7 @@ struct ManifestPinWriterTests {
             for (before, after) in zip(manifest.entries, reloaded.entries) {
                 #expect(before.url == after.url && before.mirrors == after.mirrors && before.dest == after.dest)
                 #expect(before.settings == after.settings)
-                #expect(after.sha256 == pins[before.dest]?.sha256 && after.size == pins[before.dest]?.size)
+                #expect(after.digest == pins[before.dest]?.digest && after.size == pins[before.dest]?.size)
             }
             #expect(Self.withoutPinLines(result) == Self.withoutPinLines(sample.text)
                     || Self.withoutPinLines(result) == Self.withoutPinLines(sample.text) + Self.lastLineBreak(in: result),

@@ -134,12 +134,12 @@ func badByteCountsAreExplained(_ text: String, _ phrase: String) {
 
 @Test func sha256IsLowercasedAndChecked() throws {
     let upper = String(repeating: "AB", count: 32)
-    #expect(try SHA256Syntax.parse(upper) == String(repeating: "ab", count: 32))
+    #expect(try DigestSyntax.parse(upper, .sha256) == String(repeating: "ab", count: 32))
     #expect(throws: ValueProblem("expected 64 hexadecimal digits, found 65 characters")) {
-        try SHA256Syntax.parse(upper + "a")
+        try DigestSyntax.parse(upper + "a", .sha256)
     }
     #expect(throws: ValueProblem("expected 64 hexadecimal digits, found `é` at position 64, which is not a hexadecimal digit")) {
-        try SHA256Syntax.parse(String(repeating: "a", count: 63) + "é")
+        try DigestSyntax.parse(String(repeating: "a", count: 63) + "é", .sha256)
     }
 }
 
@@ -155,7 +155,7 @@ func badByteCountsAreExplained(_ text: String, _ phrase: String) {
 ])
 func badSHA256PinsAreExplained(_ text: String, _ phrase: String) {
     #expect {
-        _ = try SHA256Syntax.parse(text)
+        _ = try DigestSyntax.parse(text, .sha256)
     } throws: { error in
         (error as! ValueProblem).message.contains(phrase)
     }
@@ -164,7 +164,7 @@ func badSHA256PinsAreExplained(_ text: String, _ phrase: String) {
 @Test func sha256AcceptsEveryHexDigitInEitherCase() throws {
     let digits = "0123456789abcdefABCDEF"
     let pin = String(repeating: digits, count: 3).prefix(64)
-    #expect(try SHA256Syntax.parse(String(pin)) == pin.lowercased())
+    #expect(try DigestSyntax.parse(String(pin), .sha256) == pin.lowercased())
 }
 
 @Test(arguments: [
@@ -300,7 +300,7 @@ func acceptedURLs(_ url: String, _ role: URLRules.Role) throws {
 
 @Test func destinationConflicts() {
     func claim(_ dest: String, _ url: String, line: Int, sha256: String? = nil) -> DestinationClaim {
-        DestinationClaim(dest: dest, url: url, sha256: sha256, size: nil, line: line)
+        DestinationClaim(dest: dest, url: url, digest: sha256, size: nil, line: line)
     }
     let outcome = DestinationConflicts.check([
         claim("a", "u1", line: 1),

@@ -76,7 +76,7 @@ private func parse(
     let first = manifest.entries[0]
     #expect(first.url == RemoteURL(string: "https://example.org/data/a%20b.tar.gz", display: "https://example.org/data/a%20b.tar.gz"))
     #expect(first.dest == "a b.tar.gz")
-    #expect(first.sha256 == "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    #expect(first.digest == "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
     #expect(first.size == 1_048_576)
     #expect(first.mirrors == [
         RemoteURL(string: "https://mirror.example.net/a.tar.gz", display: "https://${MIRROR_HOST}/a.tar.gz"),
@@ -95,7 +95,7 @@ private func parse(
     #expect(second.url.string == "https://u:s3cret-token@example.org/b?x=$1&y=")
     #expect(second.url.display == "https://***@example.org/b?x=$$1&y=${EMPTY}")
     #expect(second.dest == "sub/b.bin")
-    #expect(second.sha256 == nil)
+    #expect(second.digest == nil)
     #expect(second.size == nil)
     #expect(second.mirrors.isEmpty)
     #expect(second.settings == TransferSettings(

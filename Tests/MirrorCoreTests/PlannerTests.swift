@@ -29,6 +29,8 @@ struct PlannerTests {
     static let datedSeconds: Int64 = 784_111_777
     static let pin = String(repeating: "a", count: 64)
     static let otherHash = String(repeating: "b", count: 64)
+    static let pin512 = String(repeating: "c", count: 128)
+    static let other512 = String(repeating: "d", count: 128)
 
     static let rows: [Row] = [
         Row(name: "nothing on disk → download", destination: .missing, partial: .missing, remote: size100,
@@ -91,28 +93,28 @@ struct PlannerTests {
             remote: sizeOnly,
             expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
         Row(name: "size only, DEST.part, sha256 pin → resume: the pin checks the result", destination: .missing,
-            partial: .file(size: 40), remote: sizeOnly, pins: Pins(sha256: pin), expected: .resume(from: 40, source: .partial)),
+            partial: .file(size: 40), remote: sizeOnly, pins: Pins(digest: pin), expected: .resume(from: 40, source: .partial)),
         Row(name: "size only, DEST equal and matching its sha256 pin → skip", destination: .file(size: 100), partial: .missing,
-            remote: sizeOnly, pins: Pins(sha256: pin), destinationSHA256: pin, expected: .skip),
+            remote: sizeOnly, pins: Pins(digest: pin), destinationSHA256: pin, expected: .skip),
         Row(name: "size pin contradicts the server → fail", destination: .missing, partial: .missing,
             remote: size100, pins: Pins(size: 99), expected: .fail(.sizePinConflict(pinned: 99, remote: 100))),
         Row(name: "DEST equal, sha256 pin matches → skip", destination: .file(size: 100), partial: .missing,
-            remote: size100, pins: Pins(sha256: pin), destinationSHA256: pin, expected: .skip),
+            remote: size100, pins: Pins(digest: pin), destinationSHA256: pin, expected: .skip),
         Row(name: "DEST equal, sha256 pin differs → replace", destination: .file(size: 100), partial: .missing,
-            remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            remote: size100, pins: Pins(digest: pin), destinationSHA256: otherHash,
             expected: .replace(reason: "local file does not match its sha256 pin")),
         Row(name: "DEST fails its pin, a partial of the pinned version → resume it, not replace", destination: .file(size: 100),
-            partial: .file(size: 60), remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            partial: .file(size: 60), remote: size100, pins: Pins(digest: pin), destinationSHA256: otherHash,
             expected: .resume(from: 60, source: .partial)),
         Row(name: "DEST matches its pin though the server's size changed → skip, record or not", destination: .file(size: 100),
-            partial: .missing, remote: .available(RemoteFile(size: 150, etag: "\"c\"")), pins: Pins(sha256: pin),
+            partial: .missing, remote: .available(RemoteFile(size: 150, etag: "\"c\"")), pins: Pins(digest: pin),
             destinationSHA256: pin, expected: .skip),
         Row(name: "DEST matches the sha256 pin but not the size pin → not skipped", destination: .file(size: 100),
-            partial: .missing, remote: .available(RemoteFile(size: 90, etag: "\"c\"")), pins: Pins(size: 90, sha256: pin),
+            partial: .missing, remote: .available(RemoteFile(size: 90, etag: "\"c\"")), pins: Pins(size: 90, digest: pin),
             destinationSHA256: pin,
             expected: .replace(reason: "local file does not match its sha256 pin")),
         Row(name: "shorter DEST failing its pin → resumed: it may be the pinned file's start", destination: .file(size: 40),
-            partial: .missing, remote: size100, pins: Pins(sha256: pin), destinationSHA256: otherHash,
+            partial: .missing, remote: size100, pins: Pins(digest: pin), destinationSHA256: otherHash,
             expected: .resume(from: 40, source: .destination)),
         Row(name: "DEST is a directory → fail", destination: .other(kind: "a directory"), partial: .missing,
             remote: size100, expected: .fail(.localConflict("the destination is a directory; mirror will not replace it"))),
@@ -155,15 +157,27 @@ struct PlannerTests {
             state: verified(RemoteValidators(etag: nil, lastModified: nil, size: 100)), identity: identity,
             expected: .replace(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the local file is fetched again and compared")),
         Row(name: "state complete, pinned and matching, remote changed → skip: the pin names the bytes",
-            destination: .file(size: 100), partial: .missing, remote: v2SameSize, pins: Pins(sha256: pin),
+            destination: .file(size: 100), partial: .missing, remote: v2SameSize, pins: Pins(digest: pin),
             state: verified(sha256: pin), identity: identity, expected: .skip),
         Row(name: "partial recorded with a size only → restart, never resumed unidentified", destination: .missing,
             partial: .file(size: 40), remote: sizeOnly,
             state: StateRecord(dest: "d", url: "u", partial: RemoteValidators(etag: nil, lastModified: nil, size: 100)),
             expected: .restart(reason: "the server sends no ETag or Last-Modified to identify the file's version, so the partial file cannot be resumed safely")),
         Row(name: "state complete, recorded hash contradicts the pin → replace", destination: .file(size: 100), partial: .missing,
-            remote: v1Remote, pins: Pins(sha256: pin), state: verified(sha256: otherHash), identity: identity,
+            remote: v1Remote, pins: Pins(digest: pin), state: verified(sha256: otherHash), identity: identity,
             expected: .replace(reason: "local file does not match its sha256 pin")),
+        Row(name: "sha512 pin, DEST hashes to it → skip", destination: .file(size: 100), partial: .missing,
+            remote: v1Remote, pins: Pins(digest: pin512), destinationSHA256: pin512, expected: .skip),
+        Row(name: "sha512 pin, DEST hashes otherwise → replace, naming the sha512 pin", destination: .file(size: 100), partial: .missing,
+            remote: v1Remote, pins: Pins(digest: pin512), destinationSHA256: other512,
+            expected: .replace(reason: "local file does not match its sha512 pin")),
+        Row(name: "sha512 pin over a record of a sha256: the record says nothing of the pin, DEST's hash decides",
+            destination: .file(size: 100), partial: .missing, remote: v1Remote, pins: Pins(digest: pin512),
+            destinationSHA256: pin512, state: verified(sha256: otherHash), identity: identity, expected: .skip),
+        Row(name: "no pin, a record of a sha512, DEST hashed in SHA-256: not taken for a changed file",
+            destination: .file(size: 100), partial: .missing, remote: v1Remote, destinationSHA256: pin,
+            state: verified(sha256: pin512), identity: LocalIdentity(size: 100, modifiedNanoseconds: 1_000, inode: 8),
+            expected: .replace(reason: "no record says which version the local file is, and its date is not the server's Last-Modified")),
         Row(name: "partial of the current version → resume", destination: .missing, partial: .file(size: 40),
             remote: v1Remote, state: StateRecord(dest: "d", url: "u", partial: v1),
             expected: .resume(from: 40, source: .partial)),
@@ -192,13 +206,13 @@ struct PlannerTests {
 
     @Test func pinnedAndVerifiedNeedsTheSameFileAndHash() {
         let local = LocalFacts(destination: .file(size: 100), partial: .missing, destinationIdentity: Self.identity)
-        #expect(Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(sha256: Self.pin)))
+        #expect(Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(digest: Self.pin)))
         #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins()))
-        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.otherHash), pins: Pins(sha256: Self.pin)))
-        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(size: 99, sha256: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.otherHash), pins: Pins(digest: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: Self.verified(sha256: Self.pin), pins: Pins(size: 99, digest: Self.pin)))
         let touched = LocalFacts(destination: .file(size: 100), partial: .missing,
                                  destinationIdentity: LocalIdentity(size: 100, modifiedNanoseconds: 2_000, inode: 7))
-        #expect(!Planner.isPinnedAndVerified(local: touched, state: Self.verified(sha256: Self.pin), pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: touched, state: Self.verified(sha256: Self.pin), pins: Pins(digest: Self.pin)))
     }
 
     @Test(arguments: rows)
@@ -215,11 +229,22 @@ struct PlannerTests {
     @Test func hashIsWantedForAPinnedDestinationOfAnySize() {
         let equal = LocalFacts(destination: .file(size: 100), partial: .missing)
         let shorter = LocalFacts(destination: .file(size: 10), partial: .missing)
-        #expect(Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins(digest: Self.pin)))
         #expect(!Planner.needsDestinationHash(local: equal, remote: Self.size100, pins: Pins()))
-        #expect(Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(sha256: Self.pin)))
+        #expect(Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins(digest: Self.pin)))
         #expect(!Planner.needsDestinationHash(local: shorter, remote: Self.size100, pins: Pins()))
-        #expect(!Planner.needsDestinationHash(local: equal, remote: .unavailable(.httpStatus(404)), pins: Pins(sha256: Self.pin)))
+        #expect(!Planner.needsDestinationHash(local: equal, remote: .unavailable(.httpStatus(404)), pins: Pins(digest: Self.pin)))
+    }
+
+    /// A digest recorded in one algorithm vouches for nothing pinned in the other: the file is
+    /// hashed again rather than taken for a match or a mismatch.
+    @Test func aRecordedDigestCountsOnlyForAPinOfItsAlgorithm() {
+        let local = LocalFacts(destination: .file(size: 100), partial: .missing, destinationIdentity: Self.identity)
+        let record = Self.verified(sha256: Self.pin)
+        #expect(Planner.isPinnedAndVerified(local: local, state: record, pins: Pins(digest: Self.pin)))
+        #expect(!Planner.isPinnedAndVerified(local: local, state: record, pins: Pins(digest: Self.pin512)))
+        #expect(Planner.needsDestinationHash(local: local, remote: Self.size100, pins: Pins(digest: Self.pin512), state: record))
+        #expect(!Planner.needsDestinationHash(local: local, remote: Self.size100, pins: Pins(digest: Self.pin), state: record))
     }
 
     @Test func actionNamesOffsetsAndBytes() {

@@ -54,6 +54,26 @@ struct TrailingHasherTests {
         ResponseHead(status: 200, fields: [("Content-Length", "\(count)")])
     }
 
+    /// The two algorithms against FIPS 180-2's "abc" answers.
+    @Test func digestHasherKnowsSHA256AndSHA512() {
+        #expect(DigestHasher.hex(of: Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(DigestHasher.hex(of: Array("abc".utf8), .sha512) == """
+            ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a\
+            2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f
+            """)
+    }
+
+    /// A SHA-512 entry's bytes are hashed as written in SHA-512, on the hasher's thread too.
+    @Test(arguments: [20_000, (3 << 20) + 123])
+    func sha512DigestIsOfTheBytesWritten(size: Int) throws {
+        let file = try PartFile()
+        let memory = HashingMemory(limit: 64 << 20)
+        let hasher = TrailingHasher(fd: file.fd, path: file.path, algorithm: .sha512, memory: memory)
+        let body = randomData(count: size, seed: 42)
+        try receive(body, head: okay(size), into: file, expectedTotal: Int64(size), hasher: hasher)
+        #expect(try hasher.finish(size: Int64(size)) == DigestHasher.hex(of: body, .sha512))
+    }
+
     /// 20 000 bytes: copied, hashed in `finish`; 3 MiB and a bit: write buffers handed over
     /// and hashed on the hasher's thread.
     @Test(arguments: [20_000, (3 << 20) + 123])
@@ -65,7 +85,7 @@ struct TrailingHasherTests {
         try receive(body, head: okay(size), into: file, expectedTotal: Int64(size), hasher: hasher)
         // Whatever the file says now, the bytes written were `body`.
         file.scribble(at: 0, count: size)
-        #expect(try hasher.finish(size: Int64(size)) == SHA256Hasher.hex(of: body))
+        #expect(try hasher.finish(size: Int64(size)) == DigestHasher.hex(of: body))
         #expect(memory.inUse == 0)
     }
 
@@ -86,7 +106,7 @@ struct TrailingHasherTests {
         try receive(rest, head: head, into: file, from: Int64(prefixSize), expectedTotal: Int64(whole.count), hasher: hasher)
         // The new bytes come from memory, whatever happens to them on disk.
         file.scribble(at: prefixSize, count: rest.count)
-        #expect(try hasher.finish(size: Int64(whole.count)) == SHA256Hasher.hex(of: whole))
+        #expect(try hasher.finish(size: Int64(whole.count)) == DigestHasher.hex(of: whole))
         #expect(memory.inUse == 0)
     }
 
@@ -97,7 +117,7 @@ struct TrailingHasherTests {
         let hasher = TrailingHasher(fd: file.fd, path: file.path, memory: HashingMemory(limit: 64 << 20))
         hasher.advance(to: Int64(old.count))
         try receive(new, head: okay(new.count), into: file, from: Int64(old.count), expectedTotal: nil, hasher: hasher)
-        #expect(try hasher.finish(size: Int64(new.count)) == SHA256Hasher.hex(of: new))
+        #expect(try hasher.finish(size: Int64(new.count)) == DigestHasher.hex(of: new))
     }
 
     /// However far the hash falls behind, a file's writer waits rather than queue more than
@@ -120,7 +140,7 @@ struct TrailingHasherTests {
         }
         writer.end()
         #expect(most <= TrailingHasher.queueLimit + 2 * PartialFileWriter.bufferSize)
-        #expect(try hasher.finish(size: Int64(body.count)) == SHA256Hasher.hex(of: body))
+        #expect(try hasher.finish(size: Int64(body.count)) == DigestHasher.hex(of: body))
     }
 
     /// With no memory to spare every chunk is read back; with a little, some are.
@@ -132,7 +152,7 @@ struct TrailingHasherTests {
         let body = randomData(count: (6 << 20) + 1, seed: 45)
         try receive(body, head: okay(body.count), into: file, expectedTotal: Int64(body.count), hasher: hasher)
         #expect(memory.inUse <= limit)
-        #expect(try hasher.finish(size: Int64(body.count)) == SHA256Hasher.hex(of: body))
+        #expect(try hasher.finish(size: Int64(body.count)) == DigestHasher.hex(of: body))
         #expect(memory.inUse == 0)
     }
 

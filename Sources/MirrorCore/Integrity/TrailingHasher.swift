@@ -3,8 +3,8 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// The SHA-256 of a file that is being written, computed beside the writer instead of in its
-/// way. The transfer thread hands over each chunk just after writing it (`hash(handingOver:…)`,
+/// The digest (SHA-256, or SHA-512 for an entry pinned by one) of a file that is being written,
+/// computed beside the writer instead of in its way. The transfer thread hands over each chunk just after writing it (`hash(handingOver:…)`,
 /// `hash(copying:…)`) and goes on at once; a thread of the hasher's own hashes the chunks in
 /// file order from memory, so the bytes are hashed as they were written, not as the file reads
 /// later. Bytes the hasher is only told are on disk (`advance(to:)`: a resumed file's prefix,
@@ -148,6 +148,7 @@ final class TrailingHasher: Sendable {
 
     private let fd: Int32
     private let path: String
+    private let algorithm: DigestAlgorithm
     /// Start writeback of each hashed chunk, so the fsync before the rename finds little to do.
     private let startWriteback: Bool
     private let memory: HashingMemory
@@ -171,9 +172,11 @@ final class TrailingHasher: Sendable {
 
     /// - Parameters:
     ///   - fd: the open file; it must stay open until `finish` or `abandon` returns.
+    ///   - algorithm: the digest `finish` returns.
     ///   - memory: the budget the bytes waiting to be hashed are held under.
-    init(fd: Int32, path: String, startWriteback: Bool = false, memory: HashingMemory = .shared) {
+    init(fd: Int32, path: String, algorithm: DigestAlgorithm = .sha256, startWriteback: Bool = false, memory: HashingMemory = .shared) {
         self.fd = fd
+        self.algorithm = algorithm
         self.path = path
         self.startWriteback = startWriteback
         self.memory = memory
@@ -325,7 +328,7 @@ final class TrailingHasher: Sendable {
     /// Hashes the pieces in order until `finish` or `abandon`: on the hasher's thread, or on
     /// `finish`'s caller when no thread was started.
     private func drain() -> Swift.Result<String, TransferFailure> {
-        let hasher = SHA256Hasher()
+        let hasher = DigestHasher(algorithm)
         var generation = 0
         var readBuffer: UnsafeMutableRawBufferPointer?
         defer { readBuffer?.deallocate() }

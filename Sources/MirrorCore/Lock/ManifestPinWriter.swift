@@ -1,17 +1,22 @@
-/// Writes `sha256` and `size` pins into a manifest's own text for `mirror lock`, keeping its
-/// comments, order, layout and line endings: an existing value is replaced where it stands, a
-/// missing key is added as a line at the end of its entry, with the entry's indentation.
+/// Writes digest (`sha256` or `sha512`) and `size` pins into a manifest's own text for
+/// `mirror lock`, keeping its comments, order, layout and line endings: an existing value is
+/// replaced where it stands (a digest of the other algorithm, key and value), a missing key is
+/// added as a line at the end of its entry, with the entry's indentation.
 /// Everything else is left byte for byte. Edits are placed by libyaml's own character offsets
 /// (see `ManifestTextEdit`).
 public enum ManifestPinWriter {
     public struct Pin: Sendable, Equatable {
-        public var sha256: String
+        /// Lowercase hex; its length names the algorithm, and so the key written.
+        public var digest: String
         public var size: Int64
 
-        public init(sha256: String, size: Int64) {
-            self.sha256 = sha256
+        public init(digest: String, size: Int64) {
+            self.digest = digest
             self.size = size
         }
+
+        /// `sha256` or `sha512`.
+        public var digestKey: String { (DigestAlgorithm(hexDigest: digest) ?? .sha256).key }
     }
 
     /// - Parameters:
@@ -73,8 +78,20 @@ public enum ManifestPinWriter {
                     """)
             }
             var added: [String] = []
-            for (name, value) in [("sha256", pin.sha256), ("size", String(pin.size))] {
-                guard let existing = pairs.first(where: { $0.key.text == name })?.value else {
+            // A digest of the other algorithm is the entry's digest pin all the same: it is
+            // replaced, key and value, for an entry has at most one.
+            let digestKeys = DigestAlgorithm.allCases.map(\.key)
+            if let other = pairs.first(where: { digestKeys.contains($0.key.text ?? "") && $0.key.text != pin.digestKey }) {
+                guard other.key.alias == nil, !other.key.hasAnchor else {
+                    throw refusal(other.key.line, other.key.column, "\(key).\(other.key.text ?? "")", """
+                        the key is an alias or carries an anchor, so mirror lock cannot replace it with `\(pin.digestKey)`
+                        """)
+                }
+                edits.append(.replace(other.key.characterRange, with: pin.digestKey))
+            }
+            for (name, value) in [(pin.digestKey, pin.digest), ("size", String(pin.size))] {
+                let names = name == pin.digestKey ? digestKeys : [name]
+                guard let existing = pairs.first(where: { names.contains($0.key.text ?? "") })?.value else {
                     added.append("\(name): \(value)")
                     continue
                 }
@@ -121,8 +138,9 @@ extension ManifestPinWriter {
     /// `mirror lock` can refuse before downloading anything: the text is pinned with placeholder
     /// values and loaded again, with the same checks as `rewrite`.
     public static func checkPinnable(_ manifest: Manifest, environment: [String: String]) throws(ManifestError) {
-        let placeholder = Pin(sha256: String(repeating: "0", count: 64), size: 0)
-        let pins = Dictionary(manifest.entries.map { ($0.dest, placeholder) }, uniquingKeysWith: { first, _ in first })
+        let pins = Dictionary(
+            manifest.entries.map { ($0.dest, Pin(digest: String(repeating: "0", count: $0.digestAlgorithm.hexLength), size: 0)) },
+            uniquingKeysWith: { first, _ in first })
         let path = try resolvedPath(of: manifest)
         _ = try checkedPinnedText(try ManifestLoader.readFile(at: path), manifest: manifest, pins: pins, environment: environment)
     }

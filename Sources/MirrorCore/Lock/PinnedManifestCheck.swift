@@ -28,7 +28,7 @@ enum PinnedManifestCheck {
         for (before, after) in zip(manifest.entries, reloaded.entries) {
             var wanted = before
             if let pin = pins[before.dest] {
-                wanted.sha256 = pin.sha256
+                wanted.digest = pin.digest
                 wanted.size = pin.size
             }
             wanted.location = after.location
@@ -38,7 +38,7 @@ enum PinnedManifestCheck {
             guard wanted != after else { continue }
             let differing = [
                 ("url", wanted.url == after.url), ("mirrors", wanted.mirrors == after.mirrors),
-                ("dest", wanted.dest == after.dest), ("sha256", wanted.sha256 == after.sha256),
+                ("dest", wanted.dest == after.dest), (wanted.digestAlgorithm.key, wanted.digest == after.digest),
                 ("size", wanted.size == after.size), ("settings", wanted.settings == after.settings),
                 ("repeats", wanted.repeatLocations == after.repeatLocations),
             ].filter { !$0.1 }.map(\.0)

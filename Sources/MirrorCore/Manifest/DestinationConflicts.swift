@@ -4,7 +4,7 @@ struct DestinationClaim: Equatable {
     var dest: String
     /// The expanded URL: two entries are the same download when url and dest are equal.
     var url: String
-    var sha256: String?
+    var digest: String?
     var size: Int64?
     /// The line of the entry, for naming it in the other entry's message.
     var line: Int
@@ -15,7 +15,7 @@ struct DestinationClaim: Equatable {
 /// Two entries conflict when they share a dest but not a url, when one dest is a directory on
 /// the way to another (`a` and `a/b`), or when one dest is where the other's partial download
 /// goes (`x` and `x.part`). An entry repeated with the same url and dest is a harmless
-/// duplicate and is dropped, unless the repeat pins a different sha256 or size.
+/// duplicate and is dropped, unless the repeat pins a different digest or size.
 struct DestinationConflicts {
     /// What becomes of one claim, given the claims before it.
     enum Verdict: Equatable {
@@ -98,8 +98,8 @@ struct DestinationConflicts {
             if owner.url != claim.url {
                 return "`\(dest)` is already the dest of the entry at line \(owner.line), which has a different url; give one of them another dest"
             }
-            if owner.sha256 != claim.sha256 {
-                return "repeats the entry at line \(owner.line) (same url and dest) with a different sha256"
+            if owner.digest != claim.digest {
+                return "repeats the entry at line \(owner.line) (same url and dest) with a different \((claim.digest ?? owner.digest).flatMap(DigestAlgorithm.init(hexDigest:))?.key ?? "digest")"
             }
             if owner.size != claim.size {
                 return "repeats the entry at line \(owner.line) (same url and dest) with a different size"

@@ -59,6 +59,6 @@ struct EntryListDecoder {
     }
 
     private static func claim(_ entry: Entry) -> DestinationClaim {
-        DestinationClaim(dest: entry.dest, url: entry.url.string, sha256: entry.sha256, size: entry.size, line: entry.location.line)
+        DestinationClaim(dest: entry.dest, url: entry.url.string, digest: entry.digest, size: entry.size, line: entry.location.line)
     }
 }

@@ -76,6 +76,7 @@ public struct TransferSettings: Sendable, Equatable {
         var certificateAuthorities = CertificateAuthorities()
         var rateLimit: RateLimit?
         var ownHeaderNames: [String] = []
+        var checksums: RemoteURL?
     }
 
     /// Changed only through `values`, which copies it first unless this is its only holder.
@@ -174,6 +175,13 @@ public struct TransferSettings: Sendable, Equatable {
         return merged
     }
 
+    /// `checksums`: the checksum file (SHA256SUMS, SHA512SUMS, BSD form) that pins the entry
+    /// when the manifest gives no `sha256`/`sha512` of its own.
+    public var checksums: RemoteURL? {
+        get { values.checksums }
+        set { values.checksums = newValue }
+    }
+
     public static let defaultRetries = 5
     public static let defaultTimeout: Duration = .seconds(30)
     public static let defaultMinSpeedTime: Duration = .seconds(30)
@@ -215,8 +223,13 @@ public struct Entry: Sendable, Equatable {
     public var mirrors: [RemoteURL]
     /// Path relative to the manifest's root, normalised (no `.`, no empty components).
     public var dest: String
-    /// Pinned SHA-256, 64 lowercase hex digits.
-    public var sha256: String?
+    /// The pinned digest in lowercase hex: SHA-256 (64 digits, `sha256:`) or SHA-512 (128
+    /// digits, `sha512:`). Set from the entry's checksum file (`checksums:`) when the manifest
+    /// pins none itself; see `ChecksumPins`.
+    public var digest: String?
+    /// The name to look the entry up by in its checksum file (`checksum_name:`); nil: the last
+    /// segment of the url's path, percent-decoded.
+    public var checksumName: String?
     /// Pinned size in bytes.
     public var size: Int64?
     public var settings: TransferSettings
@@ -225,15 +238,20 @@ public struct Entry: Sendable, Equatable {
     /// Where the same url and dest are listed again (harmless repeats, merged into this entry).
     public var repeatLocations: [SourceLocation] = []
 
+    /// The algorithm the entry's files are hashed with: its pin's, else SHA-256.
+    public var digestAlgorithm: DigestAlgorithm {
+        digest.flatMap(DigestAlgorithm.init(hexDigest:)) ?? .sha256
+    }
+
     public init(
-        url: RemoteURL, mirrors: [RemoteURL] = [], dest: String, sha256: String? = nil,
+        url: RemoteURL, mirrors: [RemoteURL] = [], dest: String, digest: String? = nil,
         size: Int64? = nil, settings: TransferSettings = TransferSettings(),
         location: SourceLocation
     ) {
         self.url = url
         self.mirrors = mirrors
         self.dest = dest
-        self.sha256 = sha256
+        self.digest = digest
         self.size = size
         self.settings = settings
         self.location = location

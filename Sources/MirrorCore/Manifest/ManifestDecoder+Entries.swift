@@ -87,8 +87,15 @@ extension ManifestDecoder {
         }
 
         var pin: String?
-        if let node = mapping["sha256"] {
-            pin = sha256(node, key: mapping.path(of: "sha256"))
+        let pinned = DigestAlgorithm.allCases.filter { mapping[$0.key] != nil }
+        if pinned.count > 1, let second = pinned.last, let node = mapping[second.key] {
+            report("an entry pins one digest: `sha256` or `sha512`, not both; keep one", at: node, key: mapping.path(of: second.key))
+        } else if let algorithm = pinned.first, let node = mapping[algorithm.key] {
+            pin = digest(node, algorithm, key: mapping.path(of: algorithm.key))
+        }
+        var checksumName: String?
+        if let node = mapping["checksum_name"] {
+            checksumName = text(node, key: mapping.path(of: "checksum_name"), expected: "the file's name as its checksum file lists it")
         }
         var size: Int64?
         if let node = mapping["size"] {
@@ -108,9 +115,15 @@ extension ManifestDecoder {
         }
 
         guard diagnostics.count == countBefore, let url, let dest else { return nil }
-        let entry = Entry(
-            url: url.remote, mirrors: mirrors, dest: dest, sha256: pin, size: size,
+        if checksumName != nil, settings.checksums == nil, let node = mapping["checksum_name"] {
+            report("`checksum_name` names the entry in its checksum file, but the entry has no `checksums` (here or in defaults)",
+                   at: node, key: mapping.path(of: "checksum_name"))
+            return nil
+        }
+        var entry = Entry(
+            url: url.remote, mirrors: mirrors, dest: dest, digest: pin, size: size,
             settings: settings, location: location(of: node))
+        entry.checksumName = checksumName
         return DecodedEntry(entry: entry, destLocation: location(of: destNode), destIsFromURL: destIsFromURL)
     }
 

@@ -126,13 +126,13 @@ extension ManifestDecoder {
         }
     }
 
-    mutating func sha256(_ node: YAMLNode, key: String) -> String? {
+    mutating func digest(_ node: YAMLNode, _ algorithm: DigestAlgorithm, key: String) -> String? {
         guard let text = node.text else {
-            report("expected \(SHA256Syntax.digitCount) hexadecimal digits, found \(node.summary)", at: node, key: key)
+            report("expected \(algorithm.hexLength) hexadecimal digits, found \(node.summary)", at: node, key: key)
             return nil
         }
         do {
-            return try SHA256Syntax.parse(text)
+            return try DigestSyntax.parse(text, algorithm)
         } catch {
             report(error, at: node, key: key)
             return nil
@@ -225,10 +225,11 @@ extension ManifestDecoder {
         }
     }
 
-    /// The netrc login for a download URL's host, as curl picks it: none when the URL carries a
-    /// password of its own, and only the matching password when it names a user.
+    /// The netrc login for a download (or checksum file) URL's host, as curl picks it: none
+    /// when the URL carries a password of its own, and only the matching password when it names a user.
     private func netrcLogin(for url: URLComponents, role: URLRules.Role) -> NetrcLogin? {
-        guard case .download = role, let netrc, url.scheme?.lowercased() != "file",
+        if case .probe = role { return nil }
+        guard let netrc, url.scheme?.lowercased() != "file",
               let host = url.host, !host.isEmpty, url.password == nil else { return nil }
         return netrc.login(forHost: host, user: url.user)
     }

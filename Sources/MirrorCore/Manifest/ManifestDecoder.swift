@@ -273,6 +273,9 @@ struct ManifestDecoder {
         if let node = mapping["ca_file"] {
             overrides.caFile = certificateBundle(node, key: mapping.path(of: "ca_file"))
         }
+        if let node = mapping["checksums"] {
+            overrides.checksums = remoteURL(node, key: mapping.path(of: "checksums"), role: .checksums)?.remote
+        }
         return overrides
     }
 

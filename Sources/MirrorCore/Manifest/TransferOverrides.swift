@@ -11,6 +11,7 @@ struct TransferOverrides: Equatable {
     var minSpeedTime: Duration?
     /// `ca_file`, made absolute.
     var caFile: String?
+    var checksums: RemoteURL?
 
     /// `base` with these overrides applied. Headers merge by case-insensitive name: a header
     /// named here replaces the one in `base` in its place (taking this spelling of the name),
@@ -24,6 +25,7 @@ struct TransferOverrides: Equatable {
         if let maxSize { settings.maxSize = maxSize }
         if let minSpeed { settings.minSpeed = minSpeed == 0 ? nil : minSpeed }
         if let minSpeedTime { settings.minSpeedTime = minSpeedTime }
+        if let checksums { settings.checksums = checksums }
         // As curl's --cacert: the file replaces the CAs the environment names, directory too.
         if let caFile { settings.certificateAuthorities = CertificateAuthorities(file: caFile) }
         for header in headers ?? [] {

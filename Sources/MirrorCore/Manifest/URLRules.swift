@@ -7,6 +7,8 @@ enum URLRules {
         case download(allowFile: Bool)
         /// `connectivity.probe`: needs a network host.
         case probe
+        /// `checksums`: a checksum file on a network host.
+        case checksums
     }
 
     static let networkSchemes = ["http", "https", "ftp", "ftps"]
@@ -50,6 +52,10 @@ enum URLRules {
         case .probe:
             guard networkSchemes.contains(scheme) else {
                 throw ValueProblem("unsupported scheme `\(scheme)` for a connectivity probe; use an http, https, ftp or ftps URL of a host that is reachable when the network is up")
+            }
+        case .checksums:
+            guard networkSchemes.contains(scheme) else {
+                throw ValueProblem("unsupported scheme `\(scheme)` for a checksum file; use an http, https, ftp or ftps URL")
             }
         }
         guard let host = components.host, !host.isEmpty else {

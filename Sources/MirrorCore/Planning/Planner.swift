@@ -4,7 +4,8 @@
 public enum Planner {
     /// - Parameters:
     ///   - state: the store's record for this destination, if any.
-    ///   - destinationSHA256: the hash of `DEST`, when the caller computed it because
+    ///   - destinationSHA256: the digest of `DEST` in the pins' algorithm (SHA-256 unless the
+    ///     entry is pinned by SHA-512), when the caller computed it because
     ///     `needsDestinationHash` said so; nil otherwise.
     public static func decide(
         local: LocalFacts, remote: RemoteFacts, pins: Pins, state: StateRecord? = nil,
@@ -27,10 +28,10 @@ public enum Planner {
         let total = file.size ?? pins.size
         let current = RemoteValidators(etag: file.etag, lastModified: file.lastModified, size: total)
         // Without an ETag or a Last-Modified nothing tells one version from the next: a file
-        // of the same size may hold other bytes. Only a sha256 pin can vouch for bytes then.
+        // of the same size may hold other bytes. Only a digest pin can vouch for bytes then.
         let versionKnown = current.namesVersion
         var verified = verifiedVersion(local: local, state: state)
-        if verified == nil, let complete = state?.complete, let recorded = complete.sha256,
+        if verified == nil, let complete = state?.complete, let recorded = pins.comparable(complete.sha256),
            let actual = destinationSHA256, actual == recorded, local.destination.size == complete.local.size {
             // Touched (copied, restored, moved) but the same bytes mirror wrote: the record's
             // validators still say which version it is.
@@ -40,7 +41,7 @@ public enum Planner {
         // DEST is current.
         var failsItsPin = false
         if let size = local.destination.size,
-           let matches = matchesPins(size: size, sha256: verified?.sha256 ?? destinationSHA256, pins: pins) {
+           let matches = matchesPins(size: size, sha256: pins.comparable(verified?.sha256) ?? destinationSHA256, pins: pins) {
             // The pin names the bytes wanted, whatever the server says of its version. Bytes
             // that are not those are replaced, but a partial file may still be continued first.
             if matches { return .skip }
@@ -48,7 +49,7 @@ public enum Planner {
         } else if let verified {
             if versionKnown, verified.validators.difference(from: current) == nil { return .skip }
         } else if let size = local.destination.size, let total, size == total {
-            if let recorded = state?.complete?.sha256, let actual = destinationSHA256, actual != recorded {
+            if let recorded = pins.comparable(state?.complete?.sha256), let actual = destinationSHA256, actual != recorded {
                 return .replace(reason: "local file was changed since mirror wrote it")
             }
             // No record says which version DEST is. Its date does, when it is the server's
@@ -66,7 +67,7 @@ public enum Planner {
             guard let total else {
                 return .restart(reason: "the server did not report the file's size, so the partial file cannot be resumed safely")
             }
-            guard versionKnown || pins.sha256 != nil else {
+            guard versionKnown || pins.digest != nil else {
                 return .restart(reason: Self.noVersion + ", so the partial file cannot be resumed safely")
             }
             if let started = state?.partial {
@@ -85,12 +86,12 @@ public enum Planner {
         // DEST is outdated, or nothing says it is not.
         if failsItsPin, let size = local.destination.size, total.map({ size >= $0 }) ?? true {
             // (A shorter DEST may be the start of the pinned file: it is continued below.)
-            return .replace(reason: "local file does not match its sha256 pin")
+            return .replace(reason: "local file does not match its \(pins.algorithm.key) pin")
         }
         if let verified, let change = verified.validators.difference(from: current) {
             return .replace(reason: "the remote file changed: \(change)")
         }
-        guard versionKnown || pins.sha256 != nil || local.destination.size == nil else {
+        guard versionKnown || pins.digest != nil || local.destination.size == nil else {
             return .replace(reason: Self.noVersion + ", so the local file is fetched again and compared")
         }
         if let size = local.destination.size {
@@ -119,18 +120,18 @@ public enum Planner {
         return complete
     }
 
-    /// True when the store vouches that `DEST` matches the entry's sha256 pin: the entry is
+    /// True when the store vouches that `DEST` matches the entry's digest pin: the entry is
     /// `skip` without any request.
     public static func isPinnedAndVerified(local: LocalFacts, state: StateRecord?, pins: Pins) -> Bool {
         guard let verified = verifiedVersion(local: local, state: state) else { return false }
-        return matchesPins(size: verified.local.size, sha256: verified.sha256, pins: pins) == true
+        return matchesPins(size: verified.local.size, sha256: pins.comparable(verified.sha256), pins: pins) == true
     }
 
-    /// Whether a file of `size` bytes hashing to `sha256` is what the entry's pins name; nil
-    /// when there is no sha256 pin or the hash is not known. The one verdict on pins, with or
+    /// Whether a file of `size` bytes hashing to `sha256` (a digest in the pins' algorithm) is
+    /// what the entry's pins name; nil when there is no digest pin or the hash is not known. The one verdict on pins, with or
     /// without a request, with or without a record.
     static func matchesPins(size: Int64, sha256: String?, pins: Pins) -> Bool? {
-        guard let pin = pins.sha256, let sha256 else { return nil }
+        guard let pin = pins.digest, let sha256 else { return nil }
         return sha256 == pin && (pins.size.map { $0 == size } ?? true)
     }
 
@@ -141,10 +142,10 @@ public enum Planner {
     public static func needsDestinationHash(local: LocalFacts, remote: RemoteFacts, pins: Pins, state: StateRecord? = nil) -> Bool {
         guard let size = local.destination.size, case .available(let file) = remote else { return false }
         if let verified = verifiedVersion(local: local, state: state) {
-            return pins.sha256 != nil && verified.sha256 == nil
+            return pins.digest != nil && pins.comparable(verified.sha256) == nil
         }
-        if pins.sha256 != nil { return true }
+        if pins.digest != nil { return true }
         guard let total = file.size ?? pins.size, size == total else { return false }
-        return state?.complete?.sha256 != nil
+        return pins.comparable(state?.complete?.sha256) != nil
     }
 }

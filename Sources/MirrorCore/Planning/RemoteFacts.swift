@@ -20,16 +20,29 @@ public struct RemoteFile: Sendable, Equatable {
 
 extension Entry {
     /// The entry's pins, as the planner takes them.
-    public var pins: Pins { Pins(size: size, sha256: sha256) }
+    public var pins: Pins { Pins(size: size, digest: digest) }
 }
 
 /// The manifest's pins for an entry.
 public struct Pins: Sendable, Equatable {
     public var size: Int64?
-    public var sha256: String?
+    /// The pinned digest, lowercase hex; its length names the algorithm (`DigestAlgorithm`).
+    public var digest: String?
 
-    public init(size: Int64? = nil, sha256: String? = nil) {
+    public init(size: Int64? = nil, digest: String? = nil) {
         self.size = size
-        self.sha256 = sha256
+        self.digest = digest
+    }
+
+    /// The algorithm `DEST` and downloads are hashed with for these pins.
+    public var algorithm: DigestAlgorithm {
+        digest.flatMap(DigestAlgorithm.init(hexDigest:)) ?? .sha256
+    }
+
+    /// `recorded` (a digest the store kept, or one computed) when it is of this entry's
+    /// algorithm; nil when it is of another, which says nothing about these pins.
+    func comparable(_ recorded: String?) -> String? {
+        guard let recorded, DigestAlgorithm(hexDigest: recorded) == algorithm else { return nil }
+        return recorded
     }
 }

@@ -14,6 +14,9 @@ public final class RunLock: Sendable {
     }
 
     deinit {
+        // Released outright, not just by the close: a process forked meanwhile (between its
+        // fork and its exec) shares the open file description, and would hold the lock on.
+        flock(fd, LOCK_UN)
         close(fd)
     }
 

@@ -87,6 +87,11 @@ extension RemoteValidators {
 /// The version complete on disk and the local file it was verified as.
 public struct CompleteVersion: Sendable, Equatable {
     public var validators: RemoteValidators
+    /// The file's digest, lowercase hex, in its entry's algorithm when it was recorded: SHA-256
+    /// (64 digits), or SHA-512 (128) for an entry pinned by one. The store's `sha256` column
+    /// holds either, told apart by length, so stores written before SHA-512 pins read as they
+    /// were; a digest of the other algorithm than an entry's pin vouches for nothing
+    /// (`Pins.comparable`).
     public var sha256: String?
     public var local: LocalIdentity
 

@@ -73,11 +73,12 @@ extension RootDirectory {
         if renamed == nil { throw .localIO(path: paths.destination, operation: "rename into", errno: ENOENT) }
     }
 
-    /// SHA-256 of a whole `DEST`, opened without following a symbolic link.
-    func sha256OfDestination(_ paths: DestinationPaths) throws(TransferFailure) -> String {
+    /// The digest (SHA-256 unless told otherwise) of a whole `DEST`, opened without following
+    /// a symbolic link.
+    func digestOfDestination(_ paths: DestinationPaths, _ algorithm: DigestAlgorithm = .sha256) throws(TransferFailure) -> String {
         let fd = try openDestination(paths)
         defer { close(fd) }
-        let hasher = SHA256Hasher()
+        let hasher = DigestHasher(algorithm)
         let path = paths.destination
         try hasher.update(fileDescriptor: fd, length: FileSystem.size(of: fd, path: path), path: path)
         return hasher.finalize()

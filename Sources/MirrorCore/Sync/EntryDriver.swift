@@ -183,8 +183,9 @@ final class EntryDriver: @unchecked Sendable {
         case .hashDestination:
             let paths = self.paths
             let rootDirectory = runner.rootDirectory
+            let algorithm = entry.digestAlgorithm
             runner.blocking.submit { [self] in
-                answer(.destinationHashed(Result { () throws(TransferFailure) in try rootDirectory.sha256OfDestination(paths) }))
+                answer(.destinationHashed(Result { () throws(TransferFailure) in try rootDirectory.digestOfDestination(paths, algorithm) }))
             }
         case .prepare(let length, let clearingRecord):
             runner.blocking.submit { [self] in
@@ -201,7 +202,7 @@ final class EntryDriver: @unchecked Sendable {
                     return .hashed(.failure(error))
                 }
             }
-            if size <= Self.inlineHashLimit { return .hashed(Self.hash(partial!, size: size, path: paths.partial)) }
+            if size <= Self.inlineHashLimit { return .hashed(Self.hash(partial!, size: size, path: paths.partial, algorithm: entry.digestAlgorithm)) }
             finishHash(partial!, size: size)
         case .keepDestination(let version, let validators, _):
             keepDestination(version, validators: validators)
@@ -381,7 +382,7 @@ final class EntryDriver: @unchecked Sendable {
         } catch {
             return deliver(.transferEnded(.notStarted(error, mustRestart: false)))
         }
-        let hasher = TrailingHasher(fd: fd, path: paths.partial, startWriteback: runner.options.durable)
+        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: runner.options.durable)
         partial = OpenPartial(fd: fd, hasher: hasher)
 
         let resumeGuard = offset > 0 ? ResumeGuard.choose(recorded: order.startedFrom, current: order.remote) : nil
@@ -456,12 +457,14 @@ final class EntryDriver: @unchecked Sendable {
         }
     }
 
-    /// The partial file's SHA-256 (finished on the run's blocking pool, where waiting for the
-    /// hashing thread or reading the file stalls no transfer) and its size on disk.
+    /// The partial file's digest in the entry's algorithm (finished on the run's blocking pool,
+    /// where waiting for the hashing thread or reading the file stalls no transfer) and its
+    /// size on disk.
     private func finishHash(_ open: OpenPartial, size: Int64) {
         let path = paths.partial
+        let algorithm = entry.digestAlgorithm
         runner.blocking.submit { [self] in
-            answer(.hashed(Self.hash(open, size: size, path: path)))
+            answer(.hashed(Self.hash(open, size: size, path: path, algorithm: algorithm)))
         }
     }
 
@@ -470,13 +473,13 @@ final class EntryDriver: @unchecked Sendable {
     /// page cache).
     static let inlineHashLimit: Int64 = 256 << 10
 
-    private static func hash(_ open: OpenPartial, size: Int64, path: String) -> Result<EntryMachine.HashedFile, TransferFailure> {
+    private static func hash(_ open: OpenPartial, size: Int64, path: String, algorithm: DigestAlgorithm) -> Result<EntryMachine.HashedFile, TransferFailure> {
         Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
             let digest: String
             if let hasher = open.hasher {
                 digest = try hasher.finish(size: size)
             } else {
-                let hasher = SHA256Hasher()
+                let hasher = DigestHasher(algorithm)
                 try hasher.update(fileDescriptor: open.fd, length: size, path: path)
                 digest = hasher.finalize()
             }

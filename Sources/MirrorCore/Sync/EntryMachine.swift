@@ -184,6 +184,7 @@ struct EntryMachine {
     }
 
     struct HashedFile: Equatable {
+        /// The digest in the entry's algorithm (SHA-256 unless it is pinned by SHA-512).
         var sha256: String
         var sizeOnDisk: Int64
     }
@@ -293,7 +294,7 @@ struct EntryMachine {
                     let size = local.destination.size ?? local.partial.size
                     return [.announce(.decided(.skip))] + end(.planned(.skip, localSize: size, remoteSize: size))
                 }
-                return [.announce(.decided(.skip))] + succeed(.skipped, size: local.destination.size, sha256: pins.sha256)
+                return [.announce(.decided(.skip))] + succeed(.skipped, size: local.destination.size, sha256: pins.digest)
             }
             if local.isEmpty, mode == .sync {
                 // Nothing on disk: the probe would only repeat what the GET's headers say.
@@ -361,7 +362,7 @@ struct EntryMachine {
                 if let pinned = sizePin, pinned != pending.size {
                     return attemptFailed(.sizeMismatch(expected: pinned, actual: pending.size), cleanup: [.removePartial, .record(.clearPartial)])
                 }
-                if let pin = pins.sha256, file.sha256 != pin {
+                if let pin = pins.digest, file.sha256 != pin {
                     return attemptFailed(.checksumMismatch(expected: pin, actual: file.sha256), cleanup: [.removePartial, .record(.clearPartial)])
                 }
                 committing = (pending.size, pending.validators, file.sha256)
@@ -471,9 +472,9 @@ struct EntryMachine {
             let verified = Planner.verifiedVersion(local: local, state: record)
             var effects = announce
             if local.partial.size != nil { effects.append(.removePartial) }
-            if remoteFile != nil, local.destinationIdentity != nil, verified == nil || verified?.sha256 == nil {
-                // First sight of this DEST (or of its hash): remember what it was found to be,
-                // hash included, so later runs and `verify` can tell if it changes.
+            if remoteFile != nil, local.destinationIdentity != nil, verified == nil || pins.comparable(verified?.sha256) == nil {
+                // First sight of this DEST (or of its hash in the pin's algorithm): remember what
+                // it was found to be, hash included, so later runs and `verify` can tell if it changes.
                 if destinationHash == nil {
                     phase = .hashingForRecord
                     return effects + [.hashDestination]

@@ -38,7 +38,8 @@ public struct EntryReport: Sendable {
     public var size: Int64?
     /// Attempts made, over all sources.
     public var attempts: Int
-    /// SHA-256 of `DEST`: computed while downloading, or known from the state store.
+    /// Digest of `DEST` in the entry's algorithm (SHA-256, or SHA-512 for an entry pinned by
+    /// one): computed while downloading, or known from the state store.
     public var sha256: String?
     /// Size of the `DEST.part` a failed or interrupted entry leaves for the next run to
     /// resume; nil when it leaves none.

@@ -1,6 +1,7 @@
-/// One `sync` (or `plan`) of a manifest on the transfer engine's thread: starts an
-/// `EntryDriver` for each entry, at most `width` at once and in manifest order, and collects
-/// their results.
+/// One `sync` (or `plan`) of a manifest on the transfer engine's thread: fetches the checksum
+/// files the entries are pinned by (`ChecksumPins`, each once), then starts an `EntryDriver`
+/// for each entry, at most `width` at once and in manifest order, and collects their results.
+/// An entry its checksum file cannot pin fails without a request of its own.
 ///
 /// An entry whose host has its own `concurrency` (`hosts:`) starts only while fewer than its
 /// share of `width` (that `concurrency` times `width / concurrency`) of its host's entries run;
@@ -15,7 +16,10 @@ final class SyncRun: @unchecked Sendable {
     let conditions: HostConditions
     let mode: EntryMachine.Mode
     let groupCommit: GroupCommit
-    private let entries: [Entry]
+    private var entries: [Entry]
+    /// Entries that cannot run: their checksum file did not pin them.
+    private var unpinned: [Int: TransferFailure] = [:]
+    private let checksumPins: ChecksumPins
     private let width: Int
     private var results: [EntryResult?]
     private var running: [Int: EntryDriver] = [:]
@@ -40,6 +44,7 @@ final class SyncRun: @unchecked Sendable {
         self.store = store
         self.conditions = conditions
         entries = runner.manifest.entries
+        checksumPins = ChecksumPins(fetcher: runner.fetcher, retryPolicy: runner.options.retryPolicy, width: runner.options.concurrency)
         self.width = max(1, width)
         let perTransfer = max(1, self.width / max(1, runner.options.concurrency))
         hostWidths = runner.manifest.hosts.concurrencyLimits.mapValues { $0 * perTransfer }
@@ -54,7 +59,15 @@ final class SyncRun: @unchecked Sendable {
         runner.fetcher.engine.post { [self] in
             self.completion = completion
             if remaining == 0 { return finishRun() }
-            startMore()
+            checksumPins.resolve(entries) { [self] resolution in
+                for (index, result) in resolution.enumerated() {
+                    switch result {
+                    case .success(let entry): entries[index] = entry
+                    case .failure(let failure): unpinned[index] = failure
+                    }
+                }
+                startMore()
+            }
         }
     }
 
@@ -62,6 +75,7 @@ final class SyncRun: @unchecked Sendable {
     func cancel() {
         runner.fetcher.engine.post { [self] in
             cancelled = true
+            checksumPins.cancel()
             for driver in Array(running.values) { driver.cancel() }
         }
     }
@@ -107,6 +121,7 @@ final class SyncRun: @unchecked Sendable {
 
     private func start(_ index: Int) {
         let entry = entries[index]
+        if let failure = unpinned[index] { return entryFinished(index, unpinnedResult(entry, failure)) }
         if let host = limitedHost(of: entry) {
             runningPerHost[host, default: 0] += 1
             hostOfRunning[index] = host
@@ -132,6 +147,18 @@ final class SyncRun: @unchecked Sendable {
         if next < entries.count || deferredCount > 0 {
             runner.fetcher.engine.post { [self] in startMore() }
         }
+    }
+
+    /// The result of an entry that fails for want of its checksum file's pin.
+    private func unpinnedResult(_ entry: Entry, _ failure: TransferFailure) -> EntryResult {
+        let url = entry.url.display
+        guard mode == .sync else {
+            return .planned(PlannedEntry(dest: entry.dest, url: url, action: .fail(failure), localSize: nil, remoteSize: nil))
+        }
+        runner.emit(.started(dest: entry.dest, url: url))
+        return .synced(EntryReport(
+            dest: entry.dest, url: url, action: .fail(failure), outcome: .failed(failure),
+            bytesTransferred: 0, size: nil, attempts: 0, sha256: nil))
     }
 
     private func finishRun() {

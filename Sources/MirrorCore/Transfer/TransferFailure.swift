@@ -19,8 +19,16 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     case bodyTooLarge(limit: Int64)
     /// The finished file is not the size the server or the manifest promised.
     case sizeMismatch(expected: Int64, actual: Int64)
-    /// The finished file's SHA-256 is not the pinned one.
+    /// The finished file's digest is not the pinned one (the manifest's, or its checksum
+    /// file's); hex of either algorithm, the length says which.
     case checksumMismatch(expected: String, actual: String)
+    /// The entry's checksum file (`checksums:`) could not be fetched: the failure of its last
+    /// attempt. `url` is its printable form.
+    indirect case checksumFileUnavailable(url: String, TransferFailure)
+    /// The entry's checksum file was fetched but cannot pin it: too large, or not a checksum file.
+    case checksumFileUnusable(url: String, reason: String)
+    /// The entry's checksum file does not list the entry's name.
+    case checksumNotListed(url: String, name: String)
     /// The server's reported size contradicts the manifest's `size` pin.
     case sizePinConflict(pinned: Int64, remote: Int64)
     /// A redirect that `mirror` refuses to follow.
@@ -56,6 +64,9 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             // permanent once their retries are spent.
             return true
         case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled:
+            return false
+        case .checksumFileUnavailable, .checksumFileUnusable, .checksumNotListed:
+            // Fetched once for the run, with its own retries: the entry cannot start without it.
             return false
         case .localIO(_, _, let errno):
             // Disk full, permission denied, read-only file system: retrying cannot help.
@@ -94,7 +105,14 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
         case .sizeMismatch(let expected, let actual):
             return "size mismatch: expected \(expected) bytes, got \(actual)"
         case .checksumMismatch(let expected, let actual):
-            return "sha256 mismatch: manifest pins \(expected), download has \(actual)"
+            let name = (DigestAlgorithm(hexDigest: expected) ?? .sha256).key
+            return "\(name) mismatch: expected \(expected), download has \(actual)"
+        case .checksumFileUnavailable(let url, let failure):
+            return "checksum file \(url) could not be fetched: \(failure)"
+        case .checksumFileUnusable(let url, let reason):
+            return "checksum file \(url) \(reason)"
+        case .checksumNotListed(let url, let name):
+            return "checksum file \(url) does not list `\(name)`; set checksum_name if it lists the file under another name"
         case .sizePinConflict(let pinned, let remote):
             return "server reports \(remote) bytes but the manifest pins size \(pinned)"
         case .redirectRefused(let reason):

@@ -5,7 +5,7 @@ public struct VerifiedEntry: Sendable, Equatable {
         case ok
         /// `DEST` does not exist.
         case missing
-        /// Contradicts a pin (size or sha256), or is not a regular file.
+        /// Contradicts a pin (size, sha256 or sha512), or is not a regular file.
         case mismatch
         /// Has other bytes than when mirror wrote it, and nothing pins it.
         case modified
@@ -16,6 +16,8 @@ public struct VerifiedEntry: Sendable, Equatable {
     public var dest: String
     public var status: Status
     public var size: Int64?
+    /// The file's digest, lowercase hex: SHA-256, or SHA-512 (128 digits) for an entry pinned
+    /// by one (see `DigestAlgorithm`).
     public var sha256: String?
     /// Whether the hash was taken from the state store rather than computed now.
     public var hashFromStore: Bool
@@ -25,7 +27,9 @@ public struct VerifiedEntry: Sendable, Equatable {
 }
 
 /// `mirror verify`: checks every entry's local file against its pins and the state store,
-/// without any network request and without writing anything. A hash recorded in the store is
+/// without any network request and without writing anything. Checksum files (`checksums:`)
+/// are not fetched: an entry pinned only by one is checked against the digest mirror recorded
+/// after it verified the download against that file. A hash recorded in the store is
 /// reused while the file's size, mtime and inode are unchanged, unless `rehash` is set.
 public struct Verifier: Sendable {
     public let manifest: Manifest
@@ -76,12 +80,17 @@ public struct Verifier: Sendable {
         }
         let record = try? store?.record(for: entry.dest)
         let verified = Planner.verifiedVersion(local: local, state: record ?? nil)
-        if !rehash, let cached = verified?.sha256 {
+        // The pin's algorithm; without a pin (an entry pinned by its checksum file at sync
+        // time), the one mirror recorded the file's digest in.
+        let recordedDigest = (record ?? nil)?.complete?.sha256
+        let algorithm = entry.digest != nil ? entry.digestAlgorithm : recordedDigest.flatMap(DigestAlgorithm.init(hexDigest:)) ?? .sha256
+        let name = algorithm.key
+        if !rehash, let cached = verified?.sha256, DigestAlgorithm(hexDigest: cached) == algorithm {
             result.sha256 = cached
             result.hashFromStore = true
         } else {
             do {
-                result.sha256 = try rootDirectory.sha256OfDestination(paths)
+                result.sha256 = try rootDirectory.digestOfDestination(paths, algorithm)
             } catch {
                 result.status = .mismatch
                 result.detail = error.description
@@ -93,17 +102,17 @@ public struct Verifier: Sendable {
             result.detail = "size is \(result.size ?? 0) bytes; the manifest pins \(pinned)"
             return result
         }
-        if let pin = entry.sha256 {
+        if let pin = entry.digest {
             if pin != result.sha256 {
                 result.status = .mismatch
-                result.detail = "sha256 is \(result.sha256 ?? "?"); the manifest pins \(pin)"
+                result.detail = "\(name) is \(result.sha256 ?? "?"); the manifest pins \(pin)"
             }
             return result
         }
         if let complete = (record ?? nil)?.complete {
             if let recorded = complete.sha256, recorded != result.sha256 {
                 result.status = .modified
-                result.detail = "sha256 is \(result.sha256 ?? "?"); mirror wrote \(recorded)"
+                result.detail = "\(name) is \(result.sha256 ?? "?"); mirror wrote \(recorded)"
             } else if complete.sha256 == nil, verified == nil {
                 result.status = .unverified
                 result.detail = "changed on disk since mirror recorded it, and no hash was recorded"
@@ -112,7 +121,7 @@ public struct Verifier: Sendable {
         }
         if entry.size == nil {
             result.status = .unverified
-            result.detail = "no sha256 or size pin and no record in the state store"
+            result.detail = "no sha256, sha512 or size pin and no record in the state store"
         }
         return result
     }

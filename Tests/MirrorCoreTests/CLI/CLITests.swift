@@ -261,8 +261,8 @@ struct LockAndVerifyCLITests {
         #expect(locked.status == 0, "\(locked)")
         let text = scenario.text(of: "mirror.yaml")
         #expect(text.hasPrefix("# provisioning assets\n"), "comments are kept")
-        #expect(text.contains("sha256: \(SHA256Hasher.hex(of: Self.a))") && text.contains("size: 120000"))
-        #expect(text.contains("sha256: \(SHA256Hasher.hex(of: Self.b))") && text.contains("size: 7000"))
+        #expect(text.contains("sha256: \(DigestHasher.hex(of: Self.a))") && text.contains("size: 120000"))
+        #expect(text.contains("sha256: \(DigestHasher.hex(of: Self.b))") && text.contains("size: 7000"))
 
         scenario.nginx.stop()
         let plan = try scenario.run(["plan", "--exit-code", "mirror.yaml"])
@@ -286,7 +286,7 @@ struct LockAndVerifyCLITests {
         let locked = try scenario.run(["lock", "sub/m.yaml"])
         #expect(locked.status == 0, "\(locked)")
         #expect(scenario.directory.contents(of: "sub/m.yaml").map { String(decoding: $0, as: UTF8.self) }?
-            .contains("sha256: \(SHA256Hasher.hex(of: Self.a))") == true)
+            .contains("sha256: \(DigestHasher.hex(of: Self.a))") == true)
     }
 
     @Test func lockRefusesAFlowStyleEntryBeforeDownloadingAnything() throws {
@@ -324,8 +324,8 @@ struct LockAndVerifyCLITests {
         let locked = try scenario.run(["lock", "mirror.yaml"])
         #expect(locked.status == 0, "\(locked)")
         let pinned = scenario.text(of: "mirror.yaml")
-        #expect(pinned.contains("/a.bin\r\n    dest: a.bin\r\n    sha256: \(SHA256Hasher.hex(of: Self.a))\r\n    size: 120000\r\n"), "\(pinned.debugDescription)")
-        #expect(pinned.contains("/b.bin\r\n    dest: b.bin\r\n    sha256: \(SHA256Hasher.hex(of: Self.b))\r\n    size: 7000\r\n"), "\(pinned.debugDescription)")
+        #expect(pinned.contains("/a.bin\r\n    dest: a.bin\r\n    sha256: \(DigestHasher.hex(of: Self.a))\r\n    size: 120000\r\n"), "\(pinned.debugDescription)")
+        #expect(pinned.contains("/b.bin\r\n    dest: b.bin\r\n    sha256: \(DigestHasher.hex(of: Self.b))\r\n    size: 7000\r\n"), "\(pinned.debugDescription)")
         #expect(pinned.replacing("\r\n", with: "").contains("\n") == false)
 
         scenario.nginx.stop()
@@ -342,7 +342,7 @@ struct LockAndVerifyCLITests {
         #expect(result.status == 0, "\(result)")
         let link = try FileManager.default.destinationOfSymbolicLink(atPath: scenario.directory.path("link.yaml"))
         #expect(link == scenario.directory.path("mirror.yaml"), "the link is still a link")
-        #expect(scenario.text(of: "mirror.yaml").contains("sha256: \(SHA256Hasher.hex(of: Self.a))"))
+        #expect(scenario.text(of: "mirror.yaml").contains("sha256: \(DigestHasher.hex(of: Self.a))"))
     }
 
     @Test func lockWritesNothingWhenAnEntryFails() throws {

@@ -100,7 +100,7 @@ struct ApacheTests {
         let head = try CurlCommand.run(["-sI", apache.url("/a.tar.gz")])
         try #require(head.output.lowercased().contains("content-encoding: x-gzip"), "\(head)")
         let work = try SyncScenario()
-        let pin = SHA256Hasher.hex(of: tarball)
+        let pin = DigestHasher.hex(of: tarball)
 
         let reports = try await work.sync(.files(.url(apache.url("/a.tar.gz"), dest: "a.tar.gz", "retries: 1", "sha256: \(pin)")))
 
@@ -110,7 +110,7 @@ struct ApacheTests {
 
         // A pin of the decompressed bytes is not what was served: refused, nothing lands.
         let other = try SyncScenario()
-        let wrongPin = SHA256Hasher.hex(of: Data(repeating: 0x61, count: 100_000) + randomData(count: 50_000, seed: 50))
+        let wrongPin = DigestHasher.hex(of: Data(repeating: 0x61, count: 100_000) + randomData(count: 50_000, seed: 50))
         let refused = try await other.sync(.files(.url(apache.url("/a.tar.gz"), dest: "a.tar.gz", "retries: 1", "sha256: \(wrongPin)")))
         #expect(refused[0].outcome == .failed(.checksumMismatch(expected: wrongPin, actual: pin)))
         #expect(other.local("a.tar.gz") == nil)

@@ -142,7 +142,7 @@ struct StateTests {
         #expect(scenario.local("f.bin") == Self.v2)
         let verified = await scenario.verifier(try manifest()).verify(rehash: true)
         #expect(verified.map(\.status) == [.ok])
-        #expect(verified.first?.sha256 == SHA256Hasher.hex(of: Self.v2))
+        #expect(verified.first?.sha256 == DigestHasher.hex(of: Self.v2))
     }
 
     /// A dynamic server that sends no ETag, no Last-Modified and no size: nothing tells one
@@ -192,7 +192,7 @@ struct StateTests {
 
     @Test func aPinnedSyncedManifestPlansWithTheServerStopped() async throws {
         serve(Self.v1, etag: "\"v1\"")
-        let pin = SHA256Hasher.hex(of: Self.v1)
+        let pin = DigestHasher.hex(of: Self.v1)
         let pinned = try manifest("sha256: \(pin)")
         let synced = try await scenario.sync(pinned)
         #expect(synced[0].sha256 == pin)
@@ -206,7 +206,7 @@ struct StateTests {
 
     @Test func aTouchedFileIsNoLongerVouchedFor() async throws {
         serve(Self.v1, etag: "\"v1\"")
-        let pin = SHA256Hasher.hex(of: Self.v1)
+        let pin = DigestHasher.hex(of: Self.v1)
         let pinned = try manifest("sha256: \(pin)")
         _ = try await scenario.sync(pinned)
         // Same size, other bytes, new mtime: the store's record no longer describes it.
@@ -222,10 +222,10 @@ struct StateTests {
         serve(Self.v1, etag: "\"v1\"")
         _ = try await scenario.sync(manifest())
         // The manifest now pins v2, but the server still has v1: the replacement fails its pin.
-        let v2Hash = SHA256Hasher.hex(of: Self.v2)
+        let v2Hash = DigestHasher.hex(of: Self.v2)
         let reports = try await scenario.sync(try manifest("sha256: \(v2Hash)").withRetries(1))
 
-        #expect(reports[0].outcome == .failed(.checksumMismatch(expected: v2Hash, actual: SHA256Hasher.hex(of: Self.v1))))
+        #expect(reports[0].outcome == .failed(.checksumMismatch(expected: v2Hash, actual: DigestHasher.hex(of: Self.v1))))
         #expect(reports[0].attempts == 2)
         #expect(local?.fingerprint == Self.v1.fingerprint, "DEST untouched")
         #expect(scenario.files() == ["f.bin"], "the bad download was discarded")
@@ -236,7 +236,7 @@ struct StateTests {
     @Test func aPinnedUpgradeCutMidwayIsResumedNotRestarted() async throws {
         serve(Self.v1, etag: "\"v1\"")
         _ = try await scenario.sync(manifest())
-        let pinned = try manifest("sha256: \(SHA256Hasher.hex(of: Self.v2))")
+        let pinned = try manifest("sha256: \(DigestHasher.hex(of: Self.v2))")
         server.route("/f.bin", method: "HEAD", reply: .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2))
         server.route("/f.bin", method: "GET", replies: [
             .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2).cut(afterBodyBytes: 200_000),
@@ -268,7 +268,7 @@ struct StateTests {
     /// The pin decides, not the server's size, and the same whether a record exists or not.
     @Test func aFileMatchingItsPinIsKeptWhateverTheServerSaysWithOrWithoutARecord() async throws {
         serve(Self.v1, etag: "\"v1\"")
-        let pinned = try manifest("sha256: \(SHA256Hasher.hex(of: Self.v1))")
+        let pinned = try manifest("sha256: \(DigestHasher.hex(of: Self.v1))")
         _ = try await scenario.sync(pinned)
         let longer = Self.v2 + Data(count: 1_000)
         serve(longer, etag: "\"v3\"", date: Self.date2)
@@ -304,7 +304,7 @@ struct StateTests {
             validators: RemoteValidators(etag: "\"v1\"", lastModified: Self.date1, size: 300_000), sha256: nil,
             local: LocalIdentity(info))))
 
-        let reports = try await scenario.sync(try manifest("sha256: \(SHA256Hasher.hex(of: Self.v1))"))
+        let reports = try await scenario.sync(try manifest("sha256: \(DigestHasher.hex(of: Self.v1))"))
         #expect(reports[0].action == .replace(reason: "local file does not match its sha256 pin"))
         #expect(local?.fingerprint == Self.v1.fingerprint)
     }

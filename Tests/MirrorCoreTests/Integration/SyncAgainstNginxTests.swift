@@ -138,7 +138,7 @@ struct SyncAgainstNginxTests {
     @Test func sha256PinIsCheckedBeforeTheRename() async throws {
         let data = randomData(count: 70_000, seed: 10)
         let scenario = try SyncScenario(.nginx(site: ["good.bin": data, "bad.bin": data]))
-        let goodHash = SHA256Hasher.hex(of: data)
+        let goodHash = DigestHasher.hex(of: data)
         let wrongHash = String(repeating: "0", count: 64)
         let reports = try await scenario.sync(ManifestText(top: ["defaults:", "  retries: 1"], entries: [
             .url(scenario.url("/good.bin"), "sha256: \(goodHash)"),
@@ -201,7 +201,7 @@ struct SyncAgainstNginxTests {
         let scenario = try SyncScenario(.nginx(site: ["big.bin": data]), before: [
             "resumed.bin.part": data.prefix(12 << 20), "restarted.bin.part": randomData(count: 9 << 20, seed: 91),
         ])
-        let pin = SHA256Hasher.hex(of: data)
+        let pin = DigestHasher.hex(of: data)
         let reports = try await scenario.sync(.files(
             .url(scenario.url("/big.bin"), dest: "resumed.bin", "sha256: \(pin)"),
             .url(scenario.url("/norange/big.bin"), dest: "restarted.bin", "sha256: \(pin)")))

@@ -1,9 +1,8 @@
-/// A SHA-256 pin: exactly 64 hexadecimal digits, either case.
-enum SHA256Syntax {
-    static let digitCount = 64
-
-    /// The digest in lowercase, or why `text` is not one.
-    static func parse(_ text: String) throws(ValueProblem) -> String {
+/// A digest pin: exactly 64 (`sha256`) or 128 (`sha512`) hexadecimal digits, either case.
+enum DigestSyntax {
+    /// The digest in lowercase, or why `text` is not one of `algorithm`.
+    static func parse(_ text: String, _ algorithm: DigestAlgorithm) throws(ValueProblem) -> String {
+        let digitCount = algorithm.hexLength
         // A valid pin is 64 ASCII bytes, so it is recognised without splitting it into
         // Characters; only a bad one is looked at closely enough to say what is wrong.
         if text.utf8.count == digitCount, text.utf8.allSatisfy(isASCIIHexDigit) {
@@ -19,7 +18,7 @@ enum SHA256Syntax {
         return text.lowercased()
     }
 
-    private static func isASCIIHexDigit(_ byte: UInt8) -> Bool {
+    static func isASCIIHexDigit(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"):
             true

@@ -1,14 +1,16 @@
 import CCrypto
 import Glibc
 
-/// Incremental SHA-256 over OpenSSL's libcrypto.
-final class SHA256Hasher {
+/// Incremental SHA-256 or SHA-512 over OpenSSL's libcrypto.
+final class DigestHasher {
     private let context: OpaquePointer
+    let algorithm: DigestAlgorithm
 
-    init() {
+    init(_ algorithm: DigestAlgorithm = .sha256) {
         guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed: out of memory") }
         self.context = context
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        self.algorithm = algorithm
+        EVP_DigestInit_ex(context, algorithm.evp, nil)
     }
 
     deinit {
@@ -22,20 +24,20 @@ final class SHA256Hasher {
 
     /// Starts over, as if no bytes had been seen.
     func reset() {
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+        EVP_DigestInit_ex(context, algorithm.evp, nil)
     }
 
-    /// The digest as 64 lowercase hex digits. The hasher must not be used afterwards.
+    /// The digest as lowercase hex digits (64 or 128). The hasher must not be used afterwards.
     func finalize() -> String {
-        var digest = [UInt8](repeating: 0, count: 32)
+        var digest = [UInt8](repeating: 0, count: algorithm.hexLength / 2)
         var length: UInt32 = 0
         EVP_DigestFinal_ex(context, &digest, &length)
         return Self.hex(digest)
     }
 
     /// The digest of bytes in memory.
-    static func hex(of bytes: some Sequence<UInt8>) -> String {
-        let hasher = SHA256Hasher()
+    static func hex(of bytes: some Sequence<UInt8>, _ algorithm: DigestAlgorithm = .sha256) -> String {
+        let hasher = DigestHasher(algorithm)
         let array = Array(bytes)
         array.withUnsafeBytes { hasher.update($0) }
         return hasher.finalize()

@@ -1,0 +1,90 @@
+import FoundationEssentials
+
+/// Pins entries from their checksum files (`checksums:`), each file fetched once per run
+/// however many entries name it. An entry that pins its own `sha256`/`sha512` keeps that pin
+/// and does not need its checksum file; a file no entry needs is not fetched.
+///
+/// Used on the engine's thread only.
+final class ChecksumPins: @unchecked Sendable {
+    /// Each entry as it is to run, or why it cannot.
+    typealias Resolution = [Result<Entry, TransferFailure>]
+
+    private let fetcher: Fetcher
+    private let retryPolicy: RetryPolicy
+    /// Checksum files fetched at once: the run's `concurrency`.
+    private let width: Int
+    private var fetches: [ChecksumFileFetch] = []
+    private var cancelled = false
+
+    init(fetcher: Fetcher, retryPolicy: RetryPolicy, width: Int) {
+        self.fetcher = fetcher
+        self.retryPolicy = retryPolicy
+        self.width = max(1, width)
+    }
+
+    /// Whether an entry takes its pin from its checksum file.
+    static func needsChecksumFile(_ entry: Entry) -> Bool {
+        entry.digest == nil && entry.settings.checksums != nil
+    }
+
+    /// Fetches every checksum file the entries need, `width` at a time, and pins each entry
+    /// from its own; `completion` runs on the engine's thread, with one result per entry in order. Runs
+    /// `completion` at once when no entry needs a checksum file.
+    func resolve(_ entries: [Entry], completion: @escaping (Resolution) -> Void) {
+        // In manifest order, each URL once, with the settings of the first entry naming it.
+        var sources: [(url: RemoteURL, settings: TransferSettings)] = []
+        var named = Set<String>()
+        for entry in entries where Self.needsChecksumFile(entry) {
+            let url = entry.settings.checksums!
+            if named.insert(url.string).inserted { sources.append((url, entry.settings)) }
+        }
+        guard !sources.isEmpty else { return completion(entries.map { .success($0) }) }
+        var lists: [String: Result<ChecksumList, TransferFailure>] = [:]
+        var next = 0
+        func startNext() {
+            let source = sources[next]
+            next += 1
+            let fetch = ChecksumFileFetch(url: source.url, settings: source.settings, fetcher: fetcher, retryPolicy: retryPolicy)
+            fetches.append(fetch)
+            fetch.start { result in
+                lists[source.url.string] = result
+                if next < sources.count { return startNext() }
+                guard lists.count == sources.count else { return }
+                completion(entries.map { Self.pinned($0, lists: lists) })
+            }
+            if cancelled { fetch.cancel() }
+        }
+        while next < min(width, sources.count) { startNext() }
+    }
+
+    /// Stops the fetches in progress: the entries that need them fail as interrupted.
+    func cancel() {
+        cancelled = true
+        for fetch in fetches { fetch.cancel() }
+    }
+
+    /// `entry` with the digest its checksum file lists for it, or why there is none.
+    static func pinned(_ entry: Entry, lists: [String: Result<ChecksumList, TransferFailure>]) -> Result<Entry, TransferFailure> {
+        guard needsChecksumFile(entry), let url = entry.settings.checksums, let list = lists[url.string] else { return .success(entry) }
+        switch list {
+        case .failure(let failure):
+            return .failure(failure)
+        case .success(let list):
+            guard let name = lookupName(of: entry) else {
+                return .failure(.checksumFileUnusable(url: url.display, reason: "cannot be searched: the entry's url has no file name; set checksum_name"))
+            }
+            guard let digest = list.digest(for: name) else { return .failure(.checksumNotListed(url: url.display, name: name)) }
+            var pinned = entry
+            pinned.digest = digest
+            return .success(pinned)
+        }
+    }
+
+    /// The name an entry goes by in its checksum file: `checksum_name`, else the last segment
+    /// of its url's path, percent-decoded.
+    static func lookupName(of entry: Entry) -> String? {
+        if let name = entry.checksumName { return name }
+        guard let components = URLComponents(string: entry.url.string) else { return nil }
+        return try? URLRules.fileName(fromPercentEncodedPath: components.percentEncodedPath)
+    }
+}
