@@ -46,6 +46,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var prune: PruneOptions
 
+    @OptionGroup var shard: ShardOptions
+
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
 
@@ -73,12 +75,12 @@ struct SyncCommand: AsyncParsableCommand {
     /// The sync itself; `reports` holds the entries' reports once the run has them, also
     /// when it then ends with an exit status other than 0.
     private func sync(console: Console, reports: inout [EntryReport]) async throws {
-        let manifest = try options.loadManifest(console: console)
+        let manifest = try shard.apply(to: options.loadManifest(console: console), console: console, json: options.json).manifest
         let progress = SyncProgress()
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
-        runOptions.prune = try prune.settings(for: manifest, console: console)
+        runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         // A progress block would break the one-object-a-line log.
         let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
