@@ -60,6 +60,16 @@ public final class RunLock: Sendable {
         }
     }
 
+    /// `ROOT/.mirror/lock.pins`, held exclusively while `mirror lock --shard` rewrites the
+    /// manifest shared by every shard, for up to `wait`: each shard's pins are added to what
+    /// the others wrote, never over it.
+    public static func acquirePinWriting(root: String, wait: Duration = .seconds(600)) async throws(RunLockError) -> RunLock {
+        let directory = RootDirectory(path: root)
+        let name = fileName + ".pins"
+        let fd = try await lock(name, in: directory, shared: false, until: ContinuousClock.now + wait, waited: wait)
+        return RunLock(fds: [fd], path: (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + name)
+    }
+
     /// Opens `name` under `ROOT/.mirror` and `flock`s it, polling until `deadline`.
     private static func lock(_ name: String, in root: RootDirectory, shared: Bool, until deadline: ContinuousClock.Instant, waited wait: Duration?) async throws(RunLockError) -> Int32 {
         let path = (root.path.endsWithSlash ? root.path : root.path + "/") + RootDirectory.stateDirectoryName + "/" + name
