@@ -60,11 +60,21 @@ public final class ManifestRunner: Sendable {
         if let problem = opening.problem {
             return PruneOutcome(plan: PrunePlan(), refusal: "the state store cannot be read (\(problem)), so nothing is known to be mirror's; nothing would be deleted")
         }
-        // No store: mirror has written nothing here that it knows of.
-        guard let store = opening.store else { return PruneOutcome(plan: PrunePlan()) }
-        defer { store.close() }
+        let shardStores = SiblingStores.open(in: rootDirectory, besides: nil)
+        defer {
+            opening.store?.close()
+            shardStores.close()
+        }
+        if let problem = shardStores.problems.first {
+            return PruneOutcome(plan: PrunePlan(), refusal: "a shard's state store cannot be read (\(problem)), so not everything mirror wrote is known; nothing would be deleted")
+        }
+        // No store at all: mirror has written nothing here that it knows of. Only shards'
+        // stores: the sync would make its own, empty, and read theirs.
+        var stores = shardStores.stores
+        guard let store = opening.store ?? (stores.isEmpty ? nil : stores.removeFirst()) else { return PruneOutcome(plan: PrunePlan()) }
         do {
-            let plan = try Pruner(rootDirectory: rootDirectory, store: store).plan(manifestDests: manifest.entries.map(\.dest), maxDelete: prune.maxDelete)
+            let pruner = Pruner(rootDirectory: rootDirectory, store: store, shardStores: stores)
+            let plan = try pruner.plan(manifestDests: manifest.entries.map(\.dest), maxDelete: prune.maxDelete)
             return PruneOutcome(plan: plan, refusal: plan.refusal)
         } catch {
             return PruneOutcome(plan: PrunePlan(), refusal: "reading \(store.path): \(error); nothing would be deleted")
@@ -120,7 +130,13 @@ public final class ManifestRunner: Sendable {
         guard let store else {
             return PruneOutcome(plan: PrunePlan(), refusal: "the state store could not be opened, so nothing is known to be mirror's; nothing was deleted")
         }
-        let pruner = Pruner(rootDirectory: rootDirectory, store: store)
+        // Every shard is excluded by this run's lock: their stores are written by this run only.
+        let shardStores = SiblingStores.names(in: rootDirectory, besides: nil).map { StateStore.open(in: rootDirectory, mode: .readWrite, name: $0) }
+        defer { for opening in shardStores { opening.store?.close() } }
+        if let problem = shardStores.compactMap(\.problem).first {
+            return PruneOutcome(plan: PrunePlan(), refusal: "a shard's state store cannot be used (\(problem)), so not everything mirror wrote is known; nothing was deleted")
+        }
+        let pruner = Pruner(rootDirectory: rootDirectory, store: store, shardStores: shardStores.compactMap(\.store))
         do {
             return pruner.carryOut(try pruner.plan(manifestDests: manifest.entries.map(\.dest), maxDelete: settings.maxDelete))
         } catch {

@@ -157,6 +157,35 @@ struct ShardTests {
         #expect(scenario.files().isEmpty)
     }
 
+    /// An unsharded `sync --prune` after a sharded run knows the shards' files as mirror's:
+    /// one the manifest dropped is deleted, with its record in the shard's store.
+    @Test func anUnshardedPruneDeletesWhatOnlyAShardRecorded() throws {
+        let scenario = try Self.setUp(pinned: false)
+        for shard in 0..<2 {
+            let result = try scenario.run(["sync", "m.yaml", "--shard", "\(shard)/2", "--quiet"])
+            #expect(result.status == 0, "\(result)")
+        }
+        let dropped = "file-7.bin"
+        let owner = ShardHash.shard(ofDest: dropped, count: 2)
+        let kept = Self.site.keys.sorted().filter { $0 != "set/" + dropped }
+        try scenario.write(ManifestText(entries: kept.map { .init(scenario.url("/" + $0), dest: String($0.dropFirst("set/".count))) }))
+        try scenario.put(Data("mine".utf8), at: "mine.txt")
+
+        let plan = try scenario.run(["plan", "m.yaml", "--prune", "--json"])
+        #expect(plan.status == 0, "\(plan)")
+        let rows = try #require(try Self.json(plan.stdout)["entries"] as? [[String: Any]])
+        #expect(rows.filter { $0["action"] as? String == "delete" }.compactMap { $0["dest"] as? String } == [dropped], "\(plan.stdout)")
+
+        let prune = try scenario.run(["sync", "m.yaml", "--prune", "--quiet"])
+        #expect(prune.status == 0, "\(prune)")
+        #expect(scenario.local(dropped) == nil)
+        #expect(scenario.local("mine.txt") == Data("mine".utf8))
+        #expect(scenario.local("file-8.bin") != nil)
+        let store = try #require(StateStore.open(root: scenario.root, mode: .readOnly, shard: ShardSelection(index: owner, count: 2)).store)
+        #expect(try store.record(for: dropped) == nil)
+        #expect(try store.record(for: kept.map { String($0.dropFirst("set/".count)) }.first { ShardHash.shard(ofDest: $0, count: 2) == owner }!) != nil)
+    }
+
     /// `lock --shard`: shards pinning one manifest file at the same time each add their pins
     /// to the others'.
     @Test func shardsLockingOneManifestTogetherPinEveryEntry() throws {
