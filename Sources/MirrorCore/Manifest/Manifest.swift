@@ -20,6 +20,9 @@ public struct Manifest: Sendable, Equatable {
     public var rateLimit: RateLimit?
     /// `hosts:`: limits and headers for the requests to particular hosts.
     public var hosts = HostRules()
+    /// The shard this manifest was narrowed to (`--shard K/N`, see `selecting(_:by:)`); nil:
+    /// every entry. Chooses the run lock and the state store under `ROOT/.mirror/`.
+    public var shard: ShardSelection?
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
     /// Where relative paths were resolved from: the manifest's own directory (`root`,
