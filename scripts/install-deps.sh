@@ -25,6 +25,8 @@ packages=(
     zsh                    # the install tests check the generated zsh completions
     fish                   # and the fish ones
     prometheus-node-exporter  # reads sync --metrics-file through its textfile collector in the tests
+    slurm-wlm              # slurmctld, slurmd, sbatch: the tests' one-node cluster runs sharded syncs
+    munge                  # Slurm's authentication; the tests run their own munged with their own key
 )
 
 missing=()
