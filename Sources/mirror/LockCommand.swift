@@ -26,12 +26,15 @@ struct LockCommand: AsyncParsableCommand {
 
     @OptionGroup var lockWait: LockWaitOption
 
+    @OptionGroup var shard: ShardOptions
+
     func run() async throws {
         let console = options.console()
-        let manifest = try options.loadManifest(console: console)
+        let whole = try options.loadManifest(console: console)
+        let manifest = try shard.apply(to: whole, console: console, json: options.json).manifest
         do {
             // Refuse what cannot be pinned before anything is downloaded.
-            try ManifestPinWriter.checkPinnable(manifest, environment: ProcessInfo.processInfo.environment)
+            try ManifestPinWriter.checkPinnable(whole, environment: ProcessInfo.processInfo.environment)
         } catch {
             if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
@@ -52,8 +55,12 @@ struct LockCommand: AsyncParsableCommand {
             throw ExitWith(status: ExitStatus.forFailures(reports))
         }
         do {
-            try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)
-        } catch {
+            if manifest.shard != nil {
+                try await rewriteShared(pins: pins, root: manifest.root, console: console)
+            } else {
+                try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)
+            }
+        } catch let error as ManifestError {
             if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
@@ -66,5 +73,21 @@ struct LockCommand: AsyncParsableCommand {
             console.json(JSONValue.object([("manifest", .string(manifest.path)), ("entries", .array(entries))]).text)
         }
         console.line("pinned \(pins.count) \(pins.count == 1 ? "entry" : "entries") in \(manifest.path)")
+    }
+
+    /// A shard's pins go into a manifest file the other shards may be pinning at the same
+    /// time: under `ROOT/.mirror/lock.pins`, the file is read again (with the pins they have
+    /// written meanwhile) and this shard's pins are added to it.
+    private func rewriteShared(pins: [String: ManifestPinWriter.Pin], root: String, console: Console) async throws {
+        let pinLock: RunLock
+        do {
+            pinLock = try await RunLock.acquirePinWriting(root: root)
+        } catch {
+            console.error("mirror: \(error); \(options.manifest) was left unchanged")
+            throw ExitWith(status: .locked)
+        }
+        defer { withExtendedLifetime(pinLock) {} }
+        let current = try ManifestLoader.load(path: options.manifest, rootOverride: options.root)
+        try ManifestPinWriter.rewrite(current, pins: pins, environment: ProcessInfo.processInfo.environment)
     }
 }

@@ -25,7 +25,7 @@ struct MirrorCommand: AsyncParsableCommand {
               130  interrupted (SIGINT); 143 terminated (SIGTERM): partial work is kept
             """,
         version: MirrorVersion.string,
-        subcommands: [PlanCommand.self, SyncCommand.self, VerifyCommand.self, LockCommand.self]
+        subcommands: [PlanCommand.self, SyncCommand.self, VerifyCommand.self, LockCommand.self, ReportCommand.self]
     )
 
     /// Parses and runs, mapping every outcome onto the documented exit codes: argument errors

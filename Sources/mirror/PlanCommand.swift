@@ -29,19 +29,22 @@ struct PlanCommand: AsyncParsableCommand {
 
     @OptionGroup var prune: PruneOptions
 
+    @OptionGroup var shard: ShardOptions
+
     func run() async throws {
         let console = options.console()
-        let manifest = try options.loadManifest(console: console)
+        let (manifest, shardTotals) = try shard.apply(to: options.loadManifest(console: console), console: console, json: options.json)
         var runOptions = options.runOptions(for: manifest, console: console)
-        runOptions.prune = try prune.settings(for: manifest, console: console)
+        runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         let plan = await runner.plan()
         let pruning = runner.prunePlan()
 
+        let sharding = manifest.shard.map { ShardPlan(selection: $0, balance: shard.shardBy ?? .hash, totals: shardTotals ?? [], entries: manifest.entries, plan: plan) }
         if options.json {
-            console.json(PlanJSON.encode(plan, prune: pruning))
+            console.json(PlanJSON.encode(plan, prune: pruning, shard: sharding))
         } else {
-            console.line(PlanTable.render(plan, prune: pruning))
+            console.line(PlanTable.render(plan, prune: pruning) + (sharding.map { "\n" + $0.text } ?? ""))
         }
         if let pruning {
             for kept in pruning.plan.kept { console.notice("mirror: prune: would keep \(TerminalText.escaped(kept.path)): \(TerminalText.escaped(kept.reason))") }
@@ -148,7 +151,7 @@ struct PlanSummary {
 
 /// `mirror plan --json`: exactly one object on stdout.
 enum PlanJSON {
-    static func encode(_ plan: [PlannedEntry], prune: PruneOutcome? = nil) -> String {
+    static func encode(_ plan: [PlannedEntry], prune: PruneOutcome? = nil, shard: ShardPlan? = nil) -> String {
         let summary = PlanSummary(plan, prune: prune)
         var entries = plan.map { entry -> JSONValue in
             .object([
@@ -175,6 +178,7 @@ enum PlanJSON {
         var totals = summary.names.map { ($0, JSONValue.int(summary.counts[$0, default: 0])) }
         totals.append(("bytes_to_transfer", .int(summary.bytesToTransfer)))
         var document: [(String, JSONValue)] = [("entries", .array(entries)), ("summary", .object(totals))]
+        if let shard { document.append(("shard", shard.json)) }
         if let prune {
             document.append(("prune", .object([
                 ("kept", PruneText.keptJSON(prune.plan.kept)),

@@ -46,6 +46,10 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var prune: PruneOptions
 
+    @OptionGroup var shard: ShardOptions
+
+    @OptionGroup var report: ReportOption
+
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
 
@@ -60,25 +64,29 @@ struct SyncCommand: AsyncParsableCommand {
         let startedAt = ContinuousClock.now
         let console = Console(mode: options.json ? .json : .text, quiet: options.quiet, log: logOptions.style)
         var reports: [EntryReport] = []
+        var ran = ReportOption.Run()
         do {
-            try await sync(console: console, reports: &reports)
+            try await sync(console: console, reports: &reports, ran: &ran)
             writeMetrics(status: .success, reports: reports, since: startedAt, console: console)
+            report.write(status: .success, reports: reports, ran: ran, manifestPath: options.manifest, console: console)
         } catch {
             // Every way out of a sync (a bad manifest, a held lock, failures, a signal) leaves metrics.
             writeMetrics(status: (error as? ExitWith)?.status ?? .usage, reports: reports, since: startedAt, console: console)
+            report.write(status: (error as? ExitWith)?.status ?? .usage, reports: reports, ran: ran, manifestPath: options.manifest, console: console)
             throw error
         }
     }
 
     /// The sync itself; `reports` holds the entries' reports once the run has them, also
     /// when it then ends with an exit status other than 0.
-    private func sync(console: Console, reports: inout [EntryReport]) async throws {
-        let manifest = try options.loadManifest(console: console)
+    private func sync(console: Console, reports: inout [EntryReport], ran: inout ReportOption.Run) async throws {
+        let manifest = try shard.apply(to: options.loadManifest(console: console), console: console, json: options.json).manifest
+        ran.manifest = manifest
         let progress = SyncProgress()
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
-        runOptions.prune = try prune.settings(for: manifest, console: console)
+        runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         // A progress block would break the one-object-a-line log.
         let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
@@ -89,6 +97,7 @@ struct SyncCommand: AsyncParsableCommand {
         display?.start()
         let (result, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
         reports = result.reports
+        ran.prune = result.prune
         let elapsed = ContinuousClock.now - started
 
         let summary = SyncSummary(reports, prune: result.prune)
@@ -174,6 +183,11 @@ struct SyncSummary {
 /// `mirror sync --json`: one object on stdout with a result per entry.
 enum SyncJSON {
     static func encode(_ reports: [EntryReport], prune: PruneOutcome? = nil) -> String {
+        JSONValue.object(document(reports, prune: prune)).text
+    }
+
+    /// The document's keys; `entry` may add keys to each entry's (as `--report` does).
+    static func document(_ reports: [EntryReport], prune: PruneOutcome? = nil, entry extra: (EntryReport) -> [(String, JSONValue)] = { _ in [] }) -> [(String, JSONValue)] {
         let entries = reports.map { report -> JSONValue in
             var status = "transferred"
             var error: String?
@@ -194,7 +208,7 @@ enum SyncJSON {
                 ("attempts", .int(report.attempts)),
                 ("sha256", .string(report.sha256)),
                 ("error", .string(error)),
-            ])
+            ] + extra(report))
         }
         let totals = SyncSummary(reports, prune: prune)
         var summary: [(String, JSONValue)] = [
@@ -209,6 +223,6 @@ enum SyncJSON {
             document.append(("prune", PruneText.json(prune)))
         }
         document.append(("summary", .object(summary)))
-        return JSONValue.object(document).text
+        return document
     }
 }

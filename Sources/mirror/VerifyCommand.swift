@@ -21,12 +21,14 @@ struct VerifyCommand: AsyncParsableCommand {
 
     @OptionGroup var options: CommonOptions
 
+    @OptionGroup var shard: ShardOptions
+
     @Flag(name: .long, help: "Hash every file again instead of trusting the state store's record.")
     var rehash = false
 
     func run() async throws {
         let console = options.console()
-        let manifest = try options.loadManifest(console: console)
+        let manifest = try shard.apply(to: options.loadManifest(console: console), console: console, json: options.json).manifest
         let verifier = Verifier(manifest: manifest, options: options.runOptions(for: manifest, console: console))
         let results = await verifier.verify(rehash: rehash)
 

@@ -16,6 +16,9 @@ public struct Manifest: Sendable, Equatable {
     /// `prune: true` at the top level: `sync` deletes what mirror wrote and this manifest no
     /// longer lists, as `--prune` does.
     public var prune = false
+    /// The shard this manifest was narrowed to (`--shard K/N`, see `selecting(_:by:)`); nil:
+    /// every entry. Chooses the run lock and the state store under `ROOT/.mirror/`.
+    public var shard: ShardSelection?
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
     /// Where relative paths were resolved from: the manifest's own directory (`root`,

@@ -6,13 +6,31 @@ import Glibc
 struct Pruner {
     let rootDirectory: RootDirectory
     let store: StateStore
+    /// The shards' stores, for an unsharded run (`SiblingStores`): what they record as
+    /// mirror's is mirror's too, and the records of what is deleted go from them as well.
+    var shardStores: [StateStore] = []
 
     /// The plan for a manifest that lists `manifestDests`. Reads only: `plan` shows it as is.
-    /// Throws when the store cannot be read (then nothing is known to be mirror's).
+    /// Throws when a store cannot be read (then nothing is known to be mirror's).
     func plan(manifestDests: [String], maxDelete: Int?) throws(StoreError) -> PrunePlan {
         let listed = Set(manifestDests.map { Array($0.utf8) })
-        let rows = try store.allRecords().filter { !listed.contains(Array($0.dest.utf8)) }.map { record in
-            PrunePlan.Row(record: record, local: look(at: record.dest))
+        let own = try store.allRecords().filter { !listed.contains(Array($0.dest.utf8)) }
+        var fromShards: [[UInt8]: [StateRecord]] = [:]
+        for shardStore in shardStores {
+            for record in try shardStore.allRecords() where !listed.contains(Array(record.dest.utf8)) {
+                fromShards[Array(record.dest.utf8), default: []].append(record)
+            }
+        }
+        var rows = own.map { record in
+            let local = look(at: record.dest)
+            let chosen = StateRecord.chosen(own: record, siblings: fromShards.removeValue(forKey: Array(record.dest.utf8)) ?? [], onDisk: local.identity)
+            return PrunePlan.Row(record: chosen ?? record, local: local)
+        }
+        // Dests that only shards recorded, in a fixed order.
+        for key in fromShards.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            let records = fromShards[key]!
+            let local = look(at: records[0].dest)
+            rows.append(PrunePlan.Row(record: StateRecord.chosen(own: nil, siblings: records, onDisk: local.identity) ?? records[0], local: local))
         }
         return PrunePlan.decide(storeRows: rows, manifestDests: manifestDests, maxDelete: maxDelete)
     }
@@ -50,11 +68,14 @@ struct Pruner {
             outcome.removedDirectories.append(directory)
         }
         let forgotten = plan.forgotten.filter { !failedDests.contains(Array($0.utf8)) }
-        do {
-            try store.removeRecords(forgotten)
-            outcome.recordsRemoved = forgotten.count
-        } catch {
-            outcome.failures.append(PrunePlan.Kept(path: store.path, reason: "could not remove the records of deleted files: \(error)"))
+        outcome.recordsRemoved = forgotten.count
+        for store in [store] + shardStores {
+            do {
+                try store.removeRecords(forgotten)
+            } catch {
+                outcome.recordsRemoved = 0
+                outcome.failures.append(PrunePlan.Kept(path: store.path, reason: "could not remove the records of deleted files: \(error)"))
+            }
         }
         return outcome
     }
@@ -93,5 +114,13 @@ struct Pruner {
             unlinkat(fd, name, AT_REMOVEDIR) == 0
         }
         return removed == true
+    }
+}
+
+extension PrunePlan.Local {
+    /// Size, mtime and inode of the file at the dest, when it was looked at and is one.
+    var identity: LocalIdentity? {
+        if case .facts(let facts) = self { return facts.destinationIdentity }
+        return nil
     }
 }

@@ -4,44 +4,84 @@ import Glibc
 /// runs never work on the same root at once. The kernel drops the lock when its holder exits,
 /// however it exits, so a killed run never leaves a stale lock. The file holds the holder's pid
 /// for the message the next run prints.
+///
+/// A shard (`--shard K/N`) holds `ROOT/.mirror/lock` shared instead, and its own
+/// `ROOT/.mirror/lock.shard-K-of-N` exclusively: shards never block each other, the same
+/// shard never runs twice at once, and an unsharded run waits for every shard (and they for it).
 public final class RunLock: Sendable {
-    private let fd: Int32
+    private let fds: [Int32]
     public let path: String
 
-    private init(fd: Int32, path: String) {
-        self.fd = fd
+    private init(fds: [Int32], path: String) {
+        self.fds = fds
         self.path = path
     }
 
     deinit {
-        close(fd)
+        for fd in fds.reversed() { close(fd) }
     }
 
     static let fileName = "lock"
 
-    public static func location(root: String) -> String {
-        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + fileName
+    public static func location(root: String, shard: ShardSelection? = nil) -> String {
+        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + name(shard: shard)
+    }
+
+    /// `lock`, or `lock.shard-K-of-N`.
+    static func name(shard: ShardSelection?) -> String {
+        shard.map { fileName + "." + $0.fileNamePart } ?? fileName
     }
 
     /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
-    public static func acquire(root: String, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
-        try await acquire(in: RootDirectory(path: root), wait: wait)
+    public static func acquire(root: String, shard: ShardSelection? = nil, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
+        try await acquire(in: RootDirectory(path: root), shard: shard, wait: wait)
     }
 
     /// The same, in a root the run has opened already: the lock, the store and the files are
     /// then all in the one directory it opened, whatever is renamed meanwhile.
-    static func acquire(in root: RootDirectory, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
-        let path = location(root: root.path)
-        let fd = try openLockFile(root: root, path: path)
+    static func acquire(in root: RootDirectory, shard: ShardSelection? = nil, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
         let deadline = ContinuousClock.now + (wait ?? .zero)
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        let main = try await lock(fileName, in: root, shared: shard != nil, until: deadline, waited: wait)
+        guard let shard else {
+            let text = Array("\(getpid())\n".utf8)
+            _ = ftruncate(main, 0)
+            _ = text.withUnsafeBytes { pwrite(main, $0.baseAddress, $0.count, 0) }
+            return RunLock(fds: [main], path: location(root: root.path))
+        }
+        do {
+            let own = try await lock(name(shard: shard), in: root, shared: false, until: deadline, waited: wait)
+            let text = Array("\(getpid())\n".utf8)
+            _ = ftruncate(own, 0)
+            _ = text.withUnsafeBytes { pwrite(own, $0.baseAddress, $0.count, 0) }
+            return RunLock(fds: [main, own], path: location(root: root.path, shard: shard))
+        } catch {
+            close(main)
+            throw error
+        }
+    }
+
+    /// `ROOT/.mirror/lock.pins`, held exclusively while `mirror lock --shard` rewrites the
+    /// manifest shared by every shard, for up to `wait`: each shard's pins are added to what
+    /// the others wrote, never over it.
+    public static func acquirePinWriting(root: String, wait: Duration = .seconds(600)) async throws(RunLockError) -> RunLock {
+        let directory = RootDirectory(path: root)
+        let name = fileName + ".pins"
+        let fd = try await lock(name, in: directory, shared: false, until: ContinuousClock.now + wait, waited: wait)
+        return RunLock(fds: [fd], path: (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + name)
+    }
+
+    /// Opens `name` under `ROOT/.mirror` and `flock`s it, polling until `deadline`.
+    private static func lock(_ name: String, in root: RootDirectory, shared: Bool, until deadline: ContinuousClock.Instant, waited wait: Duration?) async throws(RunLockError) -> Int32 {
+        let path = (root.path.endsWithSlash ? root.path : root.path + "/") + RootDirectory.stateDirectoryName + "/" + name
+        let fd = try openLockFile(name, root: root, path: path)
+        while flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0 {
             let error = errno
             guard error == EWOULDBLOCK || error == EINTR else {
                 close(fd)
                 throw .unusable(path: path, errno: error)
             }
             if ContinuousClock.now >= deadline {
-                let holder = readHolder(fd)
+                let holder = holderPid(fd, wantedShared: shared)
                 close(fd)
                 throw .held(path: path, pid: holder, waited: wait.flatMap { $0 > .zero ? $0 : nil })
             }
@@ -52,10 +92,18 @@ public final class RunLock: Sendable {
                 throw .cancelled
             }
         }
-        let text = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        return RunLock(fd: fd, path: path)
+        return fd
+    }
+
+    /// The pid written by the exclusive holder, or nil when the holders are shards (which
+    /// share the lock and write no pid into it).
+    private static func holderPid(_ fd: Int32, wantedShared: Bool) -> Int32? {
+        if !wantedShared, flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            // Shared holders only: sharded runs, whose pids are in their own lock files.
+            flock(fd, LOCK_UN)
+            return nil
+        }
+        return readHolder(fd)
     }
 
     private static func readHolder(_ fd: Int32) -> Int32? {
@@ -68,11 +116,11 @@ public final class RunLock: Sendable {
 
     /// Opens (creating it and `ROOT/.mirror` if needed) the lock file, through the root's
     /// descriptor: a symbolic link at `.mirror` or at the lock file is refused.
-    private static func openLockFile(root: RootDirectory, path: String) throws(RunLockError) -> Int32 {
+    private static func openLockFile(_ name: String, root: RootDirectory, path: String) throws(RunLockError) -> Int32 {
         let opened: Int32?
         do {
             opened = try root.withStateDirectory(create: true) { directory throws(TransferFailure) in
-                let fd = openat(directory, fileName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+                let fd = openat(directory, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
                 if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
                 return fd
             }

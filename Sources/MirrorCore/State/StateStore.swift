@@ -36,17 +36,28 @@ public final class StateStore: Sendable {
         self.connection = Mutex(connection)
     }
 
-    public static func location(root: String) -> String {
-        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + fileName
+    public static func location(root: String, shard: ShardSelection? = nil) -> String {
+        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + name(shard: shard)
     }
 
-    public static func open(root: String, mode: Mode) -> Opening {
-        open(in: RootDirectory(path: root), mode: mode)
+    /// `state.sqlite`, or `state.shard-K-of-N.sqlite`: each shard writes a store of its own,
+    /// so no SQLite file is ever written by two machines.
+    static func name(shard: ShardSelection?) -> String {
+        shard.map { "state.\($0.fileNamePart).sqlite" } ?? fileName
+    }
+
+    public static func open(root: String, mode: Mode, shard: ShardSelection? = nil) -> Opening {
+        open(in: RootDirectory(path: root), mode: mode, shard: shard)
     }
 
     /// The same, in a root the run has opened already (see `RunLock.acquire(in:wait:)`).
-    static func open(in rootDirectory: RootDirectory, mode: Mode) -> Opening {
-        let path = location(root: rootDirectory.path)
+    static func open(in rootDirectory: RootDirectory, mode: Mode, shard: ShardSelection? = nil) -> Opening {
+        open(in: rootDirectory, mode: mode, name: name(shard: shard))
+    }
+
+    /// Opens the store file `name` under `ROOT/.mirror/`.
+    static func open(in rootDirectory: RootDirectory, mode: Mode, name fileName: String) -> Opening {
+        let path = (rootDirectory.path.endsWithSlash ? rootDirectory.path : rootDirectory.path + "/") + RootDirectory.stateDirectoryName + "/" + fileName
         // SQLite opens the store by its path: `.mirror` is checked through the root's
         // descriptor first, so that a symbolic link there is refused rather than followed.
         let directory: Void?

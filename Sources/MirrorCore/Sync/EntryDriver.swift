@@ -312,7 +312,7 @@ final class EntryDriver: @unchecked Sendable {
         } catch {
             return .inspectionFailed(error)
         }
-        let (record, unreadable) = runner.readRecord(of: entry, in: store)
+        let (record, unreadable) = runner.readRecord(of: entry, in: store, siblings: run.siblings, onDisk: local.destinationIdentity)
         return .inspected(local, record: record, recordUnreadable: unreadable)
     }
 

@@ -36,13 +36,15 @@ public final class ManifestRunner: Sendable {
     /// Decides every entry without changing anything on disk: no files, no directories, not
     /// even the state store (read if present, never written).
     public func plan() async -> [PlannedEntry] {
-        let opening = StateStore.open(in: rootDirectory, mode: .readOnly)
+        let opening = StateStore.open(in: rootDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
+        let siblings = openSiblings()
         // A plan waits for no host: its conditions are never consulted.
         let conditions = HostConditions(gate: ConnectivityGate(wait: .zero), pauses: HostPauses(), probe: nil, proxies: options.proxies)
-        let results = await run(.plan, store: store, conditions: conditions, width: options.concurrency)
+        let results = await run(.plan, store: store, siblings: siblings, conditions: conditions, width: options.concurrency)
+        siblings.close()
         return results.map { result in
             guard case .planned(let planned) = result else { preconditionFailure("a plan ended in a sync report") }
             return planned
@@ -53,15 +55,26 @@ public final class ManifestRunner: Sendable {
     /// changing nothing. Nil when the options ask for no prune.
     public func prunePlan() -> PruneOutcome? {
         guard let prune = options.prune else { return nil }
-        let opening = StateStore.open(in: rootDirectory, mode: .readOnly)
+        if let refusal = shardPruneRefusal { return PruneOutcome(plan: PrunePlan(), refusal: refusal) }
+        let opening = StateStore.open(in: rootDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem {
             return PruneOutcome(plan: PrunePlan(), refusal: "the state store cannot be read (\(problem)), so nothing is known to be mirror's; nothing would be deleted")
         }
-        // No store: mirror has written nothing here that it knows of.
-        guard let store = opening.store else { return PruneOutcome(plan: PrunePlan()) }
-        defer { store.close() }
+        let shardStores = SiblingStores.open(in: rootDirectory, besides: nil)
+        defer {
+            opening.store?.close()
+            shardStores.close()
+        }
+        if let problem = shardStores.problems.first {
+            return PruneOutcome(plan: PrunePlan(), refusal: "a shard's state store cannot be read (\(problem)), so not everything mirror wrote is known; nothing would be deleted")
+        }
+        // No store at all: mirror has written nothing here that it knows of. Only shards'
+        // stores: the sync would make its own, empty, and read theirs.
+        var stores = shardStores.stores
+        guard let store = opening.store ?? (stores.isEmpty ? nil : stores.removeFirst()) else { return PruneOutcome(plan: PrunePlan()) }
         do {
-            let plan = try Pruner(rootDirectory: rootDirectory, store: store).plan(manifestDests: manifest.entries.map(\.dest), maxDelete: prune.maxDelete)
+            let pruner = Pruner(rootDirectory: rootDirectory, store: store, shardStores: stores)
+            let plan = try pruner.plan(manifestDests: manifest.entries.map(\.dest), maxDelete: prune.maxDelete)
             return PruneOutcome(plan: plan, refusal: plan.refusal)
         } catch {
             return PruneOutcome(plan: PrunePlan(), refusal: "reading \(store.path): \(error); nothing would be deleted")
@@ -78,11 +91,12 @@ public final class ManifestRunner: Sendable {
     /// `sync`, then, when the options ask for it and every entry succeeded, the prune: files
     /// first, deletions last, all under the same run lock.
     public func syncAndPrune() async throws(RunLockError) -> SyncResult {
-        let lock = try await RunLock.acquire(in: rootDirectory, wait: options.lockWait)
-        let opening = StateStore.open(in: rootDirectory, mode: .readWrite)
+        let lock = try await RunLock.acquire(in: rootDirectory, shard: manifest.shard, wait: options.lockWait)
+        let opening = StateStore.open(in: rootDirectory, mode: .readWrite, shard: manifest.shard)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
+        let siblings = openSiblings()
         let conditions = HostConditions(
             gate: ConnectivityGate(
                 wait: manifest.connectivity.wait,
@@ -94,10 +108,11 @@ public final class ManifestRunner: Sendable {
             proxies: options.proxies
         )
         options.progress?.expect(manifest.entries.map { ($0.dest, $0.size) })
-        let reports = await run(.sync, store: store, conditions: conditions, width: entryWidth).map { result in
+        let reports = await run(.sync, store: store, siblings: siblings, conditions: conditions, width: entryWidth).map { result in
             guard case .synced(let report) = result else { preconditionFailure("a sync ended in a plan") }
             return report
         }
+        siblings.close()
         let prune = options.prune.map { settings in self.prune(settings, after: reports, store: store) }
         store?.close()
         withExtendedLifetime(lock) {}
@@ -106,6 +121,7 @@ public final class ManifestRunner: Sendable {
 
     /// Download first, delete last: only a run in which every entry succeeded prunes.
     private func prune(_ settings: PruneSettings, after reports: [EntryReport], store: StateStore?) -> PruneOutcome {
+        if let refusal = shardPruneRefusal { return PruneOutcome(plan: PrunePlan(), refusal: refusal) }
         let failed = reports.count(where: \.failed)
         if failed > 0 || Task.isCancelled {
             let why = failed > 0 ? "\(failed) of \(reports.count) entries failed" : "the run was interrupted"
@@ -114,12 +130,32 @@ public final class ManifestRunner: Sendable {
         guard let store else {
             return PruneOutcome(plan: PrunePlan(), refusal: "the state store could not be opened, so nothing is known to be mirror's; nothing was deleted")
         }
-        let pruner = Pruner(rootDirectory: rootDirectory, store: store)
+        // Every shard is excluded by this run's lock: their stores are written by this run only.
+        let shardStores = SiblingStores.names(in: rootDirectory, besides: nil).map { StateStore.open(in: rootDirectory, mode: .readWrite, name: $0) }
+        defer { for opening in shardStores { opening.store?.close() } }
+        if let problem = shardStores.compactMap(\.problem).first {
+            return PruneOutcome(plan: PrunePlan(), refusal: "a shard's state store cannot be used (\(problem)), so not everything mirror wrote is known; nothing was deleted")
+        }
+        let pruner = Pruner(rootDirectory: rootDirectory, store: store, shardStores: shardStores.compactMap(\.store))
         do {
             return pruner.carryOut(try pruner.plan(manifestDests: manifest.entries.map(\.dest), maxDelete: settings.maxDelete))
         } catch {
             return PruneOutcome(plan: PrunePlan(), refusal: "reading \(store.path): \(error); nothing was deleted")
         }
+    }
+
+    /// A shard does not prune: files the manifest no longer lists belong to no shard, and
+    /// another shard's files are not its to judge. An unsharded `sync --prune` does it.
+    private var shardPruneRefusal: String? {
+        manifest.shard.map { "a shard (--shard \($0)) does not prune; run an unsharded sync --prune once every shard has finished; nothing was deleted" }
+    }
+
+    /// The stores of the root's other run layouts, read-only (see `SiblingStores`).
+    private func openSiblings() -> SiblingStores {
+        let siblings = SiblingStores.open(in: rootDirectory, besides: manifest.shard)
+        for problem in siblings.problems { emit(.stateStoreProblem(problem)) }
+        siblings.expect(entries: manifest.entries.count)
+        return siblings
     }
 
     func emit(_ event: RunEvent) {
@@ -128,20 +164,31 @@ public final class ManifestRunner: Sendable {
 
     /// The record, and whether the store failed to say: then a record of any kind may still
     /// be in it.
-    func readRecord(of entry: Entry, in store: StateStore?) -> (record: StateRecord?, unreadable: Bool) {
-        guard let store else { return (nil, false) }
-        do {
-            return (try store.record(for: entry.dest), false)
-        } catch {
-            emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
-            return (nil, true)
+    /// The run's own store is asked first, then its siblings (see `StateRecord.chosen`).
+    func readRecord(of entry: Entry, in store: StateStore?, siblings: SiblingStores, onDisk identity: LocalIdentity?) -> (record: StateRecord?, unreadable: Bool) {
+        var own: StateRecord?
+        var unreadable = false
+        if let store {
+            do {
+                own = try store.record(for: entry.dest)
+            } catch {
+                emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
+                unreadable = true
+            }
         }
+        if unreadable { return (nil, true) }
+        var found: [StateRecord] = []
+        for sibling in siblings.stores {
+            // A sibling that cannot be read is only a lost hint: the entry is decided without it.
+            if let record = try? sibling.record(for: entry.dest) { found.append(record) }
+        }
+        return (StateRecord.chosen(own: own, siblings: found, onDisk: identity), false)
     }
 
     /// Runs every entry on the engine's thread, `width` at once; the results in manifest order.
     /// Cancelling the calling task interrupts the run.
-    private func run(_ mode: EntryMachine.Mode, store: StateStore?, conditions: HostConditions, width: Int) async -> [EntryResult] {
-        let run = SyncRun(runner: self, mode: mode, store: store, conditions: conditions, width: width)
+    private func run(_ mode: EntryMachine.Mode, store: StateStore?, siblings: SiblingStores, conditions: HostConditions, width: Int) async -> [EntryResult] {
+        let run = SyncRun(runner: self, mode: mode, store: store, siblings: siblings, conditions: conditions, width: width)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 run.start { continuation.resume(returning: $0) }

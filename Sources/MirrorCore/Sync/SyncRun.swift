@@ -7,6 +7,8 @@
 final class SyncRun: @unchecked Sendable {
     let runner: ManifestRunner
     let store: StateStore?
+    /// Other run layouts' stores, read for records the run's own store lacks.
+    let siblings: SiblingStores
     let conditions: HostConditions
     let mode: EntryMachine.Mode
     let groupCommit: GroupCommit
@@ -19,13 +21,14 @@ final class SyncRun: @unchecked Sendable {
     private var cancelled = false
     private var completion: (@Sendable ([EntryResult]) -> Void)?
 
-    init(runner: ManifestRunner, mode: EntryMachine.Mode, store: StateStore?, conditions: HostConditions, width: Int) {
+    init(runner: ManifestRunner, mode: EntryMachine.Mode, store: StateStore?, siblings: SiblingStores = SiblingStores(), conditions: HostConditions, width: Int) {
         self.runner = runner
         self.mode = mode
         groupCommit = GroupCommit(
             rootDirectory: runner.rootDirectory, durable: runner.options.durable, store: store, pool: runner.blocking,
             engine: runner.fetcher.engine, onStoreProblem: { [runner] in runner.emit(.stateStoreProblem($0)) })
         self.store = store
+        self.siblings = siblings
         self.conditions = conditions
         entries = runner.manifest.entries
         self.width = max(1, width)

@@ -42,16 +42,20 @@ public struct Verifier: Sendable {
     }
 
     public func verify(rehash: Bool) async -> [VerifiedEntry] {
-        let opening = StateStore.open(in: rootDirectory, mode: .readOnly)
+        let opening = StateStore.open(in: rootDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { options.events?(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
+        let siblings = SiblingStores.open(in: rootDirectory, besides: manifest.shard)
+        for problem in siblings.problems { options.events?(.stateStoreProblem(problem)) }
+        siblings.expect(entries: manifest.entries.count)
+        defer { siblings.close() }
         return await boundedMap(manifest.entries, width: options.concurrency) { entry in
-            await blocking.run { verifyEntry(entry, store: store, rehash: rehash) }
+            await blocking.run { verifyEntry(entry, store: store, siblings: siblings, rehash: rehash) }
         }
     }
 
-    private func verifyEntry(_ entry: Entry, store: StateStore?, rehash: Bool) -> VerifiedEntry {
+    private func verifyEntry(_ entry: Entry, store: StateStore?, siblings: SiblingStores, rehash: Bool) -> VerifiedEntry {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
         let paths = manifest.paths(for: entry)
         let local: LocalFacts
@@ -74,7 +78,10 @@ public struct Verifier: Sendable {
         case .file(let size):
             result.size = size
         }
-        let record = try? store?.record(for: entry.dest)
+        let record = StateRecord.chosen(
+            own: try? store?.record(for: entry.dest),
+            siblings: siblings.stores.compactMap { try? $0.record(for: entry.dest) },
+            onDisk: local.destinationIdentity)
         let verified = Planner.verifiedVersion(local: local, state: record ?? nil)
         if !rehash, let cached = verified?.sha256 {
             result.sha256 = cached

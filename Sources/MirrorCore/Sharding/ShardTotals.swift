@@ -1,0 +1,28 @@
+/// How many entries, and how many bytes by their pinned sizes, one shard holds.
+public struct ShardTotals: Sendable, Equatable {
+    public var shard: Int
+    public var entries = 0
+    /// The sum of the pinned sizes (`size:`) of its entries.
+    public var pinnedBytes: Int64 = 0
+    /// Entries without a pinned size, whose bytes are not in `pinnedBytes`.
+    public var unsized = 0
+
+    public init(shard: Int) {
+        self.shard = shard
+    }
+
+    /// The totals of every shard, in shard order.
+    public static func of(_ entries: [Entry], _ assignment: ShardAssignment) -> [ShardTotals] {
+        var totals = (0..<assignment.count).map(ShardTotals.init(shard:))
+        for (index, entry) in entries.enumerated() {
+            let shard = assignment.shard(ofEntryAt: index)
+            totals[shard].entries += 1
+            if let size = entry.size {
+                totals[shard].pinnedBytes = totals[shard].pinnedBytes.saturatingAdding(size)
+            } else {
+                totals[shard].unsized += 1
+            }
+        }
+        return totals
+    }
+}

@@ -1,0 +1,29 @@
+import ArgumentParser
+import MirrorCore
+
+/// `sync --report FILE`: the `--json` document of the run, with what `mirror report` needs to
+/// merge shards and re-run failures, written atomically on every exit.
+struct ReportOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Write the run's --json result, with its exit status, shard and root, to this file (atomically, on every exit); `mirror report` merges such files.",
+        valueName: "file"))
+    var report: String?
+
+    /// What the sync knew by the time it ended: nothing when the manifest could not be loaded.
+    struct Run {
+        var manifest: Manifest?
+        var prune: PruneOutcome?
+    }
+
+    /// Writes the file, if asked; one that cannot be written is reported, and the exit status
+    /// stays the run's.
+    func write(status: ExitStatus, reports: [EntryReport], ran: Run, manifestPath: String, console: Console) {
+        guard let report else { return }
+        let text = ReportFile.encode(status: status, reports: reports, manifest: ran.manifest, manifestPath: manifestPath, prune: ran.prune)
+        do {
+            try AtomicFile.replace(report, with: text + "\n")
+        } catch {
+            console.error("mirror: --report: \(error)")
+        }
+    }
+}
