@@ -286,11 +286,13 @@ final class SlurmCluster: Sendable {
         return result.stdout
     }
 
-    /// Submits `script` (a path) with `sbatch options`, from `workingDirectory` with `environment`
-    /// added (sbatch passes its environment on to the job); returns the job id.
-    func submit(_ script: String, options: [String], in workingDirectory: String,
+    /// Submits `script` (a path) with `sbatch options` and the script's `arguments`, from
+    /// `workingDirectory` with `environment` added (sbatch passes its environment on to the
+    /// job); returns the job id.
+    func submit(_ script: String, options: [String], arguments: [String] = [], in workingDirectory: String,
                 environment extra: [String: String] = [:]) throws -> Int {
-        let output = try succeed("sbatch", ["--parsable"] + options + [script], in: workingDirectory, environment: extra)
+        let output = try succeed("sbatch", ["--parsable"] + options + [script] + arguments, in: workingDirectory,
+                                 environment: extra)
         // --parsable prints "JOBID" or "JOBID;CLUSTER".
         guard let id = Int(output.split(separator: ";").first?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") else {
             throw SlurmClusterError.commandFailed(ExternalCommand.Result(
