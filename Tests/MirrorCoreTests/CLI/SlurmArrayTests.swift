@@ -41,7 +41,8 @@ struct SlurmArrayTests {
     static func runArray(_ cluster: SlurmCluster, _ scenario: SyncScenario, run: Int,
                          whileRunning act: (Int) async throws -> Void = { _ in }) async throws -> (job: Int, tasks: [SlurmArrayTask]) {
         let job = try cluster.submit(script, options: [
-            "--array=0-\(shards - 1)", "--output=\(scenario.directory.path)/run\(run)-%a.out",
+            // One CPU a task: the test node may have fewer CPUs than the script asks for.
+            "--array=0-\(shards - 1)", "--cpus-per-task=1", "--output=\(scenario.directory.path)/run\(run)-%a.out",
         ], arguments: [scenario.directory.path("m.yaml")], in: scenario.directory.path, environment: try jobEnvironment())
         try await act(job)
         return (job, try await cluster.waitUntilFinished(job, timeout: .seconds(120)))
