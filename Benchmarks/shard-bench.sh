@@ -4,7 +4,7 @@
 # (A) throughput: FILES files of SIZE_KIB KiB from one loopback nginx (scripts/serve.sh, one
 #     worker), synced into one root by one unsharded process (-j 16), then by 16 shard processes
 #     at once (--shard K/16, -j 1 each: the same 16 requests in flight), then by 16 shards with
-#     -j 4 each (64 in flight). Each into a fresh root. Prints wall time, files/s, MiB/s, the CPU
+#     -j 4 each (64 in flight); ROUNDS times (default 3), interleaved. Each into a fresh root. Prints wall time, files/s, MiB/s, the CPU
 #     time of all processes together, the largest peak RSS of one process, and the requests
 #     nginx logged per file.
 # (B) memory: `mirror verify` (offline: no request) of manifests of 100,000 and 1,000,000
@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/site/data" "$work/cfg"
 if [ "$(ls "$work/site/data" | wc -l)" -ne "$files" ]; then
-    head -c $((files * size_kib * 1024)) /dev/urandom | split -b $((size_kib * 1024)) -d -a 6 - "$work/site/data/f"
+    head -c $((files * size_kib * 1024)) /dev/urandom | split -b $((size_kib * 1024)) -d -a 7 - "$work/site/data/f"
 fi
 "$here/scripts/serve.sh" "$work/site" "$work/run" >/dev/null
 base="http://127.0.0.1:$(cat "$work/run/port")"
@@ -41,10 +41,11 @@ path, root, count, url, dest = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.a
 with open(path, "w") as out:
     out.write(f"version: 1\nroot: {root}\nconcurrency: 16\nfiles:\n")
     for i in range(count):
-        out.write(f"  - url: {url}{i:06d}\n    dest: {dest}{i // 1000:04d}/{i:06d}\n")
+        # Short lines: a manifest of 1,000,000 entries stays under the 64 MiB a manifest may have.
+        out.write(f"  - url: {url}{i:07d}\n    dest: {dest}{i // 10000:03d}/{i:07d}\n")
 PY
 }
-manifest "$work/cfg/a.yaml" "$work/out" "$files" "$base/data/f" "d"
+manifest "$work/cfg/a.yaml" "$work/out" "$files" "$base/data/f" ""
 
 # run LABEL N J: N processes at once (shards K/N, or one unsharded when N is 1), -j J each,
 # into a fresh root; prints one Markdown row.
@@ -79,10 +80,12 @@ echo "## (A) $files files of $size_kib KiB, one nginx worker, $(nproc) cores"
 echo
 echo "| run | processes | in flight | wall (s) | files/s | MiB/s | CPU, all processes (s) | peak RSS of one (MiB) | requests per file |"
 echo "|---|---|---|---|---|---|---|---|---|"
-run "unsharded, -j 16" 1 16
-run "$shards shards, -j 1 each" "$shards" 1
-run "$shards shards, -j 4 each" "$shards" 4
-run "unsharded, -j 16 (again)" 1 16
+# Interleaved, ROUNDS times: the machine may be shared, and the spread shows it.
+for round in $(seq 1 "${ROUNDS:-3}"); do
+    run "unsharded, -j 16" 1 16
+    run "$shards shards, -j 1 each" "$shards" 1
+    run "$shards shards, -j 4 each" "$shards" 4
+done
 
 echo
 echo "## (B) memory"
@@ -98,7 +101,7 @@ measure() { # label entries-total entries-worked cmd...
 }
 : > "$work/mem.points"
 for count in "$small_count" "$large_count"; do
-    manifest "$work/cfg/m$count.yaml" "$work/empty" "$count" "$base/none/f" "d"
+    manifest "$work/cfg/m$count.yaml" "$work/empty" "$count" "$base/f" ""
     measure "verify (unsharded)" "$count" "$count" "$mirror" verify "$work/cfg/m$count.yaml" --quiet
     measure "verify --shard 0/$shards" "$count" "$((count / shards))" "$mirror" verify "$work/cfg/m$count.yaml" --quiet --shard "0/$shards"
 done
