@@ -13,11 +13,12 @@ struct SlurmArrayTests {
     static let small: [String: Data] = Dictionary(uniqueKeysWithValues: (0..<12).map { index in
         ("tree/part-\(index).bin", randomData(count: 1 + index * 37_003, seed: UInt64(700 + index)))
     })
-    static let large = (path: "tree/large.bin", data: randomData(count: 8 << 20, seed: 799))
+    static let large = (path: "tree/large.bin", data: randomData(count: 16 << 20, seed: 799))
     static var site: [String: Data] { small.merging([large.path: large.data]) { first, _ in first } }
 
-    /// nginx sends the large file at 512 KiB/s (16 s in all) to a request without Range, so that
-    /// a task can be cancelled while its `.part` grows, and at full speed to a resume.
+    /// nginx sends the large file at 512 KiB/s (32 s in all: room for a slow cancel on a busy
+    /// machine) to a request without Range, so that a task can be cancelled while its `.part`
+    /// grows, and at full speed to a resume.
     static let slowLargeFile = """
         location = /\(large.path) {
             set $rate 512k;

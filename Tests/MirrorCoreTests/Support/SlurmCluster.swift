@@ -116,7 +116,7 @@ final class SlurmCluster: Sendable {
     private static func startOnce(_ programs: Programs, timeout: Duration) async throws -> SlurmCluster {
         let deadline = ContinuousClock.now + timeout
         let directory = try TemporaryDirectory(prefix: "mirror-slurm")
-        for folder in ["munge", "state", "spool", "log", "jobs"] {
+        for folder in ["munge", "state", "spool", "log"] {
             try FileManager.default.createDirectory(atPath: directory.path(folder), withIntermediateDirectories: true)
         }
         // munged refuses a key that others may read.
