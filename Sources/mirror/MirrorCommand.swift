@@ -12,7 +12,8 @@ struct MirrorCommand: AsyncParsableCommand {
             `mirror plan` shows what each entry needs without touching anything; `mirror sync` \
             carries it out, resuming partial files and never leaving a half-written file under \
             its final name; `mirror verify` checks local files offline; `mirror lock` pins every \
-            entry's sha256 and size in the manifest.
+            entry's sha256 and size in the manifest; `mirror report` merges the `sync --report` files of \
+            the shards of a run (`--shard K/N`, one per machine or array task) into one result.
 
             EXIT STATUS
               0    every entry is in its wanted state
