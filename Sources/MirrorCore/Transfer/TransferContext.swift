@@ -71,12 +71,8 @@ final class TransferContext {
         try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
         // To an HTTP/2 server, wait for a connection being set up and multiplex over it rather
-        // than open one connection per request. Only over TLS, where ALPN can pick HTTP/2: in
-        // cleartext libcurl speaks HTTP/1.1, and a request told to wait there is held back until
-        // the transfer on that connection has ended, so one slow download stalls the host's queue.
-        if request.url.lowercased().hasPrefix("https:") {
-            try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
-        }
+        // than open one connection per request.
+        try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
         // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
         // headers it is the only validator (see `currentHead`).
         try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")
