@@ -25,7 +25,13 @@ packages=(
     zsh                    # the install tests check the generated zsh completions
     fish                   # and the fish ones
     prometheus-node-exporter  # reads sync --metrics-file through its textfile collector in the tests
+    slurm-wlm              # slurmctld, slurmd, sbatch: the tests' one-node cluster runs sharded syncs
+    munge                  # Slurm's authentication; the tests run their own munged with their own key
+    python3-venv           # the virtual environment of kubernetes-validate (PyPI), below
 )
+# From PyPI, as the user running this script, once the packages are in: kubernetes-validate
+# checks examples/kubernetes against the Kubernetes schemas.
+python_tools="$(dirname "$0")/install-kubernetes-validate.sh"
 
 missing=()
 for package in "${packages[@]}"; do
@@ -33,7 +39,7 @@ for package in "${packages[@]}"; do
         missing+=("$package")
     fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+[ ${#missing[@]} -eq 0 ] && exec "$python_tools"
 
 echo "installing: ${missing[*]}" >&2
 if [ "$(id -u)" -eq 0 ]; then
@@ -61,3 +67,4 @@ fi
 remove_policy() { if $own_policy; then "${sudo[@]}" rm -f "$policy"; fi; }
 trap remove_policy EXIT
 "${sudo[@]}" apt-get "${wait_for_lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"$python_tools"
