@@ -76,7 +76,7 @@ struct SlurmArrayTests {
         let scenario = try SyncScenario(.nginx(site: Self.site, options: NginxOptions(extraServerConfiguration: Self.slowLargeFile)))
         let entries = Self.site.keys.sorted().map { path -> ManifestText.Entry in
             let data = Self.site[path]!
-            return .init(scenario.url("/" + path), dest: path, "sha256: \(SHA256Hasher.hex(of: data))", "size: \(data.count)")
+            return .init(scenario.url("/" + path), dest: path, "sha256: \(DigestHasher.hex(of: data))", "size: \(data.count)")
         }
         try scenario.write(ManifestText(entries: entries))
         let shardOf = Dictionary(uniqueKeysWithValues: Self.site.keys.map { ($0, ShardHash.shard(ofDest: $0, count: Self.shards)) })
