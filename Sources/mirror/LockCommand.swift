@@ -33,12 +33,21 @@ struct LockCommand: AsyncParsableCommand {
 
     func run() async throws {
         let console = options.console()
-        let whole = try options.loadManifest(console: console)
+        var whole = try options.loadManifest(console: console)
         let manifest = try shard.apply(to: whole, console: console, json: options.json).manifest
         do {
-            // Refuse what cannot be pinned before anything is downloaded.
-            try ManifestPinWriter.checkPinnable(whole, environment: ProcessInfo.processInfo.environment)
-        } catch {
+            // Refuse what cannot be pinned before anything is downloaded. The check reads the
+            // file again: other shards may be rewriting it, so a shard loads and checks it from
+            // one version, under the pin writers' lock.
+            if manifest.shard != nil {
+                let pinLock = try await pinWritingLock(root: manifest.root, console: console)
+                whole = try options.loadManifest(console: console)
+                try ManifestPinWriter.checkPinnable(whole, environment: ProcessInfo.processInfo.environment)
+                withExtendedLifetime(pinLock) {}
+            } else {
+                try ManifestPinWriter.checkPinnable(whole, environment: ProcessInfo.processInfo.environment)
+            }
+        } catch let error as ManifestError {
             if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
@@ -82,15 +91,19 @@ struct LockCommand: AsyncParsableCommand {
     /// time: under `ROOT/.mirror/lock.pins`, the file is read again (with the pins they have
     /// written meanwhile) and this shard's pins are added to it.
     private func rewriteShared(pins: [String: ManifestPinWriter.Pin], root: String, console: Console) async throws {
-        let pinLock: RunLock
+        let pinLock = try await pinWritingLock(root: root, console: console)
+        defer { withExtendedLifetime(pinLock) {} }
+        let current = try ManifestLoader.load(path: options.manifest, rootOverride: options.root)
+        try ManifestPinWriter.rewrite(current, pins: pins, environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// `ROOT/.mirror/lock.pins`, which the shards pinning one manifest take in turn.
+    private func pinWritingLock(root: String, console: Console) async throws -> RunLock {
         do {
-            pinLock = try await RunLock.acquirePinWriting(root: root)
+            return try await RunLock.acquirePinWriting(root: root)
         } catch {
             console.error("mirror: \(error); \(options.manifest) was left unchanged")
             throw ExitWith(status: .locked)
         }
-        defer { withExtendedLifetime(pinLock) {} }
-        let current = try ManifestLoader.load(path: options.manifest, rootOverride: options.root)
-        try ManifestPinWriter.rewrite(current, pins: pins, environment: ProcessInfo.processInfo.environment)
     }
 }
