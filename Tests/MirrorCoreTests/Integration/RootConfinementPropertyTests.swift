@@ -71,16 +71,11 @@ struct RootConfinementPropertyTests {
     }
 
     /// Directories and files outside, for links to point at and for writes to land in.
-    ///
-    /// Written by a shell that has exited before the watch starts, not by this process: a
-    /// process another test forks here in the meantime holds each descriptor this process has
-    /// open until it execs, and the close of a write descriptor of ours would then be reported
-    /// after the watch had started, as a write outside the root.
     static func makeOutside(_ outside: String) throws {
         try FileManager.default.createDirectory(atPath: outside + "/a/b", withIntermediateDirectories: true)
-        let script = "for path in f f.part a/f a/g.part a/b/h; do printf 'outside %s' \"$path\" > \"$path\"; done"
-        let result = try ExternalCommand.run("/bin/sh", ["-c", script], in: outside)
-        guard result.status == 0 else { throw SystemCallError("writing the files outside: \(result)") }
+        for path in ["f", "f.part", "a/f", "a/g.part", "a/b/h"] {
+            try WriteWatch.writeBeforeWatching("outside \(path)", to: outside + "/" + path)
+        }
     }
 
     /// A random tree under `base`: real directories (recorded in `made`), files of the data's

@@ -60,7 +60,7 @@ struct RootConfinementTests {
     @Test func aDirectorySwappedForASymlinkDuringTheDownloadGetsNoRename() async throws {
         // The body stalls long enough for the swap; a decoy waits outside under the partial's name.
         server.route("/a.bin", reply: .file(Self.data, etag: "\"v1\"").stalled(afterBodyBytes: 100_000, for: .seconds(3)))
-        try directory.write(Data("decoy".utf8), to: "outside/a.bin.part")
+        try WriteWatch.writeBeforeWatching("decoy", to: directory.path("outside/a.bin.part"))
         let watch = try WriteWatch(directory.path("outside"))
         let runner = scenario.runner(try manifest(dest: "d/a.bin"), Self.settings())
         let sync = Task { try await runner.sync() }

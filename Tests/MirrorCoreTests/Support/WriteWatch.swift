@@ -29,6 +29,15 @@ final class WriteWatch {
 
     deinit { close(fd) }
 
+    /// Writes `text` to the file `path` (under the directory to be watched) through a shell that
+    /// has exited before this returns. Written by this process instead, a process another test
+    /// forks meanwhile would hold the write descriptor until it execs, and its close would be
+    /// reported after the watch had started, as a write.
+    static func writeBeforeWatching(_ text: String, to path: String) throws {
+        let result = try ExternalCommand.run("/bin/sh", ["-c", "printf '%s' \"$0\" > \"$1\"", text, path], in: "/")
+        guard result.status == 0 else { throw SystemCallError("writing \(path): \(result)") }
+    }
+
     private func add(_ directory: String) throws {
         let wd = inotify_add_watch(fd, directory, Self.mask | UInt32(IN_DONT_FOLLOW | IN_ONLYDIR))
         guard wd >= 0 else { throw SystemCallError("inotify_add_watch \(directory)") }
