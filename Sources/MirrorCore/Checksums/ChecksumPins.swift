@@ -6,8 +6,10 @@ import FoundationEssentials
 ///
 /// Used on the engine's thread only.
 final class ChecksumPins: @unchecked Sendable {
-    /// Each entry as it is to run, or why it cannot.
-    typealias Resolution = [Result<Entry, TransferFailure>]
+    /// By index in the manifest, each entry that needed its checksum file: pinned from it, or
+    /// why it cannot be. The others run as they are (and are not copied: a manifest of a
+    /// million entries would take a copy of every one).
+    typealias Resolution = [Int: Result<Entry, TransferFailure>]
 
     private let fetcher: Fetcher
     private let retryPolicy: RetryPolicy
@@ -28,7 +30,7 @@ final class ChecksumPins: @unchecked Sendable {
     }
 
     /// Fetches every checksum file the entries need, `width` at a time, and pins each entry
-    /// from its own; `completion` runs on the engine's thread, with one result per entry in order. Runs
+    /// from its own; `completion` runs on the engine's thread, with a result for each entry that needed a checksum file. Runs
     /// `completion` at once when no entry needs a checksum file.
     func resolve(_ entries: [Entry], completion: @escaping (Resolution) -> Void) {
         // In manifest order, each URL once, with the settings of the first entry naming it.
@@ -38,7 +40,7 @@ final class ChecksumPins: @unchecked Sendable {
             let url = entry.settings.checksums!
             if named.insert(url.string).inserted { sources.append((url, entry.settings)) }
         }
-        guard !sources.isEmpty else { return completion(entries.map { .success($0) }) }
+        guard !sources.isEmpty else { return completion([:]) }
         var lists: [String: Result<ChecksumList, TransferFailure>] = [:]
         var next = 0
         func startNext() {
@@ -50,7 +52,11 @@ final class ChecksumPins: @unchecked Sendable {
                 lists[source.url.string] = result
                 if next < sources.count { return startNext() }
                 guard lists.count == sources.count else { return }
-                completion(entries.map { Self.pinned($0, lists: lists) })
+                var resolution: Resolution = [:]
+                for (index, entry) in entries.enumerated() where Self.needsChecksumFile(entry) {
+                    resolution[index] = Self.pinned(entry, lists: lists)
+                }
+                completion(resolution)
             }
             if cancelled { fetch.cancel() }
         }

@@ -18,7 +18,9 @@ final class SyncRun: @unchecked Sendable {
     let conditions: HostConditions
     let mode: EntryMachine.Mode
     let groupCommit: GroupCommit
-    private var entries: [Entry]
+    private let entries: [Entry]
+    /// Entries pinned from their checksum files, by index: they run in place of `entries`' own.
+    private var pinned: [Int: Entry] = [:]
     /// Entries that cannot run: their checksum file did not pin them.
     private var unpinned: [Int: TransferFailure] = [:]
     private let checksumPins: ChecksumPins
@@ -63,9 +65,9 @@ final class SyncRun: @unchecked Sendable {
             self.completion = completion
             if remaining == 0 { return finishRun() }
             checksumPins.resolve(entries) { [self] resolution in
-                for (index, result) in resolution.enumerated() {
+                for (index, result) in resolution {
                     switch result {
-                    case .success(let entry): entries[index] = entry
+                    case .success(let entry): pinned[index] = entry
                     case .failure(let failure): unpinned[index] = failure
                     }
                 }
@@ -123,7 +125,7 @@ final class SyncRun: @unchecked Sendable {
     }
 
     private func start(_ index: Int) {
-        let entry = entries[index]
+        let entry = pinned.removeValue(forKey: index) ?? entries[index]
         if let failure = unpinned[index] { return entryFinished(index, unpinnedResult(entry, failure)) }
         if let host = limitedHost(of: entry) {
             runningPerHost[host, default: 0] += 1
