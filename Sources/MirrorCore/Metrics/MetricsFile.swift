@@ -1,15 +1,7 @@
 import Glibc
 
 /// Why the metrics file could not be written.
-public struct MetricsFileError: Error, Sendable, CustomStringConvertible {
-    public var path: String
-    public var operation: String
-    public var errno: Int32
-
-    public var description: String {
-        "cannot \(operation) \(path): \(String(cString: strerror(errno)))"
-    }
-}
+public typealias MetricsFileError = AtomicFileError
 
 /// The file `--metrics-file` names, written so that node_exporter's textfile collector never
 /// reads half of it: the text goes to a temporary name in the same directory (one that does not
@@ -29,40 +21,10 @@ public struct MetricsFile: Sendable {
         return PrometheusText.sampleMilliseconds(named: RunMetrics.lastSuccessName, labels: labels, in: text)
     }
 
-    /// Replaces the file with `metrics`, atomically.
+    /// Replaces the file with `metrics`, atomically: a power loss cannot leave it empty, which
+    /// would read as no metrics at all.
     public func write(_ metrics: RunMetrics) throws(MetricsFileError) {
-        let temporary = temporaryPath
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o666)
-        guard fd >= 0 else { throw MetricsFileError(path: temporary, operation: "create", errno: errno) }
-        var failure: MetricsFileError?
-        let bytes = Array(metrics.text.utf8)
-        var offset = 0
-        while offset < bytes.count, failure == nil {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno != EINTR { failure = MetricsFileError(path: temporary, operation: "write", errno: errno) }
-            } else {
-                offset += written
-            }
-        }
-        // A renamed file that a power loss could leave empty would read as no metrics at all.
-        if failure == nil, fsync(fd) != 0 { failure = MetricsFileError(path: temporary, operation: "fsync", errno: errno) }
-        if close(fd) != 0, failure == nil { failure = MetricsFileError(path: temporary, operation: "close", errno: errno) }
-        if failure == nil, rename(temporary, path) != 0 {
-            failure = MetricsFileError(path: path, operation: "rename \(temporary) to", errno: errno)
-        }
-        if let failure {
-            unlink(temporary)
-            throw failure
-        }
-    }
-
-    /// `DIR/.NAME.PID.tmp` beside `DIR/NAME`.
-    var temporaryPath: String {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { String(path[...$0]) } ?? ""
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        return "\(directory).\(name).\(getpid()).tmp"
+        try AtomicFile.replace(path, with: metrics.text)
     }
 
     private func read() -> String? {

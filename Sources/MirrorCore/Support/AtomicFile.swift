@@ -12,7 +12,8 @@ public struct AtomicFileError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Replaces a file so that no reader ever sees part of it: the bytes go to `DIR/.NAME.PID.tmp`,
-/// are fsync'd, then renamed over `DIR/NAME` (used for `--report` and `--failed-manifest`).
+/// are fsync'd, then renamed over `DIR/NAME` (used for `--report`, `--failed-manifest` and
+/// `--metrics-file`, whose collector skips the temporary name: it does not end in `.prom`).
 public enum AtomicFile {
     public static func replace(_ path: String, with text: String) throws(AtomicFileError) {
         let temporary = temporaryPath(for: path)

@@ -142,21 +142,7 @@ extension Process {
     /// SIGTERM by its pid, then SIGKILL if it is still there after 5 s; returns once it has
     /// exited (or after 10 s at the most).
     func terminateAndWait() {
-        guard isRunning else { return }
-        kill(processIdentifier, SIGTERM)
-        if !waitForExit(timeout: .seconds(5)) {
-            kill(processIdentifier, SIGKILL)
-            _ = waitForExit(timeout: .seconds(5))
-        }
-    }
-
-    private func waitForExit(timeout: Duration) -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while isRunning {
-            if ContinuousClock.now >= deadline { return false }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return true
+        stopByPid(processIdentifier) { isRunning }
     }
 
     /// Waits for a short-lived helper (openssl, gzip) to exit without blocking a pool thread;
@@ -181,5 +167,24 @@ extension TemporaryDirectory {
     /// directory: mkdtemp makes it 0700.
     func openForReading() throws {
         guard chmod(path, 0o755) == 0 else { throw SystemCallError("chmod 0755 \(path)") }
+    }
+}
+
+/// SIGTERM to `pid`, then SIGKILL if `isRunning` still says so after 5 s; returns once it no
+/// longer does (or after 10 s at the most). Does nothing for a process that has ended.
+func stopByPid(_ pid: pid_t, isRunning: () -> Bool) {
+    guard isRunning() else { return }
+    func waitForExit(timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while isRunning() {
+            if ContinuousClock.now >= deadline { return false }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return true
+    }
+    kill(pid, SIGTERM)
+    if !waitForExit(timeout: .seconds(5)) {
+        kill(pid, SIGKILL)
+        _ = waitForExit(timeout: .seconds(5))
     }
 }

@@ -93,20 +93,6 @@ final class SpawnedDaemon: Sendable {
     /// SIGTERM by its pid, then SIGKILL if it is still there after 5 s; returns once it has been
     /// reaped (or after 10 s at the most). Idempotent.
     func terminateAndWait() {
-        guard isRunning else { return }
-        kill(pid, SIGTERM)
-        if !waitForExit(timeout: .seconds(5)) {
-            kill(pid, SIGKILL)
-            _ = waitForExit(timeout: .seconds(5))
-        }
-    }
-
-    private func waitForExit(timeout: Duration) -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while isRunning {
-            if ContinuousClock.now >= deadline { return false }
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        return true
+        stopByPid(pid) { isRunning }
     }
 }
