@@ -6,10 +6,11 @@ import MirrorCore
 /// - `mirror_report`: the format's version, 1;
 /// - `manifest`, `root`, `allow_file`: where the run came from (`root` null when the manifest
 ///   could not be loaded);
-/// - `shard`: `{"index": K, "count": N}`, or null for an unsharded run;
+/// - `shard`: `{"index": K, "count": N, "by": "hash"|"bytes"}`, or null for an unsharded run;
 /// - `exit_status`: the run's exit status;
-/// - in each entry, `mirrors`, `pinned_sha256` (or `pinned_sha512`) and `pinned_size` from the manifest, so a
-///   manifest of the failed entries can be written from the reports alone.
+/// - in each entry, `mirrors`, `pinned_sha256` (or `pinned_sha512`), `pinned_size`, `checksums`
+///   and `checksum_name` from the manifest, so a manifest of the failed entries can be written
+///   from the reports alone, pinned as the entries were.
 enum ReportFile {
     static let version = 1
 
@@ -22,7 +23,9 @@ enum ReportFile {
             ("manifest", .string(manifestPath)),
             ("root", .string(manifest?.root)),
             ("allow_file", .bool(manifest?.allowFile ?? false)),
-            ("shard", manifest?.shard.map { JSONValue.object([("index", .int($0.index)), ("count", .int($0.count))]) } ?? .null),
+            ("shard", manifest.flatMap { manifest in
+                manifest.shard.map { JSONValue.object([("index", .int($0.index)), ("count", .int($0.count)), ("by", .string(manifest.shardBalance.rawValue))]) }
+            } ?? .null),
             ("exit_status", .int(Int(status.rawValue))),
         ]
         document += SyncJSON.document(reports, prune: prune) { report in
@@ -31,6 +34,8 @@ enum ReportFile {
                 ("mirrors", .array((entry?.mirrors ?? []).map { .string($0.display) })),
                 JSONValue.digestField(entry?.digest, prefix: "pinned_"),
                 ("pinned_size", .int(entry?.size)),
+                ("checksums", .string(entry?.settings.checksums?.display)),
+                ("checksum_name", .string(entry?.checksumName)),
             ]
         }
         return JSONValue.object(document).text
@@ -49,6 +54,10 @@ enum ReportFile {
         struct Shard: Decodable, Equatable {
             var index: Int
             var count: Int
+            /// `--shard-by`; absent: `hash`.
+            var by: String?
+
+            var balance: String { by ?? ShardBalance.hash.rawValue }
         }
 
         struct Entry: Decodable {
@@ -61,6 +70,8 @@ enum ReportFile {
             var pinnedSha256: String?
             var pinnedSha512: String?
             var pinnedSize: Int64?
+            var checksums: String?
+            var checksumName: String?
 
             /// The pinned digest, whichever algorithm it is of.
             var pinnedDigest: String? { pinnedSha512 ?? pinnedSha256 }
@@ -71,6 +82,8 @@ enum ReportFile {
                 case pinnedSha256 = "pinned_sha256"
                 case pinnedSha512 = "pinned_sha512"
                 case pinnedSize = "pinned_size"
+                case checksums
+                case checksumName = "checksum_name"
             }
         }
 
@@ -101,6 +114,14 @@ enum ReportFile {
         }
         guard document.version == version else {
             throw ReadError(path: path, reason: "is a report of format \(document.version); this mirror reads format \(version)")
+        }
+        if let shard = document.shard {
+            guard ShardSelection(index: shard.index, count: shard.count) != nil else {
+                throw ReadError(path: path, reason: "names shard \(shard.index)/\(shard.count), which no run can be (K from 0 to N - 1, N from 1 to \(ShardSelection.maximumCount))")
+            }
+            guard ShardBalance(rawValue: shard.balance) != nil else {
+                throw ReadError(path: path, reason: "names shards chosen by `\(shard.balance)`; mirror chooses by `hash` or `bytes`")
+            }
         }
         return document
     }

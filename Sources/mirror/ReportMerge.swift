@@ -31,6 +31,10 @@ struct ReportMerge {
                 guard shard.count == count else {
                     throw Conflict(description: "\(path) is shard \(shard.index)/\(shard.count) but \(sharded[0].path) is of \(count) shards")
                 }
+                let balance = sharded[0].document.shard!.balance
+                guard shard.balance == balance else {
+                    throw Conflict(description: "\(path) chose its shard by \(shard.balance) but \(sharded[0].path) by \(balance): the shards of one run must use the same --shard-by, or entries are missed and others run twice")
+                }
                 if let other = seen[shard.index] {
                     throw Conflict(description: "\(other) and \(path) are both shard \(shard.index)/\(count); give each shard's report once")
                 }
@@ -77,7 +81,8 @@ struct ReportMerge {
         let entries = failed.map { item in
             ManifestWriter.WrittenEntry(
                 url: item.entry.url, mirrors: item.entry.mirrors ?? [], dest: item.entry.dest,
-                digest: item.entry.pinnedDigest, size: item.entry.pinnedSize)
+                digest: item.entry.pinnedDigest, size: item.entry.pinnedSize,
+                checksums: item.entry.checksums, checksumName: item.entry.checksumName)
         }
         let allowFile = failed.contains { $0.report.allowFile ?? false }
         let sources = Set(failed.compactMap(\.report.manifest)).sorted().joined(separator: ", ")

@@ -23,6 +23,8 @@ public struct Manifest: Sendable, Equatable {
     /// The shard this manifest was narrowed to (`--shard K/N`, see `selecting(_:by:)`); nil:
     /// every entry. Chooses the run lock and the state store under `ROOT/.mirror/`.
     public var shard: ShardSelection?
+    /// How `shard` was chosen (`--shard-by`): shards of one run must all use the same.
+    public var shardBalance = ShardBalance.hash
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
     /// Where relative paths were resolved from: the manifest's own directory (`root`,

@@ -12,8 +12,16 @@ public enum ManifestWriter {
         /// The pinned digest: written as `sha256:` or `sha512:` by its length.
         public var digest: String?
         public var size: Int64?
+        /// The checksum file that pins the entry (`checksums:`), as the manifest wrote it.
+        public var checksums: String?
+        public var checksumName: String?
 
-        public init(url: String, mirrors: [String] = [], dest: String, digest: String? = nil, size: Int64? = nil) {
+        public init(
+            url: String, mirrors: [String] = [], dest: String, digest: String? = nil, size: Int64? = nil,
+            checksums: String? = nil, checksumName: String? = nil
+        ) {
+            self.checksums = checksums
+            self.checksumName = checksumName
             self.url = url
             self.mirrors = mirrors
             self.dest = dest
@@ -44,6 +52,8 @@ public enum ManifestWriter {
                 text += "    \((DigestAlgorithm(hexDigest: digest) ?? .sha256).key): \(quoted(digest))\n"
             }
             if let size = entry.size { text += "    size: \(size)\n" }
+            if let checksums = entry.checksums { text += "    checksums: \(quoted(checksums))\n" }
+            if let name = entry.checksumName { text += "    checksum_name: \(quoted(name))\n" }
         }
         return text
     }

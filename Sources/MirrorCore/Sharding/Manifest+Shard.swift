@@ -7,6 +7,7 @@ extension Manifest {
         var sharded = self
         sharded.entries = assignment.indices(in: selection.index).map { entries[$0] }
         sharded.shard = selection
+        sharded.shardBalance = balance
         return (sharded, totals)
     }
 }
