@@ -76,7 +76,13 @@ final class TransferContext {
         // than open one connection per request. Only over TLS, the one way HTTP/2 is offered
         // here (ALPN): to an http:// host libcurl would hold every request after the first until
         // that one ended, a connection at a time.
-        if request.url.utf8.starts(with: "https:".utf8) || request.url.utf8.starts(with: "HTTPS:".utf8) {
+        if request.throttle != nil {
+            // A paused HTTP/2 stream (libcurl 7.88) keeps its flow-control window open: the
+            // server would go on sending at full speed into memory, and the limit would hold
+            // back only the disk. Over HTTP/1.1 a pause stops reading the socket, and TCP stops
+            // the server.
+            try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1, "CURLOPT_HTTP_VERSION")
+        } else if request.url.utf8.starts(with: "https:".utf8) || request.url.utf8.starts(with: "HTTPS:".utf8) {
             try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
         }
         // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
