@@ -19,7 +19,7 @@ struct LockWaitOption: ParsableArguments {
     static func status(for error: RunLockError, interruption: Interruption?) -> ExitStatus {
         if let signal = interruption?.received { return .forSignal(signal) }
         switch error {
-        case .held: return .locked
+        case .held, .otherLayout: return .locked
         case .cancelled: return .interrupted
         case .unusable, .refused: return .usage
         }

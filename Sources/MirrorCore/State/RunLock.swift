@@ -38,13 +38,22 @@ public final class RunLock: Sendable {
     }
 
     /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
-    public static func acquire(root: String, shard: ShardSelection? = nil, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
-        try await acquire(in: RootDirectory(path: root), shard: shard, wait: wait)
+    public static func acquire(
+        root: String, shard: ShardSelection? = nil, balance: ShardBalance = .hash, wait: Duration? = nil
+    ) async throws(RunLockError) -> RunLock {
+        try await acquire(in: RootDirectory(path: root), shard: shard, balance: balance, wait: wait)
     }
 
     /// The same, in a root the run has opened already: the lock, the store and the files are
     /// then all in the one directory it opened, whatever is renamed meanwhile.
-    static func acquire(in root: RootDirectory, shard: ShardSelection? = nil, wait: Duration? = nil) async throws(RunLockError) -> RunLock {
+    ///
+    /// A shard also joins the root's layout (`lock.layout`): the shard count and `balance`
+    /// that every shard running in the root shares. Shards of another layout would work on the
+    /// same files under other locks and stores, so while any shard runs, one of another layout
+    /// is refused (`otherLayout`).
+    static func acquire(
+        in root: RootDirectory, shard: ShardSelection? = nil, balance: ShardBalance = .hash, wait: Duration? = nil
+    ) async throws(RunLockError) -> RunLock {
         let deadline = ContinuousClock.now + (wait ?? .zero)
         let main = try await lock(fileName, in: root, shared: shard != nil, until: deadline, waited: wait)
         guard let shard else {
@@ -53,17 +62,54 @@ public final class RunLock: Sendable {
             _ = text.withUnsafeBytes { pwrite(main, $0.baseAddress, $0.count, 0) }
             return RunLock(fds: [main], path: location(root: root.path))
         }
+        var held = [main]
         do {
+            held.append(try await joinLayout("\(shard.count) shards by \(balance.rawValue)", in: root, until: deadline, waited: wait))
             let own = try await lock(name(shard: shard), in: root, shared: false, until: deadline, waited: wait)
             let text = Array("\(getpid())\n".utf8)
             _ = ftruncate(own, 0)
             _ = text.withUnsafeBytes { pwrite(own, $0.baseAddress, $0.count, 0) }
-            return RunLock(fds: [main, own], path: location(root: root.path, shard: shard))
+            return RunLock(fds: held + [own], path: location(root: root.path, shard: shard))
         } catch {
-            flock(main, LOCK_UN)
-            close(main)
+            for fd in held.reversed() {
+                flock(fd, LOCK_UN)
+                close(fd)
+            }
             throw error
         }
+    }
+
+    /// Takes `lock.layout` shared for `layout`: at once when no shard holds it (the layout is
+    /// then written into it) or when the shards holding it share `layout`. Decided under
+    /// `lock.layouts`, held only meanwhile, so two layouts never both get in.
+    private static func joinLayout(
+        _ layout: String, in root: RootDirectory, until deadline: ContinuousClock.Instant, waited wait: Duration?
+    ) async throws(RunLockError) -> Int32 {
+        let guardian = try await lock(fileName + ".layouts", in: root, shared: false, until: deadline, waited: wait)
+        defer {
+            flock(guardian, LOCK_UN)
+            close(guardian)
+        }
+        let name = fileName + ".layout"
+        let path = (root.path.endsWithSlash ? root.path : root.path + "/") + RootDirectory.stateDirectoryName + "/" + name
+        let fd = try openLockFile(name, root: root, path: path)
+        if flock(fd, LOCK_EX | LOCK_NB) == 0 {
+            // No shard runs: this run's layout is the root's now. (From exclusive to shared,
+            // under `lock.layouts`: no one can come between.)
+            let text = Array((layout + "\n").utf8)
+            _ = ftruncate(fd, 0)
+            _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            flock(fd, LOCK_SH)
+            return fd
+        }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        let running = String(decoding: buffer.prefix(max(0, count)).prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+        guard running == layout, flock(fd, LOCK_SH | LOCK_NB) == 0 else {
+            close(fd)
+            throw .otherLayout(path: path, running: running, wanted: layout)
+        }
+        return fd
     }
 
     /// `ROOT/.mirror/lock.pins`, held exclusively while `mirror lock --shard` rewrites the
@@ -150,6 +196,8 @@ public enum RunLockError: Error, Sendable, CustomStringConvertible {
     case refused(String)
     /// The wait for the lock was interrupted.
     case cancelled
+    /// Shards of another layout (shard count, `--shard-by`) are running in the root.
+    case otherLayout(path: String, running: String, wanted: String)
 
     public var description: String {
         switch self {
@@ -166,6 +214,8 @@ public enum RunLockError: Error, Sendable, CustomStringConvertible {
             return reason
         case .cancelled:
             return "interrupted while waiting for the lock"
+        case .otherLayout(let path, let running, let wanted):
+            return "shards of another layout (\(running)) are running in this root (\(path)); this run is one of \(wanted), and both would work on the same files: run one layout at a time"
         }
     }
 }

@@ -99,7 +99,7 @@ public final class ManifestRunner: Sendable {
     /// `sync`, then, when the options ask for it and every entry succeeded, the prune: files
     /// first, deletions last, all under the same run lock.
     public func syncAndPrune() async throws(RunLockError) -> SyncResult {
-        let lock = try await RunLock.acquire(in: rootDirectory, shard: manifest.shard, wait: options.lockWait)
+        let lock = try await RunLock.acquire(in: rootDirectory, shard: manifest.shard, balance: manifest.shardBalance, wait: options.lockWait)
         let opening = StateStore.open(in: rootDirectory, mode: .readWrite, shard: manifest.shard)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store

@@ -98,6 +98,12 @@ struct ShardTests {
             #expect(unsharded.status == 3, "\(unsharded)")
             let otherCount = try scenario.run(["sync", "m.yaml", "--shard", "2/4", "--quiet"])
             #expect(otherCount.status == 0, "\(otherCount)")
+            // Another layout would work on the same files under other locks and stores.
+            for layout in [["--shard", "0/2"], ["--shard", "1/4", "--shard-by", "bytes"]] {
+                let refused = try scenario.run(["sync", "m.yaml"] + layout)
+                #expect(refused.status == 3, "\(layout): \(refused)")
+                #expect(refused.stderr.contains("shards of another layout (4 shards by hash)"), "\(layout): \(refused)")
+            }
             withExtendedLifetime(held) {}
         }
         do {
