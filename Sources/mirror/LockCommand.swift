@@ -68,9 +68,12 @@ struct LockCommand: AsyncParsableCommand {
         }
         do {
             if manifest.shard != nil {
-                try await rewriteShared(pins: pins, root: manifest.root, console: console)
+                try await rewriteShared(pins: pins, synced: manifest, console: console)
             } else {
+                // Under the pin writers' lock too: a shard's `lock` may be rewriting the file.
+                let pinLock = try await pinWritingLock(root: manifest.root, console: console)
                 try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)
+                withExtendedLifetime(pinLock) {}
             }
         } catch let error as ManifestError {
             if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
@@ -90,10 +93,26 @@ struct LockCommand: AsyncParsableCommand {
     /// A shard's pins go into a manifest file the other shards may be pinning at the same
     /// time: under `ROOT/.mirror/lock.pins`, the file is read again (with the pins they have
     /// written meanwhile) and this shard's pins are added to it.
-    private func rewriteShared(pins: [String: ManifestPinWriter.Pin], root: String, console: Console) async throws {
-        let pinLock = try await pinWritingLock(root: root, console: console)
+    ///
+    /// This shard's entries must read in the file as they did when it was synced: pins made
+    /// from a download must not be written under a url or settings changed meanwhile.
+    private func rewriteShared(pins: [String: ManifestPinWriter.Pin], synced: Manifest, console: Console) async throws {
+        let pinLock = try await pinWritingLock(root: synced.root, console: console)
         defer { withExtendedLifetime(pinLock) {} }
         let current = try ManifestLoader.load(path: options.manifest, rootOverride: options.root)
+        var now: [String: Entry] = [:]
+        for entry in current.entries { now[entry.dest] = entry }
+        for entry in synced.entries {
+            var read = now[entry.dest]
+            read?.location = entry.location
+            read?.repeatLocations = entry.repeatLocations
+            if read != entry {
+                throw ManifestError(diagnostics: [ManifestDiagnostic(location: entry.location, key: nil, message: """
+                    the entry for `\(entry.dest)` changed in \(options.manifest) while it was being synced; \
+                    its pins were not written (run mirror lock again)
+                    """)])
+            }
+        }
         try ManifestPinWriter.rewrite(current, pins: pins, environment: ProcessInfo.processInfo.environment)
     }
 

@@ -159,7 +159,8 @@ extension ManifestPinWriter {
         let directory = LexicalPath.directory(of: path)
         var info = stat()
         let mode = stat(path, &info) == 0 ? info.st_mode & 0o7777 : 0o644
-        let temporary = path + ".mirror-lock.tmp"
+        // Its own name: another `mirror lock` of the same file (of another root) may be writing too.
+        let temporary = path + ".mirror-lock.\(getpid()).tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
         if fd < 0 { throw failure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
         var written = 0

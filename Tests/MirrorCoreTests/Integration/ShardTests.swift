@@ -261,4 +261,23 @@ struct ShardTests {
         #expect(bad.status == 2, "\(bad)")
         #expect(bad.stderr.contains("bad.json"), "\(bad)")
     }
+
+    /// A shard's pins are made from what it downloaded: when its entry's url is changed in the
+    /// manifest while it syncs, they are not written under the new url.
+    @Test func aShardDoesNotPinAnEntryChangedWhileItSynced() throws {
+        let slow = randomData(count: 1024 * 1024, seed: 390)
+        let scenario = try SyncScenario(.nginx(site: ["slow.bin": slow, "other.bin": slow], options: NginxOptions(rateLimit: 256 * 1024)))
+        try scenario.write(ManifestText(entries: [.init(scenario.url("/slow.bin"), dest: "slow.bin")]))
+        let running = try scenario.start(["lock", "m.yaml", "--shard", "0/1"])
+        // nginx sends the first 256 KiB at once, then 256 KiB/s: the partial file appears at once.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !FileManager.default.fileExists(atPath: scenario.rootPath("slow.bin.part")), ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        try scenario.write(ManifestText(entries: [.init(scenario.url("/other.bin"), dest: "slow.bin")]))
+        let result = try running.wait()
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stderr.contains("the entry for `slow.bin` changed in m.yaml while it was being synced"), "\(result)")
+        #expect(!scenario.text(of: "m.yaml").contains("sha256:"), "no pin written: \(scenario.text(of: "m.yaml"))")
+    }
 }
