@@ -193,6 +193,18 @@ struct ShardingTests {
         }
     }
 
+    /// Two stores that disagree about the `.part`'s version vouch for neither: the resume is
+    /// checked by its overlap (or restarted), not by a validator that may be another version's.
+    @Test func contradictedPartialVersionsVouchForNothing() {
+        func partial(_ url: String, _ etag: String?) -> StateRecord {
+            StateRecord(dest: "a", url: url, partial: etag.map { RemoteValidators(etag: $0, lastModified: nil, size: 10) })
+        }
+        #expect(StateRecord.chosen(own: partial("own", "\"v1\""), siblings: [partial("shard", "\"v2\"")], onDisk: nil)?.partial == nil)
+        #expect(StateRecord.chosen(own: partial("own", "\"v1\""), siblings: [partial("shard", "\"v1\"")], onDisk: nil)?.partial?.etag == "\"v1\"")
+        #expect(StateRecord.chosen(own: partial("own", "\"v1\""), siblings: [partial("shard", nil)], onDisk: nil)?.partial?.etag == "\"v1\"")
+        #expect(StateRecord.chosen(own: nil, siblings: [partial("one", "\"v2\""), partial("two", "\"v3\"")], onDisk: nil)?.partial == nil)
+    }
+
     /// The writer's quoting survives the loader: what goes in is what is read back.
     @Test func aWrittenManifestLoadsAsTheEntriesItWasGiven() throws {
         let directory = try TemporaryDirectory(prefix: "mirror-written")
