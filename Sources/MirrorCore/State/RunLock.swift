@@ -29,7 +29,7 @@ public final class RunLock: Sendable {
     static let fileName = "lock"
 
     public static func location(root: String, shard: ShardSelection? = nil) -> String {
-        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + name(shard: shard)
+        RootDirectory.statePath(root: root, name(shard: shard))
     }
 
     /// `lock`, or `lock.shard-K-of-N`.
@@ -91,7 +91,7 @@ public final class RunLock: Sendable {
             close(guardian)
         }
         let name = fileName + ".layout"
-        let path = (root.path.endsWithSlash ? root.path : root.path + "/") + RootDirectory.stateDirectoryName + "/" + name
+        let path = root.statePath(name)
         let fd = try openLockFile(name, root: root, path: path)
         if flock(fd, LOCK_EX | LOCK_NB) == 0 {
             // No shard runs: this run's layout is the root's now. (From exclusive to shared,
@@ -119,12 +119,12 @@ public final class RunLock: Sendable {
         let directory = RootDirectory(path: root)
         let name = fileName + ".pins"
         let fd = try await lock(name, in: directory, shared: false, until: ContinuousClock.now + wait, waited: wait)
-        return RunLock(fds: [fd], path: (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + name)
+        return RunLock(fds: [fd], path: RootDirectory.statePath(root: root, name))
     }
 
     /// Opens `name` under `ROOT/.mirror` and `flock`s it, polling until `deadline`.
     private static func lock(_ name: String, in root: RootDirectory, shared: Bool, until deadline: ContinuousClock.Instant, waited wait: Duration?) async throws(RunLockError) -> Int32 {
-        let path = (root.path.endsWithSlash ? root.path : root.path + "/") + RootDirectory.stateDirectoryName + "/" + name
+        let path = root.statePath(name)
         let fd = try openLockFile(name, root: root, path: path)
         while flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0 {
             let error = errno

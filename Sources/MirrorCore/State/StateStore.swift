@@ -37,7 +37,7 @@ public final class StateStore: Sendable {
     }
 
     public static func location(root: String, shard: ShardSelection? = nil) -> String {
-        (root.endsWithSlash ? root : root + "/") + RootDirectory.stateDirectoryName + "/" + name(shard: shard)
+        RootDirectory.statePath(root: root, name(shard: shard))
     }
 
     /// `state.sqlite`, or `state.shard-K-of-N.sqlite`: each shard writes a store of its own,
@@ -57,7 +57,7 @@ public final class StateStore: Sendable {
 
     /// Opens the store file `name` under `ROOT/.mirror/`.
     static func open(in rootDirectory: RootDirectory, mode: Mode, name fileName: String) -> Opening {
-        let path = (rootDirectory.path.endsWithSlash ? rootDirectory.path : rootDirectory.path + "/") + RootDirectory.stateDirectoryName + "/" + fileName
+        let path = rootDirectory.statePath(fileName)
         // SQLite opens the store by its path: `.mirror` is checked through the root's
         // descriptor first, so that a symbolic link there is refused rather than followed.
         let directory: Void?
