@@ -1,5 +1,19 @@
 /// What request headers a manifest may set.
 enum HeaderRules {
+    /// `headers` over `base`, as the manifest layers them: a header named in both replaces the
+    /// one in `base` in its place (taking this spelling of the name, names compared without
+    /// regard to case); new names follow in order.
+    static func merge(_ headers: some Sequence<HTTPHeader>, over base: inout [HTTPHeader]) {
+        for header in headers {
+            let name = header.name.lowercased()
+            if let index = base.firstIndex(where: { $0.name.lowercased() == name }) {
+                base[index] = header
+            } else {
+                base.append(header)
+            }
+        }
+    }
+
     /// Headers `mirror` sets itself, by lowercased name, with the reason a manifest may not.
     static let reserved: [String: String] = [
         "range": "mirror sets Range itself to resume partial downloads",

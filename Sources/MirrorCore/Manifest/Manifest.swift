@@ -170,13 +170,7 @@ public struct TransferSettings: Sendable, Equatable {
     /// name (in its place).
     func headers(toHostWith hostHeaders: [HTTPHeader]) -> [HTTPHeader] {
         var merged = headers
-        for header in hostHeaders where !ownHeaderNames.contains(header.name.lowercased()) {
-            if let index = merged.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
-                merged[index] = header
-            } else {
-                merged.append(header)
-            }
-        }
+        HeaderRules.merge(hostHeaders.lazy.filter { !ownHeaderNames.contains($0.name.lowercased()) }, over: &merged)
         return merged
     }
 

@@ -28,13 +28,7 @@ struct TransferOverrides: Equatable {
         if let checksums { settings.checksums = checksums }
         // As curl's --cacert: the file replaces the CAs the environment names, directory too.
         if let caFile { settings.certificateAuthorities = CertificateAuthorities(file: caFile) }
-        for header in headers ?? [] {
-            if let index = settings.headers.firstIndex(where: { $0.name.lowercased() == header.name.lowercased() }) {
-                settings.headers[index] = header
-            } else {
-                settings.headers.append(header)
-            }
-        }
+        if let headers { HeaderRules.merge(headers, over: &settings.headers) }
         return settings
     }
 }
