@@ -54,7 +54,7 @@ struct RateLimitSyntaxTests {
     /// A chunk goes through when the bucket holds no debt; the debt is repaid at the rate, and
     /// unused rate is kept for a quarter of a second only.
     @Test func theBucketLetsBytesThroughAtItsRate() throws {
-        let bucket = RateBucket(limit: try RateLimitSyntax.parse("1000"), owner: "test", minuteOfDay: { 0 })
+        let bucket = RateBucket(limit: try RateLimitSyntax.parse("1000"), minuteOfDay: { 0 })
         #expect(bucket.wait(now: 10_000) == 0)
         bucket.spend(500, now: 10_000)
         #expect(bucket.wait(now: 10_000) == 500)
@@ -69,7 +69,7 @@ struct RateLimitSyntaxTests {
     /// under way, and a bucket that turns `off` lets everything through.
     @Test func theBucketFollowsItsTimetable() throws {
         let minute = Mutex(0)
-        let bucket = RateBucket(limit: try RateLimitSyntax.parse("00:00,1000 00:01,off"), owner: "test",
+        let bucket = RateBucket(limit: try RateLimitSyntax.parse("00:00,1000 00:01,off"),
                                 minuteOfDay: { minute.withLock { $0 } })
         bucket.spend(2000, now: 0)
         #expect(bucket.wait(now: 0) == 2000)
@@ -81,9 +81,9 @@ struct RateLimitSyntaxTests {
     }
 
     @Test func aThrottleWaitsForItsSlowestBucket() throws {
-        let fast = RateBucket(limit: try RateLimitSyntax.parse("10000"), owner: "run", minuteOfDay: { 0 })
-        let slow = RateBucket(limit: try RateLimitSyntax.parse("1000"), owner: "entry", minuteOfDay: { 0 })
-        let off = RateBucket(limit: try RateLimitSyntax.parse("off"), owner: "host", minuteOfDay: { 0 })
+        let fast = RateBucket(limit: try RateLimitSyntax.parse("10000"), minuteOfDay: { 0 })
+        let slow = RateBucket(limit: try RateLimitSyntax.parse("1000"), minuteOfDay: { 0 })
+        let off = RateBucket(limit: try RateLimitSyntax.parse("off"), minuteOfDay: { 0 })
         let throttle = Throttle([fast, slow, off])
         #expect(throttle.buckets.count == 2, "an `off` limit holds nothing back")
         throttle.spend(1000, now: 0)

@@ -40,7 +40,7 @@ final class EntryDriver: @unchecked Sendable {
         self.onFinish = onFinish
         paths = run.runner.manifest.paths(for: entry)
         sources = ([entry.url] + entry.mirrors).map { Source($0, entry: entry, run: run) }
-        entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0, owner: entry.dest) }
+        entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0) }
         machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
     }
 

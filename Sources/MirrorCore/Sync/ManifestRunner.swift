@@ -33,9 +33,9 @@ public final class ManifestRunner: Sendable {
         entryWidth = options.concurrency * Self.entriesPerTransfer
         blocking = BlockingPool(limit: entryWidth)
         slots = TransferSlots(options.concurrency, hostLimits: manifest.hosts.concurrencyLimits)
-        runBucket = (options.rateLimit ?? manifest.rateLimit).map { RateBucket(limit: $0, owner: "the run") }
+        runBucket = (options.rateLimit ?? manifest.rateLimit).map { RateBucket(limit: $0) }
         hostBuckets = Dictionary(uniqueKeysWithValues: manifest.hosts.rules.compactMap { rule in
-            rule.rateLimit.map { (rule.key, RateBucket(limit: $0, owner: "host \(rule.key)")) }
+            rule.rateLimit.map { (rule.key, RateBucket(limit: $0)) }
         })
         let rootDirectory = RootDirectory(path: manifest.root)
         self.rootDirectory = rootDirectory

@@ -11,8 +11,6 @@ import Glibc
 /// Touched only on the transfer engine's thread (hence `@unchecked Sendable`).
 final class RateBucket: @unchecked Sendable {
     let limit: RateLimit
-    /// What `rate_limit` this is, for messages (`the run`, `host example.org`, an entry's dest).
-    let owner: String
     private let minuteOfDay: @Sendable () -> Int
     private var tokens: Double = 0
     private var refilledAt: Int64?
@@ -25,9 +23,8 @@ final class RateBucket: @unchecked Sendable {
     /// How often a timetable is looked at again.
     static let timetableCheckMilliseconds: Int64 = 1000
 
-    init(limit: RateLimit, owner: String, minuteOfDay: @escaping @Sendable () -> Int = LocalClock.minuteOfDay) {
+    init(limit: RateLimit, minuteOfDay: @escaping @Sendable () -> Int = LocalClock.minuteOfDay) {
         self.limit = limit
-        self.owner = owner
         self.minuteOfDay = minuteOfDay
     }
 
