@@ -86,12 +86,13 @@ final class SyncRun: @unchecked Sendable {
     }
 
     private func startMore() {
-        while running.count < width, let index = nextIndex() { start(index) }
+        while running.count < width, let (index, host) = nextIndex() { start(index, countedAgainst: host) }
     }
 
-    /// The next entry that may start: the earliest one passed over whose host has room now,
-    /// else the next in the manifest whose host has room (passing over the others).
-    private func nextIndex() -> Int? {
+    /// The next entry that may start, with the limited host it counts against: the earliest
+    /// one passed over whose host has room now, else the next in the manifest whose host has
+    /// room (passing over the others).
+    private func nextIndex() -> (index: Int, host: String?)? {
         if deferredCount > 0 {
             var earliest: (host: String, index: Int)?
             for (host, queue) in deferred where hasRoom(host) {
@@ -100,13 +101,14 @@ final class SyncRun: @unchecked Sendable {
             if let earliest {
                 deferred[earliest.host]!.removeFirst()
                 deferredCount -= 1
-                return earliest.index
+                return (earliest.index, earliest.host)
             }
         }
         while next < entries.count {
             let index = next
             next += 1
-            guard let host = limitedHost(of: entries[index]), !hasRoom(host) else { return index }
+            let host = limitedHost(of: entries[index])
+            guard let host, !hasRoom(host) else { return (index, host) }
             deferred[host, default: IndexQueue()].append(index)
             deferredCount += 1
         }
@@ -124,10 +126,10 @@ final class SyncRun: @unchecked Sendable {
         return rule.key
     }
 
-    private func start(_ index: Int) {
+    private func start(_ index: Int, countedAgainst host: String?) {
         let entry = pinned.removeValue(forKey: index) ?? entries[index]
         if let failure = unpinned[index] { return entryFinished(index, unpinnedResult(entry, failure)) }
-        if let host = limitedHost(of: entry) {
+        if let host {
             runningPerHost[host, default: 0] += 1
             hostOfRunning[index] = host
         }
