@@ -158,29 +158,15 @@ extension ManifestPinWriter {
             try ManifestLoader.readFile(at: path), manifest: manifest, pins: pins, environment: environment)
         let directory = LexicalPath.directory(of: path)
         var info = stat()
-        let mode = stat(path, &info) == 0 ? info.st_mode & 0o7777 : 0o644
-        // Its own name: another `mirror lock` of the same file (of another root) may be writing too.
-        let temporary = path + ".mirror-lock.\(getpid()).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
-        if fd < 0 { throw failure("cannot write \(temporary): \(String(cString: strerror(errno)))") }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                let reason = String(cString: strerror(errno))
-                close(fd)
-                unlink(temporary)
-                throw failure("cannot write \(temporary): \(reason)")
-            }
-            written += count
-        }
-        _ = fchmod(fd, mode)
-        _ = fchown(fd, info.st_uid, info.st_gid)
-        if fsync(fd) != 0 || close(fd) != 0 || rename(temporary, path) != 0 {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw failure("cannot replace the manifest: \(reason)")
+        let exists = stat(path, &info) == 0
+        do {
+            // Its own temporary name: another `mirror lock` of the same file (of another root)
+            // may be writing too.
+            try AtomicFile.replace(
+                path, with: bytes, temporary: path + ".mirror-lock.\(getpid()).tmp",
+                mode: exists ? info.st_mode & 0o7777 : 0o644, owner: exists ? (info.st_uid, info.st_gid) : nil)
+        } catch {
+            throw failure("cannot replace the manifest: \(error)")
         }
         // The manifest is in place by now; a directory that cannot be fsync'd is not a reason
         // to report the pins unwritten.

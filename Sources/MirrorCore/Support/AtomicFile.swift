@@ -16,11 +16,22 @@ public struct AtomicFileError: Error, Sendable, CustomStringConvertible {
 /// `--metrics-file`, whose collector skips the temporary name: it does not end in `.prom`).
 public enum AtomicFile {
     public static func replace(_ path: String, with text: String) throws(AtomicFileError) {
-        let temporary = temporaryPath(for: path)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o666)
+        try replace(path, with: Array(text.utf8))
+    }
+
+    /// Writes `bytes` to `temporary` (by default `DIR/.NAME.PID.tmp`), fsyncs it and renames it
+    /// over `path`; on failure the temporary file is removed and `path` is as it was.
+    /// - Parameters:
+    ///   - mode: the new file's permissions (before the umask unless `owner` is given).
+    ///   - owner: the user and group to give it, with `mode` set exactly: a file replaced in
+    ///     place keeps them.
+    static func replace(
+        _ path: String, with bytes: [UInt8], temporary: String? = nil, mode: mode_t = 0o666, owner: (uid_t, gid_t)? = nil
+    ) throws(AtomicFileError) {
+        let temporary = temporary ?? temporaryPath(for: path)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
         guard fd >= 0 else { throw AtomicFileError(path: temporary, operation: "create", errno: errno) }
         var failure: AtomicFileError?
-        let bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count, failure == nil {
             let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
@@ -29,6 +40,10 @@ public enum AtomicFile {
             } else {
                 offset += written
             }
+        }
+        if let owner {
+            _ = fchmod(fd, mode)
+            _ = fchown(fd, owner.0, owner.1)
         }
         if failure == nil, fsync(fd) != 0 { failure = AtomicFileError(path: temporary, operation: "fsync", errno: errno) }
         if close(fd) != 0, failure == nil { failure = AtomicFileError(path: temporary, operation: "close", errno: errno) }
