@@ -41,10 +41,7 @@ final class ChecksumFileFetch: @unchecked Sendable {
         attempts += 1
         let body = ChecksumFileBody()
         let request = TransferRequest(
-            url: url.string, method: .get, headers: settings.headers, timeout: settings.timeout,
-            minSpeed: settings.minSpeed, minSpeedTime: settings.minSpeedTime, insecure: settings.insecure,
-            certificateAuthorities: settings.certificateAuthorities, login: url.login, ftpTLS: settings.ftpTLS,
-            protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string)))
+            get: url, settings: settings, protocols: RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string)))
         fetcher.fetch(request, sink: body, onStart: { [self] in transferID = $0 }) { [self] result in
             transferID = nil
             switch outcome(of: result, body: body) {

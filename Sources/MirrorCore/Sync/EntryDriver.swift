@@ -416,14 +416,9 @@ final class EntryDriver: @unchecked Sendable {
                 continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
             ).write
         )
-        var request = TransferRequest(
-            url: source.string, method: .get, headers: headers,
-            rangeFirst: firstByte > 0 || offset > 0 ? firstByte : nil, ifRange: validator,
-            timeout: entry.settings.timeout, minSpeed: entry.settings.minSpeed,
-            minSpeedTime: entry.settings.minSpeedTime, insecure: entry.settings.insecure,
-            certificateAuthorities: entry.settings.certificateAuthorities, login: source.login, ftpTLS: entry.settings.ftpTLS,
-            protocols: protocols
-        )
+        var request = TransferRequest(get: source, settings: entry.settings, headers: headers, protocols: protocols)
+        request.rangeFirst = firstByte > 0 || offset > 0 ? firstByte : nil
+        request.ifRange = validator
         if !buckets.isEmpty {
             let throttle = Throttle(buckets)
             if !throttle.isEmpty { request.throttle = throttle }

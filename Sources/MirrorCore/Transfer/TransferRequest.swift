@@ -53,6 +53,17 @@ struct TransferRequest: Sendable {
         self.protocols = protocols
     }
 
+    /// A GET of `url` with an entry's transfer settings: its timeout, stall guard, TLS and FTP
+    /// settings, and the URL's own netrc login.
+    /// - Parameter headers: the request's headers; nil: those of `settings`.
+    init(get url: RemoteURL, settings: TransferSettings, headers: [HTTPHeader]? = nil, protocols: String) {
+        self.init(
+            url: url.string, method: .get, headers: headers ?? settings.headers, timeout: settings.timeout,
+            minSpeed: settings.minSpeed, minSpeedTime: settings.minSpeedTime, insecure: settings.insecure,
+            certificateAuthorities: settings.certificateAuthorities, login: url.login, ftpTLS: settings.ftpTLS,
+            protocols: protocols)
+    }
+
     /// An ftp or ftps URL: no HTTP headers come back, and the file's time needs asking for.
     var isFTP: Bool { ["ftp", "ftps"].contains(RemoteProbe.scheme(of: url)) }
 }
