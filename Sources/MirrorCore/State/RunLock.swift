@@ -79,13 +79,20 @@ public final class RunLock: Sendable {
         }
     }
 
+    /// Longest a shard waits for the others joining the layout before it: each holds
+    /// `lock.layouts` for a few system calls.
+    static let layoutDecisionWait: Duration = .seconds(30)
+
     /// Takes `lock.layout` shared for `layout`: at once when no shard holds it (the layout is
     /// then written into it) or when the shards holding it share `layout`. Decided under
     /// `lock.layouts`, held only meanwhile, so two layouts never both get in.
     private static func joinLayout(
         _ layout: String, in root: RootDirectory, until deadline: ContinuousClock.Instant, waited wait: Duration?
     ) async throws(RunLockError) -> Int32 {
-        let guardian = try await lock(fileName + ".layouts", in: root, shared: false, until: deadline, waited: wait)
+        // Held only while one shard joins, so always waited for (shards started together meet
+        // here), whatever `--wait-lock` says.
+        let guardian = try await lock(
+            fileName + ".layouts", in: root, shared: false, until: max(deadline, ContinuousClock.now + Self.layoutDecisionWait), waited: wait)
         defer {
             flock(guardian, LOCK_UN)
             close(guardian)
