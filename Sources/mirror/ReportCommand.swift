@@ -102,7 +102,7 @@ enum ReportJSON {
                 ("file", .string(path)),
                 ("manifest", .string(document.manifest)),
                 ("root", .string(document.root)),
-                ("shard", document.shard.map { JSONValue.object([("index", .int($0.index)), ("count", .int($0.count))]) } ?? .null),
+                ("shard", document.shard.map { ReportFile.shardJSON(index: $0.index, count: $0.count, by: $0.balance) } ?? .null),
                 ("exit_status", .int(Int(document.exitStatus))),
             ])
         }

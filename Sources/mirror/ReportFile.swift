@@ -24,7 +24,7 @@ enum ReportFile {
             ("root", .string(manifest?.root)),
             ("allow_file", .bool(manifest?.allowFile ?? false)),
             ("shard", manifest.flatMap { manifest in
-                manifest.shard.map { JSONValue.object([("index", .int($0.index)), ("count", .int($0.count)), ("by", .string(manifest.shardBalance.rawValue))]) }
+                manifest.shard.map { shardJSON(index: $0.index, count: $0.count, by: manifest.shardBalance.rawValue) }
             } ?? .null),
             ("exit_status", .int(Int(status.rawValue))),
         ]
@@ -39,6 +39,11 @@ enum ReportFile {
             ]
         }
         return JSONValue.object(document).text
+    }
+
+    /// A report's `shard` object, as `mirror report --json` repeats it.
+    static func shardJSON(index: Int, count: Int, by balance: String) -> JSONValue {
+        .object([("index", .int(index)), ("count", .int(count)), ("by", .string(balance))])
     }
 
     /// A report as read back.
