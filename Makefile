@@ -3,16 +3,25 @@
 # make bench — mirror beside curl, wget2, aria2 and rclone (installs them); not a test
 # make install [PREFIX=/usr/local] [DESTDIR=] — the release binary, both man pages and the
 #              bash, zsh and fish completions; make uninstall removes them
+# make release, make build — install only the build libraries, if missing; make demo adds nginx
 SWIFT ?= swift
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps build release test demo bench install uninstall clean
+.PHONY: all deps deps-demo deps-test build release test demo bench install uninstall clean
 
 all: build
 
+# What each target installs with apt (nothing when it is all there): the libraries mirror builds
+# against; for the demo nginx too; for the tests every server and tool they run.
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh build
+
+deps-demo:
+	@scripts/install-deps.sh demo
+
+deps-test:
+	@scripts/install-deps.sh test
 
 build: deps
 	$(SWIFT) build
@@ -25,14 +34,14 @@ RELEASE_BINARY = $$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)/mirror
 release: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 
-test: deps
+test: deps-test
 	$(SWIFT) build --build-tests
 	# InstallTests installs this build rather than building one inside the test run.
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(SWIFT) test
 	scripts/check-docs.sh "$$($(SWIFT) build --show-bin-path)/mirror"
 
-demo: release
+demo: deps-demo release
 	@scripts/demo.sh "$(RELEASE_BINARY)"
 
 # Not part of `make test`: numbers, not pass/fail. See docs/PERFORMANCE.md.
