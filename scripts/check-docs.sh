@@ -9,6 +9,8 @@
 #     is described in mirror-manifest(5) and used in examples/manifest.yaml;
 #   - no paragraph of mirror(1)'s BUGS calls an option, a manifest key or a feature missing,
 #     unimplemented or untested when mirror has it;
+#   - the README's first screen (60 lines) has the two set-up commands, a manifest, plan and sync
+#     on it and a contents list; the list links every ## heading, and every link finds one;
 #   - nothing in the repository's documents or sources points at a DESIGN.md other than
 #     docs/DESIGN.md, which must exist.
 #   scripts/check-docs.sh [PATH-TO-MIRROR]      (default: .build/debug/mirror)
@@ -90,6 +92,22 @@ while IFS= read -r -d $'\x1e' paragraph; do
             fail "mirror.1 BUGS calls the $words missing or untested, but mirror has $option: $flat"
     done
 done < <(awk 'BEGIN { RS = "\\.PP\n" } { printf "%s\x1e", $0 }' <<<"$bugs")
+
+# The README's first screen: the quick start and the contents.
+first_screen=$(head -n 60 README.md)
+for needed in 'make demo' 'make test' 'version: 1' 'mirror plan' 'mirror sync' '## Contents'; do
+    grep -qF -- "$needed" <<<"$first_screen" || fail "README.md: the first 60 lines lack '$needed'"
+done
+slug() { tr 'A-Z' 'a-z' <<<"$1" | sed -E 's/[^a-z0-9 -]//g; s/ /-/g'; }
+anchors=$(grep -E '^#{1,6} ' README.md | sed -E 's/^#+ //' | while IFS= read -r heading; do slug "$heading"; done)
+contents=$(sed -n '/^## Contents$/,/^## /p' README.md)
+for link in $(grep -oE '\]\(#[^)]+\)' README.md | sed -E 's/^\]\(#//; s/\)$//' | sort -u); do
+    grep -qxF -- "$link" <<<"$anchors" || fail "README.md links to #$link, which no heading makes"
+done
+while IFS= read -r heading; do
+    case $heading in Contents|"Quick start") continue ;; esac
+    grep -qF -- "(#$(slug "$heading"))" <<<"$contents" || fail "README.md: the contents list lacks the section '$heading'"
+done < <(grep -E '^## ' README.md | sed -E 's/^## //')
 
 # The project's design document is its own: docs/DESIGN.md.
 [ -f docs/DESIGN.md ] || fail "docs/DESIGN.md is missing"

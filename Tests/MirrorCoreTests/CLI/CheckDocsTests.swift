@@ -83,4 +83,27 @@ struct CheckDocsTests {
         #expect(result.status == 1, "\(result)")
         #expect(result.stderr.contains("docs/DESIGN.md is missing"), "\(result)")
     }
+
+    /// The README's first screen and its contents list (a README of 1,163 lines had none, and
+    /// no quick start before line 111).
+    @Test func aReadmeWithoutItsQuickStartOrWithASectionMissingFromItsContentsFails() throws {
+        let noQuickStart = try Copy()
+        let readme = noQuickStart.directory.path("README.md")
+        let text = try String(contentsOfFile: readme, encoding: .utf8)
+        let start = try #require(text.range(of: "## Quick start\n"))
+        let end = try #require(text.range(of: "## Contents\n"))
+        let moved = String(text[start.lowerBound..<end.lowerBound])
+        try (text.replacingCharacters(in: start.lowerBound..<end.lowerBound, with: "") + "\n" + moved)
+            .write(toFile: readme, atomically: true, encoding: .utf8)
+        let first = try noQuickStart.run()
+        #expect(first.status == 1, "\(first)")
+        #expect(first.stderr.contains("the first 60 lines lack 'make demo'"), "\(first)")
+
+        let unlisted = try Copy()
+        try unlisted.edit("README.md", replacing: "## Performance\n", with: "## Benchmarks\n")
+        let second = try unlisted.run()
+        #expect(second.status == 1, "\(second)")
+        #expect(second.stderr.contains("the contents list lacks the section 'Benchmarks'"), "\(second)")
+        #expect(second.stderr.contains("links to #performance, which no heading makes"), "\(second)")
+    }
 }
