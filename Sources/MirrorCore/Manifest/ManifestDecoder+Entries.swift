@@ -115,9 +115,15 @@ extension ManifestDecoder {
         }
 
         guard diagnostics.count == countBefore, let url, let dest else { return nil }
+        // A checksum file does not list itself: mirrored beside the files it pins, it is
+        // downloaded as any unpinned file.
+        let isItsOwnChecksumFile = settings.checksums?.string == url.remote.string
+        if isItsOwnChecksumFile { settings.checksums = nil }
         if checksumName != nil, settings.checksums == nil, let node = mapping["checksum_name"] {
-            report("`checksum_name` names the entry in its checksum file, but the entry has no `checksums` (here or in defaults)",
-                   at: node, key: mapping.path(of: "checksum_name"))
+            let why = isItsOwnChecksumFile
+                ? "the entry is that checksum file itself (its url is the `checksums` URL), which pins nothing"
+                : "the entry has no `checksums` (here or in defaults)"
+            report("`checksum_name` names the entry in its checksum file, but \(why)", at: node, key: mapping.path(of: "checksum_name"))
             return nil
         }
         var entry = Entry(

@@ -263,7 +263,11 @@ struct ManifestDecoder {
             overrides.caFile = certificateBundle(node, key: mapping.path(of: "ca_file"))
         }
         if let node = mapping["checksums"] {
-            overrides.checksums = remoteURL(node, key: mapping.path(of: "checksums"), role: .checksums)?.remote
+            if node.text == "none" {
+                overrides.checksums = .noFile
+            } else if let url = remoteURL(node, key: mapping.path(of: "checksums"), role: .checksums)?.remote {
+                overrides.checksums = .file(url)
+            }
         }
         return overrides
     }

@@ -241,4 +241,41 @@ struct ChecksumFileTests {
         let plan = try scenario.run(["plan", "--exit-code", "m.yaml"])
         #expect(plan.status == 0, "\(plan)")
     }
+
+    /// `checksums:` in `defaults` pins every entry, and a release's checksum file and its
+    /// signature are files of the release too: the entry whose url is the checksum file's own
+    /// is not looked up in itself, and `checksums: none` takes an entry out. Both are mirrored
+    /// in the same run as the files the checksum file pins, by the binary as cron runs it.
+    @Test func theChecksumFileItselfIsMirroredBesideTheFilesItPins() throws {
+        let sums = "\(Self.sha256(Self.a))  a.bin\n\(Self.sha256(Self.b))  b.bin\n"
+        let signature = Data("-----BEGIN PGP SIGNATURE-----\nnot listed in SHA256SUMS\n".utf8)
+        var corrupted = Self.b
+        corrupted[100] ^= 0xFF
+        let scenario = try SyncScenario(.nginx(site: [
+            "SHA256SUMS": Data(sums.utf8), "SHA256SUMS.gpg": signature, "a.bin": Self.a, "b.bin": corrupted,
+        ]))
+        try scenario.write(ManifestText(
+            top: ["defaults:", "  retries: 0", "  checksums: \(scenario.url("/SHA256SUMS"))"],
+            entries: [
+                .url(scenario.url("/SHA256SUMS")),
+                .url(scenario.url("/SHA256SUMS.gpg"), "checksums: none"),
+                .url(scenario.url("/a.bin")),
+                .url(scenario.url("/b.bin")),
+            ]))
+
+        let result = try scenario.run(["sync", "m.yaml"])
+        // b.bin still answers to the checksum file: its corrupted copy fails, and only it.
+        #expect(result.status == 1, "\(result)")
+        #expect(!result.stderr.contains("does not list"), "\(result)")
+        #expect(scenario.local("SHA256SUMS") == Data(sums.utf8))
+        #expect(scenario.local("SHA256SUMS.gpg") == signature)
+        #expect(scenario.local("a.bin") == Self.a)
+        #expect(scenario.local("b.bin") == nil)
+        #expect(result.stderr.contains("sha256 mismatch: expected \(Self.sha256(Self.b))"), "\(result)")
+
+        // Both are unpinned entries to `plan` too; nothing else changes.
+        let plan = try scenario.run(["plan", "--exit-code", "m.yaml"])
+        #expect(plan.status == 5, "b.bin is still to do: \(plan)")
+        #expect(!plan.stderr.contains("does not list") && !plan.stdout.contains("does not list"), "\(plan)")
+    }
 }
