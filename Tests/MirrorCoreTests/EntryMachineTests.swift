@@ -74,6 +74,25 @@ struct EntryMachineTests {
              [.releaseSlot, .finishHash(size: 100)], .finishingHash),
     ]
 
+    /// A resumed download of `file` that fails the pin `pin`, retried, up to the inspection of
+    /// the retry.
+    static let resumedPinMismatch: [Step] = begin + [
+        step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+        step(.probed(.available(file)), [
+            .announce(.decided(.resume(from: 50, source: .partial))),
+            download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
+        ], .transferring),
+        step(.transferEnded(.written(position: 100, total: 100, bytes: 50, restartedFromZero: false, head: head)),
+             [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+        step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
+            .removePartial, .record(.clearPartial),
+            .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
+        ], .backingOff),
+        step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+        step(.hostReady, [.acquireSlot], .waitingForSlot),
+        step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+    ]
+
     static let rows: [Row] = [
         Row(name: "interrupted before it began: nothing is touched", steps: [
             step(.start(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
@@ -250,21 +269,7 @@ struct EntryMachineTests {
             ], .backingOff),
         ]),
         Row(name: "a pin mismatch of a resumed download is retried (from 0); the next one, of the same version, is not",
-            pins: Pins(digest: pin), steps: begin + [
-            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
-            step(.probed(.available(file)), [
-                .announce(.decided(.resume(from: 50, source: .partial))),
-                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
-            ], .transferring),
-            step(.transferEnded(.written(position: 100, total: 100, bytes: 50, restartedFromZero: false, head: head)),
-                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
-            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
-                .removePartial, .record(.clearPartial),
-                .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
-            ], .backingOff),
-            step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
-            step(.hostReady, [.acquireSlot], .waitingForSlot),
-            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            pins: Pins(digest: pin), steps: resumedPinMismatch + [
             // No probe for a file with nothing on disk: the reply is compared with the last one.
             step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
             step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
@@ -276,21 +281,7 @@ struct EntryMachineTests {
             ], .done),
         ]),
         Row(name: "a pin mismatch whose reply names another version than the last reply's is retried",
-            pins: Pins(digest: pin), steps: begin + [
-            step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
-            step(.probed(.available(file)), [
-                .announce(.decided(.resume(from: 50, source: .partial))),
-                download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
-            ], .transferring),
-            step(.transferEnded(.written(position: 100, total: 100, bytes: 50, restartedFromZero: false, head: head)),
-                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
-            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
-                .removePartial, .record(.clearPartial),
-                .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
-            ], .backingOff),
-            step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
-            step(.hostReady, [.acquireSlot], .waitingForSlot),
-            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            pins: Pins(digest: pin), steps: resumedPinMismatch + [
             step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
             step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false,
                                          head: EntryMachine.ResponseHeadSummary(etag: "\"b\"", lastModified: lastModified))),
