@@ -20,7 +20,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     /// The finished file is not the size the server or the manifest promised.
     case sizeMismatch(expected: Int64, actual: Int64)
     /// The finished file's digest is not the pinned one (the manifest's, or its checksum
-    /// file's); hex of either algorithm, the length says which.
+    /// file's); hex of either algorithm, the length says which. Retried: the bytes may come
+    /// right another time (see `pinMismatch`).
     case checksumMismatch(expected: String, actual: String)
     /// As `checksumMismatch`, for a download of the whole file during which the server's
     /// version did not move: its reply named the version the attempt started from (`served`,
@@ -71,8 +72,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
         case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled:
             return false
         case .checksumMismatchUnchanged:
-            // The same request would bring the same bytes: a 4 GiB image is not fetched six
-            // times to fail six times.
+            // The same request would bring the same bytes, however large the file.
             return false
         case .checksumFileUnavailable, .checksumFileUnusable, .checksumNotListed:
             // Fetched once for the run, with its own retries: the entry cannot start without it.
@@ -148,7 +148,9 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     /// another attempt would fetch them again.
     ///
     /// - Parameters:
-    ///   - served: the validators of the reply that carried the bytes, with the body's size.
+    ///   - served: the validators of the reply that carried the bytes (the probe's where the
+    ///     reply names none: a reply that is silent about a validator does not show it moved),
+    ///     with the body's size.
     ///   - before: the newest version known before that reply, on the same source: the
     ///     attempt's probe, else the reply of the attempt before. Nil when there was none (a
     ///     first download with no probe): then nothing shows the version moved.
