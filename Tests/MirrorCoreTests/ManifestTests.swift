@@ -273,3 +273,39 @@ func rootIsResolved(baseDirectory: String, rootOverride: String?, expected: Stri
         (error as? ManifestError)?.description == "--root: the root given on the command line is empty; give a directory"
     }
 }
+
+/// `checksums: none` takes away the checksum file of `defaults`; the checksum file mirrored as
+/// an entry of its own has none either (it does not list itself).
+@Test func checksumsNoneAndTheChecksumFileItselfHaveNoChecksumFile() throws {
+    let manifest = try parse("""
+        version: 1
+        defaults:
+          checksums: https://example.org/SHA256SUMS
+        files:
+          - url: https://example.org/a.iso
+          - url: https://example.org/SHA256SUMS
+          - url: https://example.org/SHA256SUMS.gpg
+            checksums: none
+          - url: https://example.org/b.iso
+            checksums: "none"
+          - url: https://example.org/c.iso
+            checksums: https://example.org/other/SHA256SUMS
+        """)
+    #expect(manifest.entries.map { $0.settings.checksums?.string } == [
+        "https://example.org/SHA256SUMS", nil, nil, nil, "https://example.org/other/SHA256SUMS",
+    ])
+
+    #expect {
+        _ = try parse("""
+            version: 1
+            defaults:
+              checksums: https://example.org/SHA256SUMS
+            files:
+              - url: https://example.org/SHA256SUMS
+                checksum_name: SUMS
+            """)
+    } throws: { error in
+        (error as? ManifestError)?.description.contains(
+            "assets.yaml:6:20: files[0].checksum_name: `checksum_name` names the entry in its checksum file, but the entry is that checksum file itself") == true
+    }
+}

@@ -135,19 +135,8 @@ struct ManifestDecoder {
     private mutating func decodeRoot(_ node: YAMLNode?, resolution: RootResolution) -> String? {
         var manifestRoot = "."
         if let node {
-            guard let text = text(node, key: "root", expected: "a directory path") else { return nil }
-            guard !text.unicodeScalars.contains("\0") else {
-                report("root contains a NUL character, which no path can hold", at: node, key: "root")
-                return nil
-            }
-            // `${VAR}` and a leading `~` are expanded as in a shell, not taken as directory names.
-            guard let expansion = expand(text, at: node, key: "root") else { return nil }
-            do {
-                manifestRoot = try HomeDirectorySyntax.expand(expansion.text, home: environment["HOME"])
-            } catch {
-                report(error, at: node, key: "root")
-                return nil
-            }
+            guard let path = localPath(node, key: "root", expected: "a directory path") else { return nil }
+            manifestRoot = path
         }
         if let override = resolution.override {
             // An empty --root is most likely an unset shell variable; taking it as the current
@@ -274,7 +263,11 @@ struct ManifestDecoder {
             overrides.caFile = certificateBundle(node, key: mapping.path(of: "ca_file"))
         }
         if let node = mapping["checksums"] {
-            overrides.checksums = remoteURL(node, key: mapping.path(of: "checksums"), role: .checksums)?.remote
+            if node.text == "none" {
+                overrides.checksums = .noFile
+            } else if let url = remoteURL(node, key: mapping.path(of: "checksums"), role: .checksums)?.remote {
+                overrides.checksums = .file(url)
+            }
         }
         return overrides
     }
