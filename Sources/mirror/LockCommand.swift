@@ -59,7 +59,8 @@ struct LockCommand: AsyncParsableCommand {
         let reports = result.reports
         if let signal {
             let kept = reports.contains { ($0.partialSize ?? 0) > 0 } ? " and partial files are kept" : ""
-            console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)")
+            let notStarted = SyncText.notStarted(reports, verbose: options.verbose)
+            console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)\(notStarted)")
             throw ExitWith(status: .forSignal(signal))
         }
         guard let pins = ManifestPinWriter.pins(for: manifest, after: reports) else {
