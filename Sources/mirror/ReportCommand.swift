@@ -28,7 +28,7 @@ struct ReportCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: ArgumentHelp("Report files written by sync --report.", valueName: "file"))
+    @Argument(help: ArgumentHelp("Report files written by sync --report.", valueName: "file"), completion: .file())
     var files: [String]
 
     @Flag(name: .long, help: "Print one JSON object on stdout; human text goes to stderr.")
@@ -37,7 +37,8 @@ struct ReportCommand: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Print nothing unless something failed.")
     var quiet = false
 
-    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file, to re-run just them.", valueName: "out"))
+    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file, to re-run just them.", valueName: "out"),
+            completion: .file())
     var failedManifest: String?
 
     func validate() throws {

@@ -65,7 +65,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp(
         "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit, replacing it atomically.",
-        valueName: "path"))
+        valueName: "path"), completion: .file())
     var metricsFile: String?
 
     @OptionGroup var logOptions: LogOptions
