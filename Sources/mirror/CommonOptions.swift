@@ -5,7 +5,7 @@ import MirrorCore
 
 /// Options every command that reads a manifest shares.
 struct CommonOptions: ParsableArguments {
-    @Argument(help: "The YAML manifest that lists the files.", completion: .file())
+    @Argument(help: "The YAML manifest that lists the files (its format: man 5 mirror-manifest).", completion: .file())
     var manifest: String
 
     @Option(name: .long, help: ArgumentHelp("Directory the destinations are relative to (overrides the manifest's root).", valueName: "dir"),

@@ -7,6 +7,7 @@ struct LockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lock",
         abstract: "Pin every entry's sha256 (or sha512) and size in the manifest itself.",
+        usage: "mirror lock [<options>] <manifest>",
         discussion: """
             Syncs the manifest first (downloading what is missing, as `mirror sync` does), then \
             writes each entry's digest and size into the manifest file: sha256, or sha512 for \

@@ -134,9 +134,12 @@ enum Terminal {
         if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 {
             return Int(size.ws_col)
         }
-        if let text = getenv("COLUMNS").map({ String(cString: $0) }), let columns = Int(text), columns > 0 {
-            return min(columns, 1000)
-        }
-        return 80
+        return columnsVariable() ?? 80
+    }
+
+    /// `COLUMNS`, when it holds a width (at most 1000).
+    static func columnsVariable() -> Int? {
+        guard let text = getenv("COLUMNS").map({ String(cString: $0) }), let columns = Int(text), columns > 0 else { return nil }
+        return min(columns, 1000)
     }
 }

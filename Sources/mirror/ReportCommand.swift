@@ -6,6 +6,7 @@ struct ReportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
         abstract: "Merge the --report files of several syncs (shards) into one summary.",
+        usage: "mirror report [<options>] <file> ...",
         discussion: """
             Reads files written by `mirror sync --report FILE` (one per shard, usually) and prints \
             one summary of them all, each failed entry on stderr, and any shard of N whose \

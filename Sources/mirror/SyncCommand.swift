@@ -7,6 +7,7 @@ struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
         abstract: "Bring every entry's destination up to date.",
+        usage: "mirror sync [<options>] <manifest>",
         discussion: """
             Plans each entry as `mirror plan` does and carries the plan out, at most \
             --concurrency transfers at a time. Downloads go to DEST.part and are renamed to \
