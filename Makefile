@@ -1,12 +1,15 @@
 # make demo  — builds mirror and shows a sync, a no-op re-run and a resume against a local nginx
 # make test  — installs what the tests need (apt), builds and runs every test
 # make bench — mirror beside curl, wget2, aria2 and rclone (installs them); not a test
-# make install [PREFIX=/usr/local] [DESTDIR=] — the release binary, both man pages and the
-#              bash, zsh and fish completions; make uninstall removes them
+# make install [PREFIX=/usr/local] [DESTDIR=] [FISH_COMPLETIONS_DIR=] — the release binary, both
+#              man pages and the bash, zsh and fish completions; make uninstall removes them
 # make release, make build — install only the build libraries, if missing; make demo adds nginx
 SWIFT ?= swift
 PREFIX ?= /usr/local
 DESTDIR ?=
+# fish reads PREFIX/share/fish/vendor_completions.d only when PREFIX/share is in XDG_DATA_DIRS
+# (Debian's fish: not for /usr/local); /etc/fish/completions is read by every fish.
+FISH_COMPLETIONS_DIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
 .PHONY: all deps deps-demo deps-test build release test demo bench install uninstall clean
 
@@ -50,10 +53,11 @@ bench: release
 
 # MIRROR_BINARY=path installs that already-built binary instead of building the release one.
 install: $(if $(MIRROR_BINARY),,release)
-	@scripts/install.sh install "$(or $(MIRROR_BINARY),$(RELEASE_BINARY))" "$(DESTDIR)$(PREFIX)"
+	@scripts/install.sh install "$(or $(MIRROR_BINARY),$(RELEASE_BINARY))" "$(DESTDIR)$(PREFIX)" "$(DESTDIR)$(FISH_COMPLETIONS_DIR)"
+	@$(if $(DESTDIR),true,scripts/install.sh fish-notice "$(FISH_COMPLETIONS_DIR)")
 
 uninstall:
-	@scripts/install.sh uninstall "$(DESTDIR)$(PREFIX)"
+	@scripts/install.sh uninstall "$(DESTDIR)$(PREFIX)" "$(DESTDIR)$(FISH_COMPLETIONS_DIR)"
 
 clean:
 	rm -rf .build

@@ -128,6 +128,10 @@ final class Console: Sendable {
         case .fallingBack(let dest, let url, let failure):
             notice("\(dest): \(failure); trying mirror \(url)")
         case .finished(let report):
+            if report.interruptedBeforeStart && !verbose {
+                // Counted in the interruption's one line instead (SyncText.notStarted).
+                return
+            }
             if case .failed(.cancelled) = report.outcome {
                 notice("stopped      \(report.dest): \(SyncText.interruptedDetail(report))")
             } else if case .failed(let failure) = report.outcome {

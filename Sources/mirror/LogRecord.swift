@@ -69,6 +69,8 @@ struct LogRecord {
             guard verbose else { return nil }
             return LogRecord(level: .notice, event: "state_store_problem", fields: [("message", .string(problem))])
         case .finished(let report):
+            // Entries an interruption reached first are counted in one message, as in text.
+            guard verbose || !report.interruptedBeforeStart else { return nil }
             return finished(report)
         }
     }
