@@ -20,6 +20,12 @@ static inline int mirror_open_location(const char *path) {
     return open(path, O_PATH | O_CLOEXEC);
 }
 
+/// openat(2) of a directory with O_PATH: a descriptor that locates it (for fstat, and as the
+/// start of another openat) with search permission alone, without reading it.
+static inline int mirror_open_directory_location(int directory, const char *path) {
+    return openat(directory, path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif

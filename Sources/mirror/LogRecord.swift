@@ -22,7 +22,8 @@ struct LogRecord {
     }
 
     /// The record of `event`, or nil when it is not logged: what `--verbose` adds to text
-    /// (probes, decisions, state store trouble) only with `--verbose`; with `--quiet`, only failures.
+    /// (probes, decisions, a state store record that could not be read or written) only with
+    /// `--verbose`; with `--quiet`, only failures.
     static func of(_ event: RunEvent, verbose: Bool, quiet: Bool) -> LogRecord? {
         guard let record = record(of: event, verbose: verbose) else { return nil }
         return quiet && record.level != .error ? nil : record
@@ -66,8 +67,8 @@ struct LogRecord {
                 ("host", .string(host)), ("pause_ms", milliseconds(pause)), ("reason", .string("Retry-After")),
             ])
         case .stateStoreProblem(let problem):
-            guard verbose else { return nil }
-            return LogRecord(level: .notice, event: "state_store_problem", fields: [("message", .string(problem))])
+            guard verbose || problem.concernsTheRun else { return nil }
+            return LogRecord(level: .notice, event: "state_store_problem", fields: [("message", .string(problem.text))])
         case .finished(let report):
             return finished(report)
         }
