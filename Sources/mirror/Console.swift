@@ -129,6 +129,9 @@ final class Console: Sendable {
             error("state: \(problem)")
         case .fallingBack(let dest, let url, let failure):
             notice("\(dest): \(failure); trying mirror \(url)")
+        case .pruneLeftover(let leftover):
+            if case .kept = leftover.state { return notice("mirror: warning: \(leftover)") }
+            notice("mirror: \(leftover)")
         case .finished(let report):
             if case .failed(.cancelled) = report.outcome {
                 notice("stopped      \(report.dest): \(SyncText.interruptedDetail(report))")

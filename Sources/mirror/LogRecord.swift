@@ -58,6 +58,11 @@ struct LogRecord {
             return LogRecord(level: .notice, event: "fallback", fields: [
                 ("dest", .string(dest)), ("url", .string(url)), ("error", .string(failure.description)),
             ])
+        case .pruneLeftover(let leftover):
+            return LogRecord(level: .notice, event: "prune_leftover", fields: [
+                ("path", .string(leftover.path)), ("trash", .string(leftover.trashPath)), ("state", .string(leftover.stateName)),
+                ("message", .string(leftover.description)),
+            ])
         case .waitingForNetwork(let host, let wait):
             return LogRecord(level: .notice, event: "waiting_for_network", fields: [
                 ("host", .string(host)), ("wait_ms", milliseconds(wait)), ("until", .string(LogTimestamp.after(wait))),

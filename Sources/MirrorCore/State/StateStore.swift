@@ -175,6 +175,22 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Notes that the prune is moving the file at `note.path` into its trash (see
+    /// `PruneTrash`), replacing a note of the same path: committed before the move.
+    func noteTrash(_ note: PruneTrash.Note) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.noteTrash(note) }
+    }
+
+    /// Forgets the note of `path`: nothing of it is left in a trash.
+    func forgetTrash(_ path: String) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.forgetTrash(path) }
+    }
+
+    /// Every move into a trash that no prune has finished, by path.
+    func trashNotes() throws(StoreError) -> [PruneTrash.Note] {
+        try connection.withLock { connection throws(StoreError) in try connection.trashNotes() }
+    }
+
     /// Updates the record of `dest` in place; `change` receives nil when there is none.
     public func update(dest: String, url: String, _ change: (inout StateRecord) -> Void) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in
@@ -267,6 +283,13 @@ private final class Connection {
                         """)
                     try Self.execute(db, "PRAGMA user_version=\(StateStore.schemaVersion)")
                 }
+                // Added within schema 1: a mirror that does not know the table leaves it alone.
+                try Self.execute(db, """
+                    CREATE TABLE IF NOT EXISTS \(Self.trashTable) (
+                        path TEXT PRIMARY KEY NOT NULL,
+                        size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL
+                    ) WITHOUT ROWID
+                    """)
             }
             // A quick structural check, so a damaged file is found here and not mid-run.
             try Self.execute(db, "PRAGMA quick_check")
@@ -333,6 +356,50 @@ private final class Connection {
         let step = sqlite3_step(statement)
         guard step == SQLITE_DONE else { throw failure(step) }
         records?[DestKey(dest)] = nil
+    }
+
+    /// The notes of a prune's moves into its trash (see `PruneTrash`).
+    private static let trashTable = "prune_trash"
+
+    func noteTrash(_ note: PruneTrash.Note) throws(StoreError) {
+        try ensureOpen()
+        let statement = try Self.prepare(db, "INSERT OR REPLACE INTO \(Self.trashTable) (path, size, mtime_ns, inode) VALUES (?1, ?2, ?3, ?4)")
+        defer { sqlite3_finalize(statement) }
+        bind(statement, 1, note.path)
+        bind(statement, 2, note.identity.size)
+        bind(statement, 3, note.identity.modifiedNanoseconds)
+        bind(statement, 4, Int64(bitPattern: note.identity.inode))
+        let step = sqlite3_step(statement)
+        guard step == SQLITE_DONE else { throw failure(step) }
+    }
+
+    func forgetTrash(_ path: String) throws(StoreError) {
+        try ensureOpen()
+        let statement = try Self.prepare(db, "DELETE FROM \(Self.trashTable) WHERE path = ?1")
+        defer { sqlite3_finalize(statement) }
+        bind(statement, 1, path)
+        let step = sqlite3_step(statement)
+        guard step == SQLITE_DONE else { throw failure(step) }
+    }
+
+    /// The notes, in path order; none in a store made before the table was (opened read-only).
+    func trashNotes() throws(StoreError) -> [PruneTrash.Note] {
+        try ensureOpen()
+        let exists = try Self.prepare(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '\(Self.trashTable)'")
+        let hasTable = sqlite3_step(exists) == SQLITE_ROW
+        sqlite3_finalize(exists)
+        guard hasTable else { return [] }
+        let select = try Self.prepare(db, "SELECT path, size, mtime_ns, inode FROM \(Self.trashTable) ORDER BY path")
+        defer { sqlite3_finalize(select) }
+        var notes: [PruneTrash.Note] = []
+        while true {
+            let step = sqlite3_step(select)
+            if step == SQLITE_DONE { return notes }
+            guard step == SQLITE_ROW else { throw failure(step) }
+            notes.append(PruneTrash.Note(path: text(select, 0) ?? "", identity: LocalIdentity(
+                size: sqlite3_column_int64(select, 1), modifiedNanoseconds: sqlite3_column_int64(select, 2),
+                inode: UInt64(bitPattern: sqlite3_column_int64(select, 3)))))
+        }
     }
 
     private func rowCount() throws(StoreError) -> Int {

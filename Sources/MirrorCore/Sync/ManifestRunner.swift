@@ -52,6 +52,7 @@ public final class ManifestRunner: Sendable {
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
         let siblings = openSiblings()
+        reportPendingLeftovers(in: [store].compactMap { $0 } + siblings.stores)
         // A plan waits for no host: its conditions are never consulted.
         let conditions = HostConditions(gate: ConnectivityGate(wait: .zero), pauses: HostPauses(), probe: nil, proxies: options.proxies)
         let results = await run(.plan, store: store, siblings: siblings, conditions: conditions, width: options.concurrency)
@@ -108,6 +109,13 @@ public final class ManifestRunner: Sendable {
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
         let siblings = openSiblings()
+        if manifest.shard == nil, let store {
+            // Every shard is excluded by this run's lock: what an interrupted prune left is
+            // finished before any entry may want its name.
+            for leftover in PruneTrash.finishLeftovers(in: rootDirectory, store: store) { emit(.pruneLeftover(leftover)) }
+        } else {
+            reportPendingLeftovers(in: siblings.stores)
+        }
         let conditions = HostConditions(
             gate: ConnectivityGate(
                 wait: manifest.connectivity.wait,
@@ -167,6 +175,11 @@ public final class ManifestRunner: Sendable {
         for problem in siblings.problems { emit(.stateStoreProblem(problem)) }
         siblings.expect(entries: manifest.entries.count)
         return siblings
+    }
+
+    /// Says what an interrupted prune left in a trash, for the next unsharded sync to finish.
+    func reportPendingLeftovers(in stores: [StateStore]) {
+        for leftover in PruneTrash.pending(in: rootDirectory, stores: stores) { emit(.pruneLeftover(leftover)) }
     }
 
     func emit(_ event: RunEvent) {

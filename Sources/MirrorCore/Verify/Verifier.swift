@@ -56,6 +56,9 @@ public struct Verifier: Sendable {
         for problem in siblings.problems { options.events?(.stateStoreProblem(problem)) }
         siblings.expect(entries: manifest.entries.count)
         defer { siblings.close() }
+        for leftover in PruneTrash.pending(in: rootDirectory, stores: [store].compactMap { $0 } + siblings.stores) {
+            options.events?(.pruneLeftover(leftover))
+        }
         return await boundedMap(manifest.entries, width: options.concurrency) { entry in
             await blocking.run { verifyEntry(entry, store: store, siblings: siblings, rehash: rehash) }
         }
