@@ -83,12 +83,14 @@ public enum ManifestLoader {
     /// given rather than asked of the process.
     static func parse(
         text: String, path: String, baseDirectory: String, rootOverride: String? = nil,
-        environment: [String: String], currentDirectory: String
+        stateDirectoryOverride: String? = nil, environment: [String: String], currentDirectory: String
     ) throws(ManifestError) -> Manifest {
         let manifestDirectory = LexicalPath.absolute(baseDirectory, relativeTo: currentDirectory)
         return try decode(
             Array(text.utf8), path: path,
-            rootResolution: .init(manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory),
+            rootResolution: .init(
+                manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory,
+                stateDirectoryOverride: stateDirectoryOverride),
             environment: environment)
     }
 

@@ -78,10 +78,8 @@ public final class StateDirectory: Sendable {
     /// what `plan` and `verify` ask before they read, as `sync` does before it locks.
     public func refusal() -> String? {
         guard case .separate = place else { return nil }
-        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        defer { if fd >= 0 { close(fd) } }
         do {
-            try checkApart(fd >= 0 ? fd : nil)
+            try checkApart()
         } catch {
             return error.description
         }
@@ -95,17 +93,13 @@ public final class StateDirectory: Sendable {
             case .insideRoot:
                 held = try openInsideRoot(create: create)
             case .separate(let path):
+                // Before anything is made: a state_dir under the root would be made in it.
+                try checkApart()
                 if create { try FileSystem.makeDirectories(path) }
                 let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                 if fd < 0 {
                     if errno == ENOENT && !create { return nil }
                     throw .localIO(path: path, operation: "open", errno: errno)
-                }
-                do throws(TransferFailure) {
-                    try checkApart(fd)
-                } catch {
-                    close(fd)
-                    throw error
                 }
                 held = fd
             }
@@ -126,10 +120,12 @@ public final class StateDirectory: Sendable {
         }
     }
 
-    /// Checks that a `state_dir` (its descriptor, when it exists) is apart from the root: not
-    /// the root nor inside it, and no `ROOT/.mirror` beside it. A root that does not exist yet
-    /// holds neither.
-    private func checkApart(_ stateFD: Int32?) throws(TransferFailure) {
+    /// Checks that a `state_dir` is apart from the root: not the root nor inside it (judged by
+    /// the directory, or its nearest ancestor that exists: what it would be made in), and no
+    /// `ROOT/.mirror` beside it. A root that does not exist yet holds neither.
+    private func checkApart() throws(TransferFailure) {
+        let stateFD = nearestExisting()
+        defer { if let stateFD { close(stateFD) } }
         do {
             _ = try root.withDirectory("") { rootFD throws(TransferFailure) in
                 var leftover = stat()
@@ -146,6 +142,20 @@ public final class StateDirectory: Sendable {
             guard case .localConflict = error else { return }
             throw error
         }
+    }
+
+    /// A location descriptor (`O_PATH`) of the `state_dir`, or of its nearest ancestor that
+    /// exists; nil when none can be opened.
+    private func nearestExisting() -> Int32? {
+        var candidate = path
+        // A bound, not an expectation: each step removes a component.
+        for _ in 0..<4096 {
+            let fd = mirror_open_directory_location(AT_FDCWD, candidate)
+            if fd >= 0 { return fd }
+            guard errno == ENOENT, candidate != "/" else { return nil }
+            candidate = LexicalPath.directory(of: candidate)
+        }
+        return nil
     }
 
     /// Whether the directory `inner` is `outer` or lies below it: walks up from `inner` through

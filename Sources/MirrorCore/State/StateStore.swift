@@ -106,8 +106,10 @@ public final class StateStore: Sendable {
                 return notOpened("schema \(version), newer than this mirror's \(schemaVersion)")
             } catch {
                 guard error.isDamage else {
+                    var info = stat()
+                    let isLink = fstatat(held, fileName, &info, AT_SYMLINK_NOFOLLOW) == 0 && info.st_mode & S_IFMT == S_IFLNK
                     Glibc.close(held)
-                    return notOpened("\(error)")
+                    return notOpened(isLink ? "it is a symbolic link, which mirror does not follow" : "\(error)")
                 }
                 // A damaged cache is thrown away and started afresh, and said so.
                 for suffix in ["", "-wal", "-shm"] { unlinkat(held, fileName + suffix, 0) }
