@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Installs the Debian packages mirror builds and tests against, if any is missing.
+# Installs the Debian packages one use of mirror needs, if any is missing; nothing when all are
+# there (so a user without root can run it once the packages are in).
+#   scripts/install-deps.sh build   the libraries mirror builds against (make build, release, install)
+#   scripts/install-deps.sh demo    those and nginx (make demo)
+#   scripts/install-deps.sh test    everything the tests run against, and kubernetes-validate
+#                                   from PyPI (make test)
 set -euo pipefail
 
-packages=(
+profile=${1:-}
+build=(
     libcurl4-openssl-dev   # libcurl (CCurl)
     libyaml-dev            # libyaml (CYAML)
     libssl-dev             # libcrypto, SHA-256 (CCrypto)
     libsqlite3-dev         # state store
     pkg-config             # SwiftPM finds the libraries through it
-    nginx-light            # the loopback server of the tests and the demo
+)
+demo=(
+    nginx-light            # the loopback server of the demo and the tests
+)
+test=(
     apache2                # a second real server: weak ETags, AddEncoding
     lighttpd               # a third real server: Range/If-Range
     vsftpd                 # FTP, explicit FTPS (AUTH TLS) and implicit FTPS
@@ -29,9 +39,17 @@ packages=(
     munge                  # Slurm's authentication; the tests run their own munged with their own key
     python3-venv           # the virtual environment of kubernetes-validate (PyPI), below
 )
-# From PyPI, as the user running this script, once the packages are in: kubernetes-validate
-# checks examples/kubernetes against the Kubernetes schemas.
-python_tools="$(dirname "$0")/install-kubernetes-validate.sh"
+case $profile in
+    build) packages=("${build[@]}") ;;
+    demo) packages=("${build[@]}" "${demo[@]}") ;;
+    test) packages=("${build[@]}" "${demo[@]}" "${test[@]}") ;;
+    *) echo "usage: $0 build|demo|test" >&2; exit 2 ;;
+esac
+# From PyPI, for the tests only, as the user running this script once the packages are in:
+# kubernetes-validate checks examples/kubernetes against the Kubernetes schemas.
+python_tools() {
+    if [ "$profile" = test ]; then "$(dirname "$0")/install-kubernetes-validate.sh"; fi
+}
 
 missing=()
 for package in "${packages[@]}"; do
@@ -39,7 +57,7 @@ for package in "${packages[@]}"; do
         missing+=("$package")
     fi
 done
-[ ${#missing[@]} -eq 0 ] && exec "$python_tools"
+if [ ${#missing[@]} -eq 0 ]; then python_tools; exit 0; fi
 
 echo "installing: ${missing[*]}" >&2
 if [ "$(id -u)" -eq 0 ]; then
@@ -67,4 +85,4 @@ fi
 remove_policy() { if $own_policy; then "${sudo[@]}" rm -f "$policy"; fi; }
 trap remove_policy EXIT
 "${sudo[@]}" apt-get "${wait_for_lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-"$python_tools"
+python_tools

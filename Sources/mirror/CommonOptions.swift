@@ -5,13 +5,15 @@ import MirrorCore
 
 /// Options every command that reads a manifest shares.
 struct CommonOptions: ParsableArguments {
-    @Argument(help: "The YAML manifest that lists the files.")
+    @Argument(help: "The YAML manifest that lists the files (its format: man 5 mirror-manifest).", completion: .file())
     var manifest: String
 
-    @Option(name: .long, help: ArgumentHelp("Directory the destinations are relative to (overrides the manifest's root).", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp("Directory the destinations are relative to (overrides the manifest's root).", valueName: "dir"),
+            completion: .directory)
     var root: String?
 
-    @Option(name: .long, help: ArgumentHelp("Keep the run lock and state store in this directory, outside the root, instead of ROOT/.mirror (overrides the manifest's state_dir).", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp("Keep the run lock and state store in this directory, outside the root, instead of ROOT/.mirror (overrides the manifest's state_dir).", valueName: "dir"),
+            completion: .directory)
     var stateDir: String?
 
     @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Requests in flight at once (overrides the manifest's concurrency).", valueName: "n"))

@@ -133,6 +133,10 @@ final class Console: Sendable {
             if case .kept = leftover.state { return notice("mirror: warning: \(leftover)") }
             notice("mirror: \(leftover)")
         case .finished(let report):
+            if report.interruptedBeforeStart && !verbose {
+                // Counted in the interruption's one line instead (SyncText.notStarted).
+                return
+            }
             if case .failed(.cancelled) = report.outcome {
                 notice("stopped      \(report.dest): \(SyncText.interruptedDetail(report))")
             } else if case .failed(let failure) = report.outcome {

@@ -87,7 +87,17 @@ enum SyncText {
         if let partial = report.partialSize, partial > 0 {
             return "interrupted; the partial file (\(ByteCount.format(partial))) is kept for the next run"
         }
-        return report.attempts == 0 ? "interrupted before it started" : "interrupted; no partial file was kept"
+        return report.interruptedBeforeStart ? "interrupted before it started" : "interrupted; no partial file was kept"
+    }
+
+    /// How many entries an interruption reached before they started, as a clause for the
+    /// interruption's line (`; 1998 entries were not started (--verbose lists them)`); empty
+    /// when there were none. Each is listed on a line of its own only with `--verbose`.
+    static func notStarted(_ reports: [EntryReport], verbose: Bool) -> String {
+        let count = reports.count(where: \.interruptedBeforeStart)
+        guard count > 0 else { return "" }
+        let clause = count == 1 ? "; 1 entry was not started" : "; \(count) entries were not started"
+        return verbose ? clause : clause + " (--verbose lists them)"
     }
 
     static func finishedLine(_ report: EntryReport) -> String {

@@ -7,6 +7,7 @@ struct LockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lock",
         abstract: "Pin every entry's sha256 (or sha512) and size in the manifest itself.",
+        usage: "mirror lock [<options>] <manifest>",
         discussion: """
             Syncs the manifest first (downloading what is missing, as `mirror sync` does), then \
             writes each entry's digest and size into the manifest file: sha256, or sha512 for \
@@ -59,7 +60,8 @@ struct LockCommand: AsyncParsableCommand {
         let reports = result.reports
         if let signal {
             let kept = reports.contains { ($0.partialSize ?? 0) > 0 } ? " and partial files are kept" : ""
-            console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)")
+            let notStarted = SyncText.notStarted(reports, verbose: options.verbose)
+            console.error("mirror: interrupted; \(manifest.path) was left unchanged\(kept)\(notStarted)")
             throw ExitWith(status: .forSignal(signal))
         }
         guard let pins = ManifestPinWriter.pins(for: manifest, after: reports) else {

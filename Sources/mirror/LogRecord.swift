@@ -75,6 +75,8 @@ struct LogRecord {
             guard verbose || problem.concernsTheRun else { return nil }
             return LogRecord(level: .notice, event: "state_store_problem", fields: [("message", .string(problem.text))])
         case .finished(let report):
+            // Entries an interruption reached first are counted in one message, as in text.
+            guard verbose || !report.interruptedBeforeStart else { return nil }
             return finished(report)
         }
     }

@@ -5,33 +5,37 @@ import MirrorCore
 
 @main
 struct MirrorCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "mirror",
-        abstract: "Mirror the remote files a YAML manifest lists into local destinations.",
-        discussion: """
-            `mirror plan` shows what each entry needs without touching anything; `mirror sync` \
-            carries it out, resuming partial files and never leaving a half-written file under \
-            its final name; `mirror verify` checks local files offline; `mirror lock` pins every \
-            entry's sha256 (or sha512) and size in the manifest; `mirror report` merges the `sync --report` files of \
-            the shards of a run (`--shard K/N`, one per machine or array task) into one result.
+    /// Laid out for the width the help is printed at (`HelpText.columns()`): the EXIT STATUS
+    /// list is wrapped here, not by the parser.
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "mirror",
+            abstract: "Mirror the remote files a YAML manifest lists into local destinations.",
+            discussion: """
+                `mirror plan` shows what each entry needs without touching anything; `mirror sync` \
+                carries it out, resuming partial files and never leaving a half-written file under \
+                its final name; `mirror verify` checks local files offline; `mirror lock` pins every \
+                entry's sha256 (or sha512) and size in the manifest; `mirror report` merges the \
+                `sync --report` files of the shards of a run (`--shard K/N`, one per machine or array \
+                task) into one result.
 
-            EXIT STATUS
-              0    every entry is in its wanted state
-              1    at least one entry failed; the others were still completed (sync --prune:
-                   or the prune was refused or incomplete)
-              2    usage or manifest error; nothing was transferred
-              3    another mirror run holds the lock on this root
-              4    the network stayed unreachable past connectivity.wait
-              5    plan --exit-code: changes are pending
-              130  interrupted (SIGINT); 143 terminated (SIGTERM): partial work is kept
-            """,
-        version: MirrorVersion.string,
-        subcommands: [PlanCommand.self, SyncCommand.self, VerifyCommand.self, LockCommand.self, ReportCommand.self]
-    )
+                The manifest format is described in `man 5 mirror-manifest`; every command, option \
+                and output in `man 1 mirror`.
+
+                \(HelpText.exitStatus(width: HelpText.columns()))
+                """,
+            version: MirrorVersion.string,
+            subcommands: [PlanCommand.self, SyncCommand.self, VerifyCommand.self, LockCommand.self, ReportCommand.self]
+        )
+    }
 
     /// Parses and runs, mapping every outcome onto the documented exit codes: argument errors
     /// exit 2 (not ArgumentParser's 64), so scripts see one code for every usage problem.
     static func main() async {
+        // The parser reads COLUMNS itself, for the help and also to work out an exit code: it
+        // must lay out at the width the EXIT STATUS list was wrapped for, and never at one it
+        // cannot lay its option list out in (below 40 columns, it has no room left for the text).
+        setenv("COLUMNS", String(HelpText.columns()), 1)
         if CommandLine.arguments.count == 1 {
             // No command at all is a usage error for scripts, not a request for help.
             Console.writeToStandardError(helpMessage() + "\n")

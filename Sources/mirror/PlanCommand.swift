@@ -7,6 +7,7 @@ struct PlanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "plan",
         abstract: "Show what sync would do for each entry, without changing anything.",
+        usage: "mirror plan [<options>] <manifest>",
         discussion: """
             Probes every entry (HEAD, or a one-byte ranged GET where HEAD is refused) and looks \
             at DEST and DEST.part on disk. Writes nothing anywhere: no files, no directories. \

@@ -44,6 +44,8 @@ final class ProgressDisplay: Sendable {
         task.withLock { task in
             task = Task {
                 var rates = TransferRates()
+                // The first sample, taken now: the first frame has a rate to show.
+                _ = rates.frame(progress.snapshot(), at: .now)
                 let pause = style == .redraw ? Self.interval : Self.plainInterval
                 var lastPlain: String?
                 while !Task.isCancelled {
@@ -101,14 +103,18 @@ struct TransferRates {
     }
 }
 
-/// Transfer rate over the last few seconds.
+/// Transfer rate over the last few seconds: over `span`, or over the time since the sample
+/// before, when samples come further apart than that.
 struct RateWindow {
     private var samples: [(time: ContinuousClock.Instant, bytes: Int64)] = []
     static let span: Duration = .seconds(3)
 
     mutating func add(bytes: Int64, at time: ContinuousClock.Instant) {
         samples.append((time, bytes))
-        while let first = samples.first, time - first.time > Self.span { samples.removeFirst() }
+        // The newest sample at least `span` old stays as the window's start: a display that
+        // samples less often than `span` (a dumb terminal's line every 5 s) must still have
+        // two samples to measure between, not only the one just added.
+        while samples.count > 1, time - samples[1].time >= Self.span { samples.removeFirst() }
     }
 
     /// Never negative (a restarted transfer counts from zero again) and never NaN.
@@ -128,9 +134,12 @@ enum Terminal {
         if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 {
             return Int(size.ws_col)
         }
-        if let text = getenv("COLUMNS").map({ String(cString: $0) }), let columns = Int(text), columns > 0 {
-            return min(columns, 1000)
-        }
-        return 80
+        return columnsVariable() ?? 80
+    }
+
+    /// `COLUMNS`, when it holds a width (at most 1000).
+    static func columnsVariable() -> Int? {
+        guard let text = getenv("COLUMNS").map({ String(cString: $0) }), let columns = Int(text), columns > 0 else { return nil }
+        return min(columns, 1000)
     }
 }

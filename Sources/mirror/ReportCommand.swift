@@ -6,6 +6,7 @@ struct ReportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
         abstract: "Merge the --report files of several syncs (shards) into one summary.",
+        usage: "mirror report [<options>] <file> ...",
         discussion: """
             Reads files written by `mirror sync --report FILE` (one per shard, usually) and prints \
             one summary of them all, each failed entry on stderr, and any shard of N whose \
@@ -28,7 +29,7 @@ struct ReportCommand: ParsableCommand {
             """
     )
 
-    @Argument(help: ArgumentHelp("Report files written by sync --report.", valueName: "file"))
+    @Argument(help: ArgumentHelp("Report files written by sync --report.", valueName: "file"), completion: .file())
     var files: [String]
 
     @Flag(name: .long, help: "Print one JSON object on stdout; human text goes to stderr.")
@@ -37,7 +38,8 @@ struct ReportCommand: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Print nothing unless something failed.")
     var quiet = false
 
-    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file, to re-run just them.", valueName: "out"))
+    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file, to re-run just them.", valueName: "out"),
+            completion: .file())
     var failedManifest: String?
 
     func validate() throws {

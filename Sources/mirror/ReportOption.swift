@@ -6,7 +6,7 @@ import MirrorCore
 struct ReportOption: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Write the run's --json result, with its exit status, shard and root, to this file (atomically, on every exit); `mirror report` merges such files.",
-        valueName: "file"))
+        valueName: "file"), completion: .file())
     var report: String?
 
     /// What the sync knew by the time it ended: nothing when the manifest could not be loaded.

@@ -7,6 +7,7 @@ struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
         abstract: "Bring every entry's destination up to date.",
+        usage: "mirror sync [<options>] <manifest>",
         discussion: """
             Plans each entry as `mirror plan` does and carries the plan out, at most \
             --concurrency transfers at a time. Downloads go to DEST.part and are renamed to \
@@ -20,7 +21,8 @@ struct SyncCommand: AsyncParsableCommand {
             One line per finished entry goes to stdout (to stderr with --json) and failures to \
             stderr; on a terminal, live progress is drawn on stderr as well. With --quiet only \
             failures are printed. SIGINT or SIGTERM stops the transfers, keeps every partial \
-            file for the next run to resume, and exits 130 or 143.
+            file for the next run to resume, and exits 130 or 143; the entries it reached \
+            before they started are counted on one line (--verbose lists them).
 
             With --prune (or `prune: true` in the manifest), once every entry has succeeded, \
             files that mirror wrote and the manifest no longer lists are deleted: only files \
@@ -72,7 +74,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp(
         "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit, replacing it atomically.",
-        valueName: "path"))
+        valueName: "path"), completion: .file())
     var metricsFile: String?
 
     @OptionGroup var logOptions: LogOptions
@@ -126,7 +128,8 @@ struct SyncCommand: AsyncParsableCommand {
         if let signal {
             let kept = reports.contains { ($0.partialSize ?? 0) > 0 }
                 ? "; partial files are kept and the next sync resumes them" : ""
-            console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM")\(kept)")
+            let notStarted = SyncText.notStarted(reports, verbose: options.verbose)
+            console.error("mirror: interrupted by \(signal == SIGINT ? "SIGINT" : "SIGTERM")\(notStarted)\(kept)")
             throw ExitWith(status: .forSignal(signal))
         }
         // A prune that could not do all it should counts as a failure of the run.

@@ -7,6 +7,7 @@ struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Check every local file against its pins and the state store, offline.",
+        usage: "mirror verify [<options>] <manifest>",
         discussion: """
             Makes no network request and writes nothing. Each DEST is checked against the \
             manifest's size and sha256 (or sha512) pins; without pins, against the hash mirror \

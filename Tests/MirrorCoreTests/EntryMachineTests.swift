@@ -74,6 +74,25 @@ struct EntryMachineTests {
              [.releaseSlot, .finishHash(size: 100)], .finishingHash),
     ]
 
+    /// A resumed download of `file` that fails the pin `pin`, retried, up to the inspection of
+    /// the retry.
+    static let resumedPinMismatch: [Step] = begin + [
+        step(.inspected(halfPartial, record: recordOfPartial, recordUnreadable: false), [.probe(source: 0)], .probing),
+        step(.probed(.available(file)), [
+            .announce(.decided(.resume(from: 50, source: .partial))),
+            download(offset: 50, remote: file, action: .resume(from: 50, source: .partial), startedFrom: validators, hadRecord: true),
+        ], .transferring),
+        step(.transferEnded(.written(position: 100, total: 100, bytes: 50, restartedFromZero: false, head: head)),
+             [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+        step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
+            .removePartial, .record(.clearPartial),
+            .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
+        ], .backingOff),
+        step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+        step(.hostReady, [.acquireSlot], .waitingForSlot),
+        step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+    ]
+
     static let rows: [Row] = [
         Row(name: "interrupted before it began: nothing is touched", steps: [
             step(.start(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
@@ -126,11 +145,13 @@ struct EntryMachineTests {
                 .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin512)),
             ], .done),
         ]),
-        Row(name: "a sha512 pin mismatch deletes the partial file and its record; retried", pins: Pins(digest: pin512), steps: freshDownload + [
+        Row(name: "a sha512 pin mismatch of a first download deletes the partial file and its record; not retried",
+            pins: Pins(digest: pin512), steps: freshDownload + [
             step(.hashed(.success(.init(sha256: other512, sizeOnDisk: 100))), [
                 .removePartial, .record(.clearPartial),
-                .backOff(attempt: 1, failure: .checksumMismatch(expected: pin512, actual: other512), retryAfter: nil),
-            ], .backingOff),
+                .finish(.failed(.checksumMismatchUnchanged(expected: pin512, actual: other512, served: validators),
+                                action: .download, inspectPartial: true)),
+            ], .done),
         ]),
         Row(name: "a pinned DEST that cannot be hashed: fail, announced", retries: 0, pins: Pins(digest: pin), steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
@@ -207,10 +228,67 @@ struct EntryMachineTests {
             ], .keeping),
             step(.keepRefused, [.commit(validators: validators, sha256: pin)], .committing),
         ]),
-        Row(name: "a sha256 pin mismatch deletes the partial file and its record; retried", pins: Pins(digest: pin), steps: freshDownload + [
+        Row(name: "a sha256 pin mismatch of a first download: nothing shows the version moved, so it fails at once",
+            pins: Pins(digest: pin), steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial),
+                .finish(.failed(.checksumMismatchUnchanged(expected: pin, actual: other, served: validators),
+                                action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a pin mismatch of a replacement whose reply names the probed version fails at once, falling back to a mirror",
+            sources: 2, pins: Pins(digest: pin), steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.hashDestination], .hashingDestination),
+            step(.destinationHashed(.success(other)), [
+                .announce(.decided(.replace(reason: "local file does not match its sha256 pin"))),
+                download(remote: file, action: .replace(reason: "local file does not match its sha256 pin")),
+            ], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial),
+                .announce(.fallingBack(source: 1, after: .checksumMismatchUnchanged(expected: pin, actual: other, served: validators))),
+                .awaitHost(source: 1),
+            ], .waitingForHost),
+        ]),
+        Row(name: "a pin mismatch whose reply names another version than the probe's is retried: the file moved during the attempt",
+            pins: Pins(digest: pin), steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(RemoteFile(size: 100, etag: "\"old\"", lastModified: lastModified))), [.hashDestination], .hashingDestination),
+            step(.destinationHashed(.success(other)), [
+                .announce(.decided(.replace(reason: "local file does not match its sha256 pin"))),
+                download(remote: RemoteFile(size: 100, etag: "\"old\"", lastModified: lastModified),
+                         action: .replace(reason: "local file does not match its sha256 pin")),
+            ], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
             step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
                 .removePartial, .record(.clearPartial),
                 .backOff(attempt: 1, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "a pin mismatch of a resumed download is retried (from 0); the next one, of the same version, is not",
+            pins: Pins(digest: pin), steps: resumedPinMismatch + [
+            // No probe for a file with nothing on disk: the reply is compared with the last one.
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial),
+                .finish(.failed(.checksumMismatchUnchanged(expected: pin, actual: other, served: validators),
+                                action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a pin mismatch whose reply names another version than the last reply's is retried",
+            pins: Pins(digest: pin), steps: resumedPinMismatch + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false,
+                                         head: EntryMachine.ResponseHeadSummary(etag: "\"b\"", lastModified: lastModified))),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))), [
+                .removePartial, .record(.clearPartial),
+                .backOff(attempt: 2, failure: .checksumMismatch(expected: pin, actual: other), retryAfter: nil),
             ], .backingOff),
         ]),
         Row(name: "a size pin mismatch deletes the partial file and its record", pins: Pins(size: 90), steps: begin + [

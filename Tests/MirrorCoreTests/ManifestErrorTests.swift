@@ -352,3 +352,47 @@ func badManifestIsReported(_ bad: BadManifest) {
             && diagnostic.message.contains("invalid leading UTF-8 octet")
     }
 }
+
+/// A variable set to the empty string in a key that names a path: `root: "${R}"` was the
+/// manifest's own directory, and `${R}/data` would be `/data`. Every such key refuses it,
+/// naming file:line:column, the key and the variable; a `dest` expands no variable at all and
+/// refuses any it names (its value would be printed wherever the dest is).
+@Test(arguments: [
+    ("version: 1\nroot: \"${R}\"\nfiles:\n  - url: https://example.org/a\n", "m.yaml:2:7: root: environment variable `R` is set but empty"),
+    ("version: 1\nroot: ${R}/data\nfiles:\n  - url: https://example.org/a\n", "m.yaml:2:7: root: environment variable `R` is set but empty"),
+    ("version: 1\nroot: ~/${R}\nfiles:\n  - url: https://example.org/a\n", "m.yaml:2:7: root: environment variable `R` is set but empty"),
+    ("version: 1\nroot: ${SET}/${R}\nfiles:\n  - url: https://example.org/a\n", "m.yaml:2:7: root: environment variable `R` is set but empty"),
+    ("version: 1\ndefaults:\n  ca_file: ${R}\nfiles:\n  - url: https://example.org/a\n",
+     "m.yaml:3:12: defaults.ca_file: environment variable `R` is set but empty"),
+    ("version: 1\nfiles:\n  - url: https://example.org/a\n    ca_file: ${R}/ca.pem\n",
+     "m.yaml:4:14: files[0].ca_file: environment variable `R` is set but empty"),
+    ("version: 1\nfiles:\n  - url: https://example.org/a\n    dest: ${R}/a\n", "m.yaml:4:11: files[0].dest: dest does not expand ${R}"),
+    ("version: 1\nfiles:\n  - url: https://example.org/a\n    dest: \"${SET}\"\n", "m.yaml:4:11: files[0].dest: dest does not expand ${SET}"),
+])
+func anEmptyVariableInAPathIsRefusedNamingIt(_ text: String, _ expected: String) {
+    do {
+        let manifest = try ManifestLoader.parse(
+            text: text, path: "m.yaml", baseDirectory: "/srv", environment: ["R": "", "SET": "/srv/x", "HOME": "/home/ops"],
+            currentDirectory: "/")
+        Issue.record("parsed without error: root \(manifest.root), dests \(manifest.entries.map(\.dest))")
+    } catch {
+        #expect(error.diagnostics.count == 1, "\(error)")
+        #expect(error.description.contains(expected), "\(error)")
+    }
+}
+
+/// The other half: a path-valued key expands a variable that is set, and a leading `~`.
+@Test func aCAFileExpandsVariablesAndHomeAsRootDoes() {
+    for (value, path) in [("${CA_DIR}/ca.pem", "/srv/secrets/ca.pem"), ("~/ca.pem", "/home/ops/ca.pem")] {
+        let text = "version: 1\nfiles:\n  - url: https://example.org/a\n    ca_file: \(value)\n"
+        do {
+            _ = try ManifestLoader.parse(
+                text: text, path: "m.yaml", baseDirectory: "/srv", environment: ["CA_DIR": "/srv/secrets", "HOME": "/home/ops"],
+                currentDirectory: "/")
+            Issue.record("a missing CA file was accepted")
+        } catch {
+            // The file does not exist: the message names the path the value expanded to.
+            #expect(error.description.contains("files[0].ca_file: cannot read `\(path)`"), "\(error)")
+        }
+    }
+}

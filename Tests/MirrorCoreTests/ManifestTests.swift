@@ -274,6 +274,42 @@ func rootIsResolved(baseDirectory: String, rootOverride: String?, expected: Stri
     }
 }
 
+/// `checksums: none` takes away the checksum file of `defaults`; the checksum file mirrored as
+/// an entry of its own has none either (it does not list itself).
+@Test func checksumsNoneAndTheChecksumFileItselfHaveNoChecksumFile() throws {
+    let manifest = try parse("""
+        version: 1
+        defaults:
+          checksums: https://example.org/SHA256SUMS
+        files:
+          - url: https://example.org/a.iso
+          - url: https://example.org/SHA256SUMS
+          - url: https://example.org/SHA256SUMS.gpg
+            checksums: none
+          - url: https://example.org/b.iso
+            checksums: "none"
+          - url: https://example.org/c.iso
+            checksums: https://example.org/other/SHA256SUMS
+        """)
+    #expect(manifest.entries.map { $0.settings.checksums?.string } == [
+        "https://example.org/SHA256SUMS", nil, nil, nil, "https://example.org/other/SHA256SUMS",
+    ])
+
+    #expect {
+        _ = try parse("""
+            version: 1
+            defaults:
+              checksums: https://example.org/SHA256SUMS
+            files:
+              - url: https://example.org/SHA256SUMS
+                checksum_name: SUMS
+            """)
+    } throws: { error in
+        (error as? ManifestError)?.description.contains(
+            "assets.yaml:6:20: files[0].checksum_name: `checksum_name` names the entry in its checksum file, but the entry is that checksum file itself") == true
+    }
+}
+
 /// `state_dir` is read as `root` is: relative to the manifest's directory, `--state-dir` to the
 /// current directory (/home/user/work here), `${VAR}` and `~` expanded.
 @Test(arguments: [
@@ -297,7 +333,8 @@ func stateDirectoryIsResolvedLikeRoot(line: String?, override: String?, expected
 
 /// What `state_dir` may not be, each reported where it is written (or naming the flag).
 @Test(arguments: [
-    ("state_dir: ${EMPTY}", nil, "m.yaml:3:12: state_dir: state_dir is empty once ${EMPTY} is expanded (set but empty); give a directory"),
+    ("state_dir: ${EMPTY}", nil, "m.yaml:3:12: state_dir: environment variable `EMPTY` is set but empty"),
+    ("state_dir: ${EMPTY}/s", nil, "m.yaml:3:12: state_dir: environment variable `EMPTY` is set but empty"),
     ("state_dir: ${UNSET}/s", nil, "m.yaml:3:12: state_dir: environment variable `UNSET` is not set"),
     ("state_dir: data/.state", nil, "m.yaml:3:12: state_dir: state_dir /srv/manifests/data/.state is the root /srv/manifests/data or inside it"),
     ("state_dir: ./data", nil, "m.yaml:3:12: state_dir: state_dir /srv/manifests/data is the root /srv/manifests/data or inside it"),

@@ -1,7 +1,7 @@
 import Testing
 @testable import MirrorCore
 
-/// DESIGN.md's decision table, row by row, for the rows that need no state store.
+/// The decision table of docs/DESIGN.md ("The plan"), row by row, for the rows that need no state store.
 struct PlannerTests {
     struct Row: CustomTestStringConvertible, Sendable {
         var name: String

@@ -24,9 +24,63 @@ struct RetryPolicyTests {
         (.partialBody(received: 1, expected: 2), true), (.checksumMismatch(expected: "a", actual: "b"), true),
         (.bodyTooLarge(limit: 3), false), (.localIO(path: "/x", operation: "write", errno: 28), false),
         (.cancelled, false),
+        (.checksumMismatchUnchanged(expected: "a", actual: "b", served: RemoteValidators(etag: "\"v\"", lastModified: nil, size: 1)), false),
+        (.contradictoryReply("Content-Length `99999999999999999999` is not a number of bytes"), true),
     ])
     func classification(_ failure: TransferFailure, _ retryable: Bool) {
         #expect(failure.isRetryable == retryable)
+    }
+
+    struct PinMismatchCase: Sendable, CustomTestStringConvertible {
+        var name: String
+        var wholeFile = true
+        var before: RemoteValidators?
+        var served: RemoteValidators
+        var retried: Bool
+        var testDescription: String { name }
+    }
+
+    static let v1 = RemoteValidators(etag: "\"v1\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: 100)
+
+    /// `TransferFailure.pinMismatch`, the one decision whether a download that fails its pin is
+    /// fetched again: only when the server's version moved during the attempt, or when the
+    /// attempt resumed bytes of an earlier one.
+    @Test(arguments: [
+        PinMismatchCase(name: "a first download: nothing known before the reply", before: nil, served: v1, retried: false),
+        PinMismatchCase(name: "the reply names the probed version", before: v1, served: v1, retried: false),
+        PinMismatchCase(name: "the same ETag, weak in the reply", before: v1,
+                        served: RemoteValidators(etag: "W/\"v1\"", lastModified: v1.lastModified, size: 100), retried: false),
+        PinMismatchCase(name: "the probe gave no size", before: RemoteValidators(etag: "\"v1\"", lastModified: v1.lastModified, size: nil),
+                        served: v1, retried: false),
+        PinMismatchCase(name: "the ETag moved", before: v1,
+                        served: RemoteValidators(etag: "\"v2\"", lastModified: v1.lastModified, size: 100), retried: true),
+        PinMismatchCase(name: "Last-Modified moved", before: v1,
+                        served: RemoteValidators(etag: "\"v1\"", lastModified: "Mon, 07 Nov 1994 08:49:37 GMT", size: 100), retried: true),
+        PinMismatchCase(name: "the size moved", before: v1,
+                        served: RemoteValidators(etag: "\"v1\"", lastModified: v1.lastModified, size: 101), retried: true),
+        PinMismatchCase(name: "the server stopped naming versions by ETag", before: RemoteValidators(etag: "\"v1\"", lastModified: nil, size: 100),
+                        served: RemoteValidators(etag: nil, lastModified: v1.lastModified, size: 100), retried: true),
+        PinMismatchCase(name: "no validators at all, the same size", before: RemoteValidators(etag: nil, lastModified: nil, size: 100),
+                        served: RemoteValidators(etag: nil, lastModified: nil, size: 100), retried: false),
+        PinMismatchCase(name: "no validators at all, another size", before: RemoteValidators(etag: nil, lastModified: nil, size: 100),
+                        served: RemoteValidators(etag: nil, lastModified: nil, size: 90), retried: true),
+        PinMismatchCase(name: "a resumed download of the same version", wholeFile: false, before: v1, served: v1, retried: true),
+        PinMismatchCase(name: "a resumed download, nothing known before", wholeFile: false, before: nil, served: v1, retried: true),
+    ])
+    func aPinMismatchIsRetriedOnlyWhenTheVersionMoved(_ row: PinMismatchCase) {
+        let pin = String(repeating: "a", count: 64), got = String(repeating: "b", count: 64)
+        let failure = TransferFailure.pinMismatch(expected: pin, actual: got, served: row.served, before: row.before, wholeFile: row.wholeFile)
+        #expect(failure.isRetryable == row.retried)
+        #expect(failure == (row.retried
+            ? .checksumMismatch(expected: pin, actual: got)
+            : .checksumMismatchUnchanged(expected: pin, actual: got, served: row.served)))
+        if !row.retried {
+            // Both digests and what the server said of its version, for the person who reads it.
+            let message = failure.description
+            #expect(message.contains(pin) && message.contains(got) && message.contains("did not change during the download"), "\(message)")
+            if let etag = row.served.etag { #expect(message.contains("ETag \(etag)")) }
+            if let size = row.served.size { #expect(message.contains("\(size) bytes")) }
+        }
     }
 
     @Test func onlyFailuresBelowHTTPPutTheNetworkInDoubt() {

@@ -7,11 +7,19 @@ final class ChecksumFileBody: ResponseBodySink, @unchecked Sendable {
     private(set) var head: ResponseHead?
     private(set) var bytes: [UInt8] = []
     private(set) var tooLarge = false
+    /// Why the reply was refused before its body (`ResponseHead.contradiction`).
+    private(set) var contradiction: String?
 
     func begin(_ head: ResponseHead) -> BodyDisposition {
         self.head = head
         bytes = []
+        contradiction = nil
         guard head.isSuccess else { return .discard }
+        if let contradiction = head.contradiction {
+            // Its lengths cannot be trusted, so a cut list might pass for a whole one.
+            self.contradiction = contradiction
+            return .abort
+        }
         if let length = head.contentLength, length > Self.limit {
             tooLarge = true
             return .abort

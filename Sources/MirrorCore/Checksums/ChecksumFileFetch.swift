@@ -68,6 +68,7 @@ final class ChecksumFileFetch: @unchecked Sendable {
 
     private func outcome(of result: Fetcher.Result, body: ChecksumFileBody) -> Result<ChecksumList, TransferFailure> {
         if let failure = result.redirectFailure { return .failure(failure) }
+        if let contradiction = body.contradiction { return .failure(.contradictoryReply(contradiction)) }
         if body.tooLarge {
             return .failure(.checksumFileUnusable(url: url.display, reason: "is larger than \(ChecksumFileBody.limit >> 20) MiB, too large for a checksum file"))
         }

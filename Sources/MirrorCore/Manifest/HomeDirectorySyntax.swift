@@ -1,6 +1,6 @@
-/// A leading `~` in the manifest's `root`, as a shell would read it: `~` and `~/dir` are the
-/// home directory (`HOME`). Written into YAML, neither reaches a shell, and taken literally
-/// they would create a directory named `~` beside the manifest.
+/// A leading `~` in a manifest key that names a local path (`root`, `ca_file`), as a shell
+/// would read it: `~` and `~/dir` are the home directory (`HOME`). Written into YAML, neither
+/// reaches a shell, and taken literally they would name a directory `~` beside the manifest.
 enum HomeDirectorySyntax {
     /// `path` with a leading `~` or `~/` replaced by `home`; other paths unchanged.
     static func expand(_ path: String, home: String?) throws(ValueProblem) -> String {

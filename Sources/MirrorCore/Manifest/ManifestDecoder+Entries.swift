@@ -73,7 +73,7 @@ extension ManifestDecoder {
         if let node = mapping["dest"] {
             destNode = node
             let destKey = mapping.path(of: "dest")
-            if let text = text(node, key: destKey, expected: "a path relative to root") {
+            if let text = text(node, key: destKey, expected: "a path relative to root"), destHasNoVariable(text, at: node, key: destKey) {
                 do {
                     dest = try DestinationPath.normalised(text)
                 } catch {
@@ -115,9 +115,15 @@ extension ManifestDecoder {
         }
 
         guard diagnostics.count == countBefore, let url, let dest else { return nil }
+        // A checksum file does not list itself: mirrored beside the files it pins, it is
+        // downloaded as any unpinned file.
+        let isItsOwnChecksumFile = settings.checksums?.string == url.remote.string
+        if isItsOwnChecksumFile { settings.checksums = nil }
         if checksumName != nil, settings.checksums == nil, let node = mapping["checksum_name"] {
-            report("`checksum_name` names the entry in its checksum file, but the entry has no `checksums` (here or in defaults)",
-                   at: node, key: mapping.path(of: "checksum_name"))
+            let why = isItsOwnChecksumFile
+                ? "the entry is that checksum file itself (its url is the `checksums` URL), which pins nothing"
+                : "the entry has no `checksums` (here or in defaults)"
+            report("`checksum_name` names the entry in its checksum file, but \(why)", at: node, key: mapping.path(of: "checksum_name"))
             return nil
         }
         var entry = Entry(
@@ -148,6 +154,20 @@ extension ManifestDecoder {
             report("the file name taken from url cannot be a dest: \(error.message); set dest", at: node, key: key)
         }
         return nil
+    }
+
+    /// False after a diagnostic for each `${NAME}` in a `dest`. A dest is not expanded: it is
+    /// printed in output, reports and the state store, where no variable's value may appear.
+    /// Taken as written, though, `${NAME}` would become a directory of that name (or, were it
+    /// expanded to nothing, another path), so it is refused, naming the variable.
+    private mutating func destHasNoVariable(_ text: String, at node: YAMLNode, key: String) -> Bool {
+        guard text.utf8.contains(.dollarSign) else { return true }
+        let references = VariableExpansion(expanding: text, environment: [:]).referenced
+        for name in references {
+            report("dest does not expand ${\(name)}: a dest is printed in output, reports and the state store, where a variable's value must not appear; write the path itself",
+                   at: node, key: key)
+        }
+        return references.isEmpty
     }
 
     /// Whether the last segment of the path of `url` (the text before any `?`) holds a `${`.

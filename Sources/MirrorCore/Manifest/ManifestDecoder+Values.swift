@@ -139,10 +139,10 @@ extension ManifestDecoder {
         }
     }
 
-    /// A CA bundle's path made absolute against the manifest's directory, checked to be a
-    /// readable PEM file.
+    /// A CA bundle's path (see `localPath`) made absolute against the manifest's directory, checked
+    /// to be a readable PEM file.
     mutating func certificateBundle(_ node: YAMLNode, key: String) -> String? {
-        guard let text = text(node, key: key, expected: "the path of a PEM file of CA certificates") else { return nil }
+        guard let text = localPath(node, key: key, expected: "the path of a PEM file of CA certificates") else { return nil }
         let path = LexicalPath.absolute(text, relativeTo: rootResolution.manifestDirectory)
         do {
             try CertificateFileCheck.checkBundle(path)
@@ -151,6 +151,32 @@ extension ManifestDecoder {
             return nil
         }
         return path
+    }
+
+    /// The value of a key that names a file or directory on this machine (`root`, `ca_file`),
+    /// as a shell would read it: `${VAR}`s expanded (see `expand`), then a leading `~` or `~/`
+    /// taken as the home directory (`HomeDirectorySyntax`). Nil after a diagnostic when the text
+    /// is empty or holds a NUL, or when a variable it references is set to the empty string:
+    /// the text around an empty variable names another place (`${R}` the manifest's own
+    /// directory, `${R}/data` the top-level `/data`), and nothing would tell.
+    mutating func localPath(_ node: YAMLNode, key: String, expected: String) -> String? {
+        guard let text = text(node, key: key, expected: expected) else { return nil }
+        guard !text.unicodeScalars.contains("\0") else {
+            report("the path contains a NUL character, which no path can hold", at: node, key: key)
+            return nil
+        }
+        guard let expansion = expand(text, at: node, key: key) else { return nil }
+        for name in expansion.empty {
+            report("environment variable `\(name)` is set but empty (referenced as ${\(name)}), so the path would name another place; set it, or write the path without it",
+                   at: node, key: key)
+        }
+        guard expansion.empty.isEmpty else { return nil }
+        do {
+            return try HomeDirectorySyntax.expand(expansion.text, home: environment["HOME"])
+        } catch {
+            report(error, at: node, key: key)
+            return nil
+        }
     }
 
     /// A mapping of header names to values, with `${VAR}`s in the values expanded.

@@ -171,24 +171,10 @@ struct ManifestDecoder {
     private mutating func decodeDirectory(_ node: YAMLNode?, key: String, override: String?, flag: String) -> DirectoryKey {
         var fromManifest: String?
         if let node {
-            guard let text = text(node, key: key, expected: "a directory path") else { return .invalid }
-            guard !text.unicodeScalars.contains("\0") else {
-                report("\(key) contains a NUL character, which no path can hold", at: node, key: key)
-                return .invalid
-            }
-            // `${VAR}` and a leading `~` are expanded as in a shell, not taken as directory names.
-            guard let expansion = expand(text, at: node, key: key) else { return .invalid }
-            guard !expansion.text.isEmpty else {
-                let names = expansion.referenced.map { "${\($0)}" }.joined(separator: ", ")
-                report("\(key) is empty once \(names) is expanded (set but empty); give a directory", at: node, key: key)
-                return .invalid
-            }
-            do {
-                fromManifest = try HomeDirectorySyntax.expand(expansion.text, home: environment["HOME"])
-            } catch {
-                report(error, at: node, key: key)
-                return .invalid
-            }
+            // One reader for every key that names a local path: `${VAR}`s (none empty) and a
+            // leading `~` expanded as in a shell, not taken as directory names.
+            guard let path = localPath(node, key: key, expected: "a directory path") else { return .invalid }
+            fromManifest = path
         }
         if let override {
             // An empty override is most likely an unset shell variable; taking it as the current
@@ -315,7 +301,11 @@ struct ManifestDecoder {
             overrides.caFile = certificateBundle(node, key: mapping.path(of: "ca_file"))
         }
         if let node = mapping["checksums"] {
-            overrides.checksums = remoteURL(node, key: mapping.path(of: "checksums"), role: .checksums)?.remote
+            if node.text == "none" {
+                overrides.checksums = .noFile
+            } else if let url = remoteURL(node, key: mapping.path(of: "checksums"), role: .checksums)?.remote {
+                overrides.checksums = .file(url)
+            }
         }
         return overrides
     }

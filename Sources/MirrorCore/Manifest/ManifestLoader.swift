@@ -3,7 +3,7 @@ import Glibc
 
 /// Reads manifests (format version 1) into `Manifest`s.
 ///
-/// Beyond the contract in DESIGN.md, the loader is strict wherever a loose reading could
+/// Beyond the rules in docs/DESIGN.md ("The manifest"), the loader is strict wherever a loose reading could
 /// surprise:
 /// - Types are spelled out: integers are unquoted (`"5"` is a string), booleans are exactly
 ///   `true` or `false`, null (`key:` with no value) is never taken as "not set".

@@ -11,7 +11,13 @@ struct TransferOverrides: Equatable {
     var minSpeedTime: Duration?
     /// `ca_file`, made absolute.
     var caFile: String?
-    var checksums: RemoteURL?
+    var checksums: Checksums?
+
+    /// `checksums`: a checksum file's URL, or `none`, which takes away the one `defaults` names.
+    enum Checksums: Equatable {
+        case noFile
+        case file(RemoteURL)
+    }
 
     /// `base` with these overrides applied. Headers merge by case-insensitive name: a header
     /// named here replaces the one in `base` in its place (taking this spelling of the name),
@@ -25,7 +31,11 @@ struct TransferOverrides: Equatable {
         if let maxSize { settings.maxSize = maxSize }
         if let minSpeed { settings.minSpeed = minSpeed == 0 ? nil : minSpeed }
         if let minSpeedTime { settings.minSpeedTime = minSpeedTime }
-        if let checksums { settings.checksums = checksums }
+        switch checksums {
+        case .noFile?: settings.checksums = nil
+        case .file(let url)?: settings.checksums = url
+        case nil: break
+        }
         // As curl's --cacert: the file replaces the CAs the environment names, directory too.
         if let caFile { settings.certificateAuthorities = CertificateAuthorities(file: caFile) }
         if let headers { HeaderRules.merge(headers, over: &settings.headers) }

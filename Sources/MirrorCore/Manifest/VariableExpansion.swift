@@ -12,14 +12,18 @@ struct VariableExpansion: Equatable {
     /// Names referenced but absent from the environment, in order of first appearance. An empty
     /// value counts as set.
     var unset: [String]
+    /// Names referenced and set to the empty string, in order of first appearance: harmless in a
+    /// header, but in a path the text around them becomes another path (`${R}/data` is `/data`).
+    var empty: [String] = []
     /// Names written as `$NAME`, without braces, in order of first appearance.
     var unbraced: [String] = []
 
-    init(text: String, referenced: [String], unset: [String], unbraced: [String] = []) {
+    init(text: String, referenced: [String], unset: [String], unbraced: [String] = [], empty: [String] = []) {
         self.text = text
         self.referenced = referenced
         self.unset = unset
         self.unbraced = unbraced
+        self.empty = empty
     }
 
     init(expanding source: String, environment: [String: String]) {
@@ -32,6 +36,7 @@ struct VariableExpansion: Equatable {
         var referenced: [String] = []
         var unset: [String] = []
         var unbraced: [String] = []
+        var empty: [String] = []
         let scalars = source.unicodeScalars
         var index = scalars.startIndex
         while index < scalars.endIndex {
@@ -48,8 +53,10 @@ struct VariableExpansion: Equatable {
                 continue
             }
             if scalars[next] == "{", let (name, end) = Self.reference(in: scalars, openingBraceAt: next) {
-                if !referenced.contains(name) { referenced.append(name) }
+                let firstReference = !referenced.contains(name)
+                if firstReference { referenced.append(name) }
                 if let value = environment[name] {
+                    if value.isEmpty, firstReference { empty.append(name) }
                     output.append(contentsOf: value.unicodeScalars)
                 } else if !unset.contains(name) {
                     unset.append(name)
@@ -66,7 +73,7 @@ struct VariableExpansion: Equatable {
             output.append(scalar)
             index = next
         }
-        self.init(text: String(output), referenced: referenced, unset: unset, unbraced: unbraced)
+        self.init(text: String(output), referenced: referenced, unset: unset, unbraced: unbraced, empty: empty)
     }
 
     /// The name of the `${NAME}` whose `{` is at `brace`, and the index just past its `}`.

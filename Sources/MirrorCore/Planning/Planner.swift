@@ -1,4 +1,4 @@
-/// The decision table of DESIGN.md ("Planning: one decision per entry") as a pure function:
+/// The decision table of docs/DESIGN.md ("The plan: one decision per entry") as a pure function:
 /// local facts, the state store's record and remote facts in, one action out. No I/O here; it
 /// is tested as a table.
 public enum Planner {

@@ -34,7 +34,9 @@ struct SiblingStores: Sendable {
     static func names(in stateDirectory: StateDirectory, besides shard: ShardSelection?) -> [String] {
         if shard != nil { return [StateStore.fileName] }
         let listed = try? stateDirectory.withDescriptor(create: false) { directory throws(TransferFailure) -> [String] in
-            let copy = dup(directory)
+            // An open file of its own: a dup would share the held descriptor's read position, and
+            // every listing after the first would start at the end.
+            let copy = openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard copy >= 0, let stream = fdopendir(copy) else {
                 if copy >= 0 { Glibc.close(copy) }
                 return []

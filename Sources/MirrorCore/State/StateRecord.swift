@@ -73,6 +73,17 @@ public struct RemoteValidators: Sendable, Equatable {
 }
 
 extension RemoteValidators {
+    /// The validators and size, for messages: `ETag "a", Last-Modified Sun, 06 Nov 1994
+    /// 08:49:37 GMT, 100 bytes`; what is not known is left out.
+    var summary: String {
+        var parts: [String] = []
+        if let etag { parts.append("ETag \(etag)") }
+        if let lastModified { parts.append("Last-Modified \(lastModified)") }
+        if let size { parts.append("\(size) bytes") }
+        if etag == nil && lastModified == nil { parts.append("no ETag or Last-Modified") }
+        return parts.joined(separator: ", ")
+    }
+
     /// Which validators these are, for messages.
     fileprivate var names: String {
         switch (etag != nil, lastModified != nil) {

@@ -29,6 +29,8 @@ final class EntryDriver: @unchecked Sendable {
     /// A wait in progress (host, back-off, network), to end it when the run is interrupted.
     private var waiting: Task<Void, Never>?
     private var finished = false
+    /// `RunEvent.started` was sent, at the first attempt.
+    private var announcedStart = false
     private let onFinish: (EntryResult) -> Void
 
     /// Bytes re-requested before the resume point when no validator vouches for the partial file.
@@ -98,7 +100,6 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     func start() {
-        if run.mode == .sync { runner.emit(.started(dest: entry.dest, url: entry.url.display)) }
         deliver(.start(cancelled: run.isCancelled))
     }
 
@@ -165,6 +166,12 @@ final class EntryDriver: @unchecked Sendable {
             slot?.release()
             slot = nil
         case .inspect:
+            // The first attempt begins: the entry has its turn (a transfer slot). One that an
+            // interruption reaches before then never starts (`interruptedBeforeStart`).
+            if run.mode == .sync && !announcedStart {
+                announcedStart = true
+                runner.emit(.started(dest: entry.dest, url: entry.url.display))
+            }
             return inspect()
         case .probe where run.isCancelled:
             return .probed(.unavailable(.cancelled))

@@ -225,6 +225,9 @@ struct EntryMachine {
     private var pendingEnd: (position: Int64, head: ResponseHeadSummary)?
     private var committing: (size: Int64, validators: RemoteValidators, sha256: String)?
     private var retryAfter: String?
+    /// The validators of the last reply whose bytes failed the pin, and its source: what the
+    /// next attempt's reply is compared with when that attempt has no probe of its own.
+    private var lastServed: (source: Int, validators: RemoteValidators)?
 
     init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?) {
         self.mode = mode
@@ -363,7 +366,11 @@ struct EntryMachine {
                     return attemptFailed(.sizeMismatch(expected: pinned, actual: pending.size), cleanup: [.removePartial, .record(.clearPartial)])
                 }
                 if let pin = pins.digest, file.sha256 != pin {
-                    return attemptFailed(.checksumMismatch(expected: pin, actual: file.sha256), cleanup: [.removePartial, .record(.clearPartial)])
+                    let failure = TransferFailure.pinMismatch(
+                        expected: pin, actual: file.sha256, served: pending.validators, before: versionBeforeReply,
+                        wholeFile: action.startsFromZero)
+                    lastServed = (source, pending.validators)
+                    return attemptFailed(failure, cleanup: [.removePartial, .record(.clearPartial)])
                 }
                 committing = (pending.size, pending.validators, file.sha256)
                 if let keeping = keptVersion, keeping.sha256 == file.sha256, keeping.local.size == pending.size {
@@ -448,6 +455,14 @@ struct EntryMachine {
         case .download, .restart, .replace: return Planner.verifiedVersion(local: local, state: record)
         default: return nil
         }
+    }
+
+    /// The newest version known before this attempt's reply: its probe's, else that of the
+    /// reply before on this source (`TransferFailure.pinMismatch`).
+    private var versionBeforeReply: RemoteValidators? {
+        if let probed = order?.remote { return RemoteValidators(probed) }
+        if let lastServed, lastServed.source == source { return lastServed.validators }
+        return nil
     }
 
     private var remoteFile: RemoteFile? {

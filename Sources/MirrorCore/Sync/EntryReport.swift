@@ -49,11 +49,19 @@ public struct EntryReport: Sendable {
         if case .failed = outcome { return true }
         return false
     }
+
+    /// The run was interrupted before this entry's turn came: no request was made for it and
+    /// nothing of it on disk was touched (its first attempt never began).
+    public var interruptedBeforeStart: Bool {
+        outcome == .failed(.cancelled) && attempts == 0
+    }
 }
 
 /// What happens during a run, for output. Delivered from many tasks at once.
 public enum RunEvent: Sendable {
-    /// `sync` began working on an entry (its first source's URL).
+    /// `sync` began working on an entry (its first source's URL): its first attempt has its
+    /// turn. Not sent for an entry that an interruption reached first
+    /// (`EntryReport.interruptedBeforeStart`).
     case started(dest: String, url: String)
     case probed(dest: String, url: String, RemoteFacts)
     case decided(dest: String, Action)

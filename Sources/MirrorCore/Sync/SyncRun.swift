@@ -162,7 +162,7 @@ final class SyncRun: @unchecked Sendable {
         guard mode == .sync else {
             return .planned(PlannedEntry(dest: entry.dest, url: url, action: .fail(failure), localSize: nil, remoteSize: nil))
         }
-        runner.emit(.started(dest: entry.dest, url: url))
+        if !cancelled { runner.emit(.started(dest: entry.dest, url: url)) }
         return .synced(EntryReport(
             dest: entry.dest, url: url, action: .fail(failure), outcome: .failed(failure),
             bytesTransferred: 0, size: nil, attempts: 0, sha256: nil))

@@ -15,7 +15,9 @@ struct ContentRange: Equatable, Sendable {
         self.total = total
     }
 
-    /// Returns nil for anything malformed, so callers treat it as "no usable range".
+    /// Returns nil for anything malformed or impossible (numbers `HeaderLength` cannot read, a
+    /// last byte before the first or past the total); `ResponseHead.contradiction` refuses a
+    /// 206 or 416 that carries one.
     init?(_ header: String) {
         var text = Substring(header).drop(while: { $0 == " " })
         guard text.lowercased().hasPrefix("bytes ") else { return nil }
@@ -27,7 +29,7 @@ struct ContentRange: Equatable, Sendable {
         if totalPart == "*" {
             total = nil
         } else {
-            guard let value = Int64(decimal: totalPart) else { return nil }
+            guard let value = HeaderLength.parse(totalPart) else { return nil }
             total = value
         }
         if rangePart == "*" {
@@ -37,7 +39,7 @@ struct ContentRange: Equatable, Sendable {
             return
         }
         let bounds = rangePart.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Int64(decimal: bounds[0]), let last = Int64(decimal: bounds[1]),
+        guard bounds.count == 2, let first = HeaderLength.parse(bounds[0]), let last = HeaderLength.parse(bounds[1]),
               first <= last
         else { return nil }
         if let total, last >= total { return nil }
@@ -55,15 +57,5 @@ extension Substring {
               let last = utf8.lastIndex(where: { !isBlank($0) })
         else { return self[endIndex...] }
         return self[start..<utf8.index(after: last)]
-    }
-}
-
-extension Int64 {
-    /// Strict decimal: digits only, no sign, no spaces, no overflow.
-    init?(decimal text: Substring) {
-        guard !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int64(text) else {
-            return nil
-        }
-        self = value
     }
 }

@@ -30,7 +30,8 @@ public struct ResponseHead: Sendable, Equatable {
     public var isSuccess: Bool { (200..<300).contains(status) }
     public var isRedirect: Bool { [301, 302, 303, 307, 308].contains(status) }
 
-    /// Content-Length, when present and valid. mirror sends no `Accept-Encoding` and undoes no
+    /// Content-Length, when present and valid (a reply whose Content-Length is present but not
+    /// valid is refused by `contradiction`). mirror sends no `Accept-Encoding` and undoes no
     /// Content-Encoding (as curl without `--compressed`): the bytes as sent are the bytes
     /// stored, so this is the stored file's length even when the body is, say, gzip-coded.
     /// The same length repeated (`100, 100`, or in two fields) is that length (RFC 9110 §8.6).
@@ -41,7 +42,7 @@ public struct ResponseHead: Sendable, Equatable {
         var seen = false
         var agree = true
         forEachValue("content-length") { value in
-            let parsed = Int64(decimal: value)
+            let parsed = HeaderLength.parse(value)
             if !seen {
                 seen = true
                 length = parsed
@@ -59,13 +60,16 @@ public struct ResponseHead: Sendable, Equatable {
         case text(Substring)
 
         init(_ value: Substring, asNumber: Bool) {
-            if asNumber, let number = Int64(decimal: value) { self = .number(number) } else { self = .text(value) }
+            if asNumber, let number = HeaderLength.parse(value) { self = .number(number) } else { self = .text(value) }
         }
     }
 
-    /// What makes this reply contradict itself, if anything: two different lengths, or two
-    /// different ranges. libcurl believes one of them, so which bytes came is not known.
+    /// What makes this reply contradict itself, if anything: a length that cannot be one, two
+    /// different lengths, or two different ranges. libcurl believes one of them (or, for a
+    /// length it cannot read, none, and takes the body to end where the connection does), so
+    /// which bytes came, and whether all of them did, is not known.
     public var contradiction: String? {
+        if let unreadable = unreadableLength { return unreadable }
         for name in ["content-length", "content-range"] {
             let asNumber = name == "content-length"
             var distinct: [Substring] = []
@@ -82,6 +86,28 @@ public struct ResponseHead: Sendable, Equatable {
             }
         }
         return nil
+    }
+
+    /// A length-bearing header that `HeaderLength` cannot read: any Content-Length, and the
+    /// Content-Range of a 206 or a 416 (on other statuses it describes nothing that is kept).
+    private var unreadableLength: String? {
+        var unreadable: Substring?
+        forEachValue("content-length") { value in
+            if unreadable == nil, HeaderLength.parse(value) == nil { unreadable = value }
+        }
+        if let unreadable {
+            return "Content-Length \(Self.quoted(unreadable)) is not a number of bytes from 0 to \(HeaderLength.maximum)"
+        }
+        guard status == 206 || status == 416 else { return nil }
+        for field in fields where field.name == "content-range" && ContentRange(field.value) == nil {
+            return "Content-Range \(Self.quoted(Substring(field.value))) is not `bytes FIRST-LAST/TOTAL` or `bytes */TOTAL` with FIRST <= LAST < TOTAL <= \(HeaderLength.maximum)"
+        }
+        return nil
+    }
+
+    /// A server's value for a message: in backquotes, and cut short past 40 characters.
+    private static func quoted(_ value: Substring) -> String {
+        value.count > 40 ? "`\(value.prefix(40))…`" : "`\(value)`"
     }
 
     /// Calls `body` with every value of a header, fields and comma-separated list items alike,

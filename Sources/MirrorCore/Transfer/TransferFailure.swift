@@ -20,8 +20,14 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     /// The finished file is not the size the server or the manifest promised.
     case sizeMismatch(expected: Int64, actual: Int64)
     /// The finished file's digest is not the pinned one (the manifest's, or its checksum
-    /// file's); hex of either algorithm, the length says which.
+    /// file's); hex of either algorithm, the length says which. Retried: the bytes may come
+    /// right another time (see `pinMismatch`).
     case checksumMismatch(expected: String, actual: String)
+    /// As `checksumMismatch`, for a download of the whole file during which the server's
+    /// version did not move: its reply named the version the attempt started from (`served`,
+    /// its validators and the body's size). The server holds other bytes than the pin names,
+    /// and another attempt would fetch the same ones again. See `pinMismatch`.
+    case checksumMismatchUnchanged(expected: String, actual: String, served: RemoteValidators)
     /// The entry's checksum file (`checksums:`) could not be fetched: the failure of its last
     /// attempt. `url` is its printable form.
     indirect case checksumFileUnavailable(url: String, TransferFailure)
@@ -65,6 +71,9 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return true
         case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled:
             return false
+        case .checksumMismatchUnchanged:
+            // The same request would bring the same bytes, however large the file.
+            return false
         case .checksumFileUnavailable, .checksumFileUnusable, .checksumNotListed:
             // Fetched once for the run, with its own retries: the entry cannot start without it.
             return false
@@ -107,6 +116,10 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
         case .checksumMismatch(let expected, let actual):
             let name = (DigestAlgorithm(hexDigest: expected) ?? .sha256).key
             return "\(name) mismatch: expected \(expected), download has \(actual)"
+        case .checksumMismatchUnchanged(let expected, let actual, let served):
+            let mismatch = TransferFailure.checksumMismatch(expected: expected, actual: actual).description
+            return "\(mismatch); the server's file did not change during the download (\(served.summary)), "
+                + "so it was not fetched again: the pin (or the checksum file) and the server disagree"
         case .checksumFileUnavailable(let url, let failure):
             return "checksum file \(url) could not be fetched: \(failure)"
         case .checksumFileUnusable(let url, let reason):
@@ -126,6 +139,29 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
         case .cancelled:
             return "interrupted"
         }
+    }
+
+    /// The failure of a download whose digest is not the pinned one (`expected`), and the one
+    /// decision of whether it is worth another attempt: not when the attempt fetched the whole
+    /// file and the server's version did not move during it, for then the server holds other
+    /// bytes than the pin names (upstream re-published the file, or the pin is wrong) and
+    /// another attempt would fetch them again.
+    ///
+    /// - Parameters:
+    ///   - served: the validators of the reply that carried the bytes (the probe's where the
+    ///     reply names none: a reply that is silent about a validator does not show it moved),
+    ///     with the body's size.
+    ///   - before: the newest version known before that reply, on the same source: the
+    ///     attempt's probe, else the reply of the attempt before. Nil when there was none (a
+    ///     first download with no probe): then nothing shows the version moved.
+    ///   - wholeFile: the attempt fetched the file from byte 0. A resumed one may have joined
+    ///     bytes of two versions, and the next attempt starts over: that is retried.
+    static func pinMismatch(
+        expected: String, actual: String, served: RemoteValidators, before: RemoteValidators?, wholeFile: Bool
+    ) -> TransferFailure {
+        if !wholeFile { return .checksumMismatch(expected: expected, actual: actual) }
+        if let before, before.difference(from: served) != nil { return .checksumMismatch(expected: expected, actual: actual) }
+        return .checksumMismatchUnchanged(expected: expected, actual: actual, served: served)
     }
 
     /// Codes that mean the request itself is wrong or the peer is not trusted.

@@ -212,6 +212,7 @@ struct RunLockCLITests {
         let first = try scenario.start(["sync", "--quiet", "mirror.yaml"])
         Self.waitForPartial(scenario)
         let waiting = try scenario.start(["sync", "--wait-lock", "1m", "mirror.yaml"])
+        waiting.waitUntilCatching(SIGINT)
         Thread.sleep(forTimeInterval: 0.5)
         kill(waiting.pid, SIGINT)
         let result = try waiting.wait()

@@ -100,28 +100,13 @@ struct InstallTests {
         }
     }
 
-    /// Sources the installed script in a non-interactive bash, as bash-completion would, and
-    /// asks its function for the words that complete `words` (the last one being typed).
+    /// The words the installed bash completion offers for `words` (the last one being typed).
     static func bashCompletions(_ words: [String], prefix: TemporaryDirectory) throws -> [String] {
-        let line = words.joined(separator: " ")
-        let script = """
-            set -u
-            source "$1"
-            complete -p mirror >&2
-            COMP_WORDS=(\(words.map { "'\($0)'" }.joined(separator: " ")))
-            COMP_CWORD=\(words.count - 1)
-            COMP_LINE='\(line)'
-            COMP_POINT=\(line.utf8.count)
-            COMPREPLY=()
-            _mirror mirror '\(words.last!)' '\(words.dropLast().last!)'
-            printf '%s\\n' "${COMPREPLY[@]}"
-            """
-        let result = try ExternalCommand.run(try ExternalCommand.executable("bash", package: "bash"),
-                                             ["-c", script, "bash", prefix.path + "/share/bash-completion/completions/mirror"],
-                                             in: prefix.path, environment: ["PATH": prefix.path + "/bin:/usr/bin:/bin"])
-        try #require(result.status == 0, "\(result)")
-        #expect(result.stderr == "complete -o filenames -F _mirror mirror\n", "\(result)")
-        return result.stdout.split(separator: "\n").map(String.init)
+        let (offered, registered) = try CompletionTests.bashCompletions(
+            words, script: prefix.path + "/share/bash-completion/completions/mirror", in: prefix.path,
+            environment: ["PATH": prefix.path + "/bin:/usr/bin:/bin"])
+        #expect(registered == "complete -o filenames -F _mirror mirror\n")
+        return offered
     }
 
     @Test func installedBashCompletionCompletesSubcommandsAndOptions() throws {

@@ -53,6 +53,22 @@ enum MirrorBinary {
 
         var pid: Int32 { process.processIdentifier }
 
+        /// Waits (up to 30 s) until the process has a handler for `signal`, read from the SigCgt
+        /// mask of /proc/PID/status: a signal sent before that kills a process that has only
+        /// just started (exit status 2 for SIGINT, with nothing printed) on a loaded machine.
+        func waitUntilCatching(_ signal: Int32) {
+            let deadline = ContinuousClock.now + .seconds(30)
+            while process.isRunning && ContinuousClock.now < deadline {
+                let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+                if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+                   let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16),
+                   mask & (UInt64(1) << UInt64(signal - 1)) != 0 {
+                    return
+                }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+        }
+
         /// Waits for the exit (killing it past the timeout) and returns what it printed.
         func wait() throws -> Result {
             while process.isRunning {

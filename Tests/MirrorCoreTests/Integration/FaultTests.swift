@@ -143,6 +143,63 @@ struct FaultTests {
         #expect(plan[0].action == .fail(.contradictoryReply("Content-Length given as `100` and `200000`")))
     }
 
+    /// A Content-Length too large for any file: libcurl drops it and reads the body until the
+    /// connection closes, so a body cut after 195 KiB looked whole and was committed (exit 0).
+    /// A length that cannot be one is a contradiction, like two different lengths: refused
+    /// in the GET and in the probe, retried as such a reply is, and never committed.
+    @Test func aContentLengthThatCannotBeALengthIsRefusedNotTakenAsAbsent() async throws {
+        let data = randomData(count: 1 << 20, seed: 34)
+        let huge = "99999999999999999999"
+        // No ranges: the one-byte GET that measures a body with no length learns nothing either.
+        let reply = FaultReply.file(data, etag: "\"h\"", honorRange: false, acceptRanges: false)
+            .header("Content-Length", huge).cut(afterBodyBytes: 195 << 10)
+        server.route("/huge.bin", reply: reply)
+        let reports = try await scenario.sync(.files(.url(server.url("/huge.bin"), "retries: 1")))
+
+        let refusal = TransferFailure.contradictoryReply("Content-Length `\(huge)` is not a number of bytes from 0 to \(Int64.max)")
+        #expect(reports[0].outcome == .failed(refusal))
+        #expect(reports[0].attempts == 2, "retried, as a contradictory reply is")
+        #expect(scenario.files().isEmpty, "nothing committed, no partial file kept")
+
+        // The binary, as cron runs it: not 0, and still nothing under DEST.
+        try scenario.write(.files(.url(server.url("/huge.bin"), "retries: 0")))
+        let result = try scenario.run(["sync", "--quiet", "m.yaml"])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("Content-Length `\(huge)`"), "\(result)")
+        #expect(scenario.files().isEmpty)
+
+        // The probe of a file already there: `plan` fails the entry instead of asking on.
+        try scenario.put(data.prefix(1000), at: "huge.bin")
+        let plan = try await scenario.runner(.files(.url(server.url("/huge.bin")))).plan()
+        #expect(plan[0].action == .fail(refusal))
+
+        // A checksum file, whose cut list could lose the line of the entry it pins.
+        let sums = Data("\(DigestHasher.hex(of: data))  huge.bin\n".utf8)
+        server.route("/SHA256SUMS", reply: .file(sums).header("Content-Length", huge))
+        let pinned = try await scenario.sync(.files(.url(server.url("/huge.bin"), dest: "pinned.bin", "retries: 0",
+                                                        "checksums: \(server.url("/SHA256SUMS"))")))
+        #expect(pinned[0].outcome == .failed(.checksumFileUnavailable(url: server.url("/SHA256SUMS"), refusal)))
+    }
+
+    /// Every length-bearing value goes through one reader, and one that cannot be read refuses
+    /// the reply: a Content-Range whose total overflows is no more "no total" than a
+    /// Content-Length that overflows is "no length".
+    @Test func aContentRangeThatCannotBeARangeIsRefusedInTheProbe() async throws {
+        let data = randomData(count: 100_000, seed: 35)
+        try scenario.put(data.prefix(1000), at: "cr.bin")
+        // HEAD gives no length, so the probe asks for one byte; the 206 says an impossible total.
+        server.route("/cr.bin", method: "HEAD", reply: .status(200, headers: ["ETag": "\"c\"", "Transfer-Encoding": "chunked"]))
+        let range = "HTTP/1.1 206 Partial Content\r\nETag: \"c\"\r\nContent-Range: bytes 0-0/99999999999999999999\r\nContent-Length: 1\r\n\r\nx"
+        server.route("/cr.bin", method: "GET", reply: .raw(range))
+        let plan = try await scenario.runner(.files(.url(server.url("/cr.bin")))).plan()
+
+        guard case .fail(.contradictoryReply(let detail)) = plan[0].action else {
+            Issue.record("expected a contradictory reply, got \(plan[0].action)")
+            return
+        }
+        #expect(detail.contains("Content-Range `bytes 0-0/99999999999999999999`"), "\(detail)")
+    }
+
     @Test func retriesRunOutAndTheEntryFailsWithThePartialKept() async throws {
         let data = randomData(count: 100_000, seed: 3)
         server.route("/flaky.bin", method: "GET", replies: [.file(data, etag: "\"f\"").cut(afterBodyBytes: 10_000), .status(503)])

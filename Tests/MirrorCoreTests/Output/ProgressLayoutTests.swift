@@ -87,4 +87,35 @@ struct ProgressLayoutTests {
         #expect(ProgressDisplay.style(stderrIsTerminal: true, term: nil) == .plainLines)
         #expect(ProgressDisplay.style(stderrIsTerminal: true, term: "") == .plainLines)
     }
+
+    /// A steady 100,000 bytes a second, sampled as often as the redrawn block does (every 0.2 s)
+    /// or as seldom as a dumb terminal's plain line (every 5 s) or less: from the second sample
+    /// on, the window measures that rate. (It kept only samples younger than its span, so a
+    /// display sampling less often than that had one sample left and showed 0 B/s, ETA --.)
+    @Test(arguments: [0.2, 1, 2.9, 3, 5, 10])
+    func aRateWindowMeasuresAtAnySamplingInterval(_ interval: Double) {
+        var window = RateWindow()
+        let start = ContinuousClock.now
+        for step in 0..<8 {
+            let seconds = interval * Double(step)
+            window.add(bytes: Int64(seconds * 100_000), at: start + .milliseconds(Int64(seconds * 1000)))
+            if step == 0 {
+                #expect(window.bytesPerSecond == 0, "one sample measures nothing")
+            } else {
+                #expect(abs(window.bytesPerSecond - 100_000) < 1_000, "sampled every \(interval) s, step \(step): \(window.bytesPerSecond)")
+            }
+        }
+    }
+
+    /// The window forgets what is older than its span, so a rate that changes shows soon.
+    @Test func aRateWindowFollowsAChangeOfRate() {
+        var window = RateWindow()
+        let start = ContinuousClock.now
+        for tenth in 0...100 {
+            // 100,000 bytes a second for 5 s, then nothing.
+            let bytes = Int64(min(tenth, 50)) * 10_000
+            window.add(bytes: bytes, at: start + .milliseconds(Int64(tenth) * 100))
+        }
+        #expect(window.bytesPerSecond == 0, "5 s after the transfer stopped: \(window.bytesPerSecond)")
+    }
 }

@@ -98,6 +98,21 @@ struct ProgressOnATerminalTests {
         }
     }
 
+    /// A dumb terminal's plain line (every 5 s) shows the run's rate and the time left while
+    /// the transfers run, as the redrawn block does: it showed `0 B/s` and `ETA --` always.
+    @Test func aDumbTerminalLineShowsTheRateAndTimeLeft() throws {
+        // Two at a time at 45,000 bytes a second each: about 9 s in all, a line at 5 s.
+        let (result, output) = try Self.syncOnTerminal(term: "dumb", size: 200_000, rate: 45_000)
+        #expect(result.status == 0, "\(result)")
+        let progress = Self.plainLines(output).filter { $0.contains("/3 files") && !$0.contains("3/3 files") }
+        #expect(!progress.isEmpty, "a progress line while transfers ran: \(output.debugDescription)")
+        for line in progress {
+            let rate = try #require(line.firstMatch(of: #/([0-9.]+) (B|KiB|MiB)\/s/#), "a rate: \(line)")
+            #expect(Double(rate.1) ?? 0 > 0, "a rate above zero: \(line)")
+            #expect(line.contains("ETA ") && !line.contains("ETA --"), "a time left: \(line)")
+        }
+    }
+
     /// Two transfers announcing `Content-Length: 9223372036854775807` and dripping a byte at a
     /// time: the display sums them and works out an ETA many times over without a trap.
     @Test func hugeContentLengthsOnATerminalDoNotTrapTheDisplay() throws {
