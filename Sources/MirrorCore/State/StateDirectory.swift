@@ -95,13 +95,7 @@ public final class StateDirectory: Sendable {
             case .separate(let path):
                 // Before anything is made: a state_dir under the root would be made in it.
                 try checkApart()
-                if create { try FileSystem.makeDirectories(path) }
-                let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                if fd < 0 {
-                    if errno == ENOENT && !create { return nil }
-                    throw .localIO(path: path, operation: "open", errno: errno)
-                }
-                held = fd
+                held = try FileSystem.openDirectory(path, create: create)
             }
             return held
         }

@@ -351,37 +351,32 @@ private final class Connection {
     }
 
     func remove(_ dest: String) throws(StoreError) {
+        try change("DELETE FROM entries WHERE dest = ?1", text: dest)
+        records?[DestKey(dest)] = nil
+    }
+
+    /// Runs the one-statement change `sql` with `text` bound to `?1` and `integers` to the
+    /// parameters after it.
+    private func change(_ sql: String, text: String, _ integers: Int64...) throws(StoreError) {
         try ensureOpen()
-        let statement = try Self.prepare(db, "DELETE FROM entries WHERE dest = ?1")
+        let statement = try Self.prepare(db, sql)
         defer { sqlite3_finalize(statement) }
-        bind(statement, 1, dest)
+        bind(statement, 1, text)
+        for (index, value) in integers.enumerated() { bind(statement, Int32(index + 2), value) }
         let step = sqlite3_step(statement)
         guard step == SQLITE_DONE else { throw failure(step) }
-        records?[DestKey(dest)] = nil
     }
 
     /// The notes of a prune's moves into its trash (see `PruneTrash`).
     private static let trashTable = "prune_trash"
 
     func noteTrash(_ note: PruneTrash.Note) throws(StoreError) {
-        try ensureOpen()
-        let statement = try Self.prepare(db, "INSERT OR REPLACE INTO \(Self.trashTable) (path, size, mtime_ns, inode) VALUES (?1, ?2, ?3, ?4)")
-        defer { sqlite3_finalize(statement) }
-        bind(statement, 1, note.path)
-        bind(statement, 2, note.identity.size)
-        bind(statement, 3, note.identity.modifiedNanoseconds)
-        bind(statement, 4, Int64(bitPattern: note.identity.inode))
-        let step = sqlite3_step(statement)
-        guard step == SQLITE_DONE else { throw failure(step) }
+        try change("INSERT OR REPLACE INTO \(Self.trashTable) (path, size, mtime_ns, inode) VALUES (?1, ?2, ?3, ?4)",
+                   text: note.path, note.identity.size, note.identity.modifiedNanoseconds, Int64(bitPattern: note.identity.inode))
     }
 
     func forgetTrash(_ path: String) throws(StoreError) {
-        try ensureOpen()
-        let statement = try Self.prepare(db, "DELETE FROM \(Self.trashTable) WHERE path = ?1")
-        defer { sqlite3_finalize(statement) }
-        bind(statement, 1, path)
-        let step = sqlite3_step(statement)
-        guard step == SQLITE_DONE else { throw failure(step) }
+        try change("DELETE FROM \(Self.trashTable) WHERE path = ?1", text: path)
     }
 
     /// The notes, in path order; none in a store made before the table was (opened read-only).

@@ -6,14 +6,9 @@ import Testing
 /// locks elsewhere under the same rules.
 @Suite(.serialized)
 struct StateDirectoryTests {
-    static let data = randomData(count: 50_000, seed: 51)
-    static let other = randomData(count: 20_000, seed: 52)
-
+    /// f.bin and g.bin with ETags only: a run that lost its records fetches them again.
     static func serve(_ server: FaultServer) {
-        for method in ["GET", "HEAD"] {
-            server.route("/f.bin", method: method, reply: .file(data, etag: "\"f1\""))
-            server.route("/g.bin", method: method, reply: .file(other, etag: "\"g1\""))
-        }
+        SymlinkedRootTests.serveWithETagsOnly(server)
     }
 
     static func manifest(_ scenario: SyncScenario, _ served: [String], top: [String] = []) -> ManifestText {
