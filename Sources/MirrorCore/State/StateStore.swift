@@ -61,7 +61,9 @@ public final class StateStore: Sendable {
     static func open(in directory: StateDirectory, mode: Mode, name fileName: String) -> Opening {
         let path = directory.file(fileName)
         func notOpened(_ why: String) -> Opening {
-            Opening(store: nil, problem: StateStoreProblem(.notOpened, "state store \(path) cannot be used (\(why)); it is left as it is, and this run decides by size"))
+            // The store is opened through /proc/self/fd (see `DescriptorVFS`).
+            let hint = access("/proc/self/fd", X_OK) == 0 ? "" : "; /proc is not mounted, and mirror opens the store through /proc/self/fd"
+            return Opening(store: nil, problem: StateStoreProblem(.notOpened, "state store \(path) cannot be used (\(why)\(hint)); it is left as it is, and this run decides by size"))
         }
         let held: Int32?
         do {
