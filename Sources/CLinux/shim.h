@@ -20,8 +20,24 @@ static inline int mirror_open_location(const char *path) {
     return open(path, O_PATH | O_CLOEXEC);
 }
 
+/// openat(2) of a directory with O_PATH: a descriptor that locates it (for fstat, and as the
+/// start of another openat) with search permission alone, without reading it.
+static inline int mirror_open_directory_location(int directory, const char *path) {
+    return openat(directory, path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
 #ifndef SYS_openat2
 #define SYS_openat2 437
+/// RENAME_NOREPLACE of <linux/fs.h>, part of the kernel's ABI.
+#define MIRROR_RENAME_NOREPLACE (1 << 0)
+
+/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST rather than replace a file at the new
+/// name. Through syscall(2), as glibc declares the wrapper only under _GNU_SOURCE in <stdio.h>.
+/// EINVAL where the file system cannot do it (NFS, some FUSE file systems).
+static inline int mirror_rename_noreplace(int fromDirectory, const char *from, int toDirectory, const char *to) {
+    return (int)syscall(SYS_renameat2, fromDirectory, from, toDirectory, to, MIRROR_RENAME_NOREPLACE);
+}
+
 #endif
 
 /// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: opens `path` relative to `directory`
@@ -33,6 +49,16 @@ static inline int mirror_openat_beneath(int directory, const char *path, int fla
     how.flags = (unsigned long long)flags;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS;
     return (int)syscall(SYS_openat2, directory, path, &how, sizeof how);
+}
+
+/// RENAME_NOREPLACE of <linux/fs.h>, part of the kernel's ABI.
+#define MIRROR_RENAME_NOREPLACE (1 << 0)
+
+/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST rather than replace a file at the new
+/// name. Through syscall(2), as glibc declares the wrapper only under _GNU_SOURCE in <stdio.h>.
+/// EINVAL where the file system cannot do it (NFS, some FUSE file systems).
+static inline int mirror_rename_noreplace(int fromDirectory, const char *from, int toDirectory, const char *to) {
+    return (int)syscall(SYS_renameat2, fromDirectory, from, toDirectory, to, MIRROR_RENAME_NOREPLACE);
 }
 
 #endif

@@ -12,6 +12,10 @@ struct CommonOptions: ParsableArguments {
             completion: .directory)
     var root: String?
 
+    @Option(name: .long, help: ArgumentHelp("Keep the run lock and state store in this directory, outside the root, instead of ROOT/.mirror (overrides the manifest's state_dir).", valueName: "dir"),
+            completion: .directory)
+    var stateDir: String?
+
     @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Requests in flight at once (overrides the manifest's concurrency).", valueName: "n"))
     var concurrency: Int?
 
@@ -37,12 +41,13 @@ struct CommonOptions: ParsableArguments {
         Console(mode: json ? .json : .text, quiet: quiet)
     }
 
-    /// Loads the manifest, or prints every problem in it and ends with exit status 2.
-    /// Warns about entries that turn TLS verification off.
+    /// Loads the manifest, or prints every problem in it and ends with exit status 2; so does
+    /// a state directory the run may not use (a `state_dir` beside a `ROOT/.mirror`, or inside
+    /// the root). Warns about entries that turn TLS verification off.
     func loadManifest(console: Console) throws -> Manifest {
         let loaded: Manifest
         do {
-            loaded = try ManifestLoader.load(path: manifest, rootOverride: root)
+            loaded = try readManifest()
         } catch {
             if json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics {
@@ -50,10 +55,21 @@ struct CommonOptions: ParsableArguments {
             }
             throw ExitWith(status: .usage)
         }
+        if let refusal = StateDirectory(for: loaded).refusal() {
+            let diagnostic = ManifestDiagnostic(location: nil, key: stateDir == nil ? "state_dir" : "--state-dir", message: refusal)
+            if json { console.json(ErrorJSON.manifest([diagnostic])) }
+            console.error("mirror: \(diagnostic)")
+            throw ExitWith(status: .usage)
+        }
         for entry in loaded.entries where entry.settings.insecure {
             console.notice("mirror: warning: \(entry.location): \(entry.dest): insecure: true, TLS certificates are not verified")
         }
         return loaded
+    }
+
+    /// The manifest as the command line names it, with its `--root` and `--state-dir`.
+    func readManifest() throws(ManifestError) -> Manifest {
+        try ManifestLoader.load(path: manifest, rootOverride: root, stateDirectoryOverride: stateDir)
     }
 
     func runOptions(for manifest: Manifest, console: Console, progress: SyncProgress? = nil) -> RunOptions {

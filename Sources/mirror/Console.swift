@@ -123,10 +123,15 @@ final class Console: Sendable {
             guard verbose else { return }
             error("pause \(host): the server asked for \(DurationText.format(pause)) (Retry-After)")
         case .stateStoreProblem(let problem):
+            // A store the whole run goes without costs every later run too: said without -v.
+            if problem.concernsTheRun { return notice("mirror: warning: \(problem)") }
             guard verbose else { return }
             error("state: \(problem)")
         case .fallingBack(let dest, let url, let failure):
             notice("\(dest): \(failure); trying mirror \(url)")
+        case .pruneLeftover(let leftover):
+            if case .kept = leftover.state { return notice("mirror: warning: \(leftover)") }
+            notice("mirror: \(leftover)")
         case .finished(let report):
             if report.interruptedBeforeStart && !verbose {
                 // Counted in the interruption's one line instead (SyncText.notStarted).

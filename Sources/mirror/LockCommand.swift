@@ -41,7 +41,7 @@ struct LockCommand: AsyncParsableCommand {
             // file again: other shards may be rewriting it, so a shard loads and checks it from
             // one version, under the pin writers' lock.
             if manifest.shard != nil {
-                let pinLock = try await pinWritingLock(root: manifest.root, console: console)
+                let pinLock = try await pinWritingLock(for: manifest, console: console)
                 whole = try options.loadManifest(console: console)
                 try ManifestPinWriter.checkPinnable(whole, environment: ProcessInfo.processInfo.environment)
                 withExtendedLifetime(pinLock) {}
@@ -73,7 +73,7 @@ struct LockCommand: AsyncParsableCommand {
                 try await rewriteShared(pins: pins, synced: manifest, console: console)
             } else {
                 // Under the pin writers' lock too: a shard's `lock` may be rewriting the file.
-                let pinLock = try await pinWritingLock(root: manifest.root, console: console)
+                let pinLock = try await pinWritingLock(for: manifest, console: console)
                 try ManifestPinWriter.rewrite(manifest, pins: pins, environment: ProcessInfo.processInfo.environment)
                 withExtendedLifetime(pinLock) {}
             }
@@ -93,15 +93,15 @@ struct LockCommand: AsyncParsableCommand {
     }
 
     /// A shard's pins go into a manifest file the other shards may be pinning at the same
-    /// time: under `ROOT/.mirror/lock.pins`, the file is read again (with the pins they have
+    /// time: under `lock.pins` in the state directory, the file is read again (with the pins they have
     /// written meanwhile) and this shard's pins are added to it.
     ///
     /// This shard's entries must read in the file as they did when it was synced: pins made
     /// from a download must not be written under a url or settings changed meanwhile.
     private func rewriteShared(pins: [String: ManifestPinWriter.Pin], synced: Manifest, console: Console) async throws {
-        let pinLock = try await pinWritingLock(root: synced.root, console: console)
+        let pinLock = try await pinWritingLock(for: synced, console: console)
         defer { withExtendedLifetime(pinLock) {} }
-        let current = try ManifestLoader.load(path: options.manifest, rootOverride: options.root)
+        let current = try options.readManifest()
         var now: [String: Entry] = [:]
         for entry in current.entries { now[entry.dest] = entry }
         for entry in synced.entries {
@@ -118,10 +118,10 @@ struct LockCommand: AsyncParsableCommand {
         try ManifestPinWriter.rewrite(current, pins: pins, environment: ProcessInfo.processInfo.environment)
     }
 
-    /// `ROOT/.mirror/lock.pins`, which the shards pinning one manifest take in turn.
-    private func pinWritingLock(root: String, console: Console) async throws -> RunLock {
+    /// `lock.pins` in the state directory, which the shards pinning one manifest take in turn.
+    private func pinWritingLock(for manifest: Manifest, console: Console) async throws -> RunLock {
         do {
-            return try await RunLock.acquirePinWriting(root: root)
+            return try await RunLock.acquirePinWriting(for: manifest)
         } catch {
             console.error("mirror: \(error); \(options.manifest) was left unchanged")
             throw ExitWith(status: .locked)

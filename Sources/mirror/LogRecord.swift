@@ -22,7 +22,8 @@ struct LogRecord {
     }
 
     /// The record of `event`, or nil when it is not logged: what `--verbose` adds to text
-    /// (probes, decisions, state store trouble) only with `--verbose`; with `--quiet`, only failures.
+    /// (probes, decisions, a state store record that could not be read or written) only with
+    /// `--verbose`; with `--quiet`, only failures.
     static func of(_ event: RunEvent, verbose: Bool, quiet: Bool) -> LogRecord? {
         guard let record = record(of: event, verbose: verbose) else { return nil }
         return quiet && record.level != .error ? nil : record
@@ -57,6 +58,11 @@ struct LogRecord {
             return LogRecord(level: .notice, event: "fallback", fields: [
                 ("dest", .string(dest)), ("url", .string(url)), ("error", .string(failure.description)),
             ])
+        case .pruneLeftover(let leftover):
+            return LogRecord(level: .notice, event: "prune_leftover", fields: [
+                ("path", .string(leftover.path)), ("trash", .string(leftover.trashPath)), ("state", .string(leftover.stateName)),
+                ("message", .string(leftover.description)),
+            ])
         case .waitingForNetwork(let host, let wait):
             return LogRecord(level: .notice, event: "waiting_for_network", fields: [
                 ("host", .string(host)), ("wait_ms", milliseconds(wait)), ("until", .string(LogTimestamp.after(wait))),
@@ -66,8 +72,8 @@ struct LogRecord {
                 ("host", .string(host)), ("pause_ms", milliseconds(pause)), ("reason", .string("Retry-After")),
             ])
         case .stateStoreProblem(let problem):
-            guard verbose else { return nil }
-            return LogRecord(level: .notice, event: "state_store_problem", fields: [("message", .string(problem))])
+            guard verbose || problem.concernsTheRun else { return nil }
+            return LogRecord(level: .notice, event: "state_store_problem", fields: [("message", .string(problem.text))])
         case .finished(let report):
             // Entries an interruption reached first are counted in one message, as in text.
             guard verbose || !report.interruptedBeforeStart else { return nil }

@@ -30,7 +30,10 @@ struct SyncCommand: AsyncParsableCommand {
             mtime and inode), with their partial files and records; then the directories that \
             held them, if left empty and not needed by a listed dest. A file changed since, or \
             one mirror did not write, is kept and named; nothing in .mirror/ and nothing behind \
-            a symbolic link is touched. If any entry failed, nothing is deleted; with \
+            a symbolic link is touched. Each file is renamed into a .mirror-trash/ beside it and \
+            deleted there only if it is the file checked; another file swapped in meanwhile is \
+            put back, and a prune interrupted meanwhile is finished by the next sync. If any \
+            entry failed, nothing is deleted; with \
             --max-delete N, more than N files to delete means none are. Either ends with exit 1.
 
             --rate-limit (or the manifest's top-level `rate_limit`) holds all transfers \
@@ -45,7 +48,12 @@ struct SyncCommand: AsyncParsableCommand {
             mirror_bytes_transferred and mirror_retries, labelled with the manifest's path, on \
             every exit (0-4, 130, 143). --log-format json makes every stderr line a JSON object \
             (time, level, event: started, retrying, waiting_for_host, waiting_for_network, \
-            fallback, finished, failed, interrupted, summary, message) with dest and url.
+            fallback, finished, failed, interrupted, summary, state_store_problem, \
+            prune_leftover, message) with dest and url.
+
+            The run lock and the state store live in ROOT/.mirror, or in --state-dir (the \
+            manifest's state_dir), a directory outside the root that a web server serving the \
+            root does not serve.
             """
     )
 

@@ -70,7 +70,7 @@ struct GroupCommitTests {
         let root = try TemporaryDirectory(prefix: "mirror-group")
         let group = try Self.requests(["x", "y"], root: root)
         let rootDirectory = RootDirectory(path: root.path)
-        let store = try #require(StateStore.open(in: rootDirectory, mode: .readWrite).store)
+        let store = try #require(StateStore.open(in: StateDirectory(root: rootDirectory), mode: .readWrite).store)
         let work = GroupWork(group: group, rootDirectory: rootDirectory, durable: false, store: store,
                              syncDirectory: { _ in nil }, onStoreProblem: { Issue.record("\($0)") })
         _ = work.write()

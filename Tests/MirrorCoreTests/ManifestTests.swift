@@ -309,3 +309,46 @@ func rootIsResolved(baseDirectory: String, rootOverride: String?, expected: Stri
             "assets.yaml:6:20: files[0].checksum_name: `checksum_name` names the entry in its checksum file, but the entry is that checksum file itself") == true
     }
 }
+
+/// `state_dir` is read as `root` is: relative to the manifest's directory, `--state-dir` to the
+/// current directory (/home/user/work here), `${VAR}` and `~` expanded.
+@Test(arguments: [
+    // (state_dir line, --state-dir, expected state directory)
+    (nil, nil, nil),
+    ("state_dir: ../state", nil, "/srv/state"),
+    ("state_dir: /var/lib/mirror/assets/", nil, "/var/lib/mirror/assets"),
+    ("state_dir: ~/state", nil, "/home/user/state"),
+    ("state_dir: ${STATE}/s", nil, "/var/lib/m/s"),
+    ("state_dir: ../state", "here", "/home/user/work/here"),
+    (nil, "/mnt/state", "/mnt/state"),
+] as [(String?, String?, String?)])
+func stateDirectoryIsResolvedLikeRoot(line: String?, override: String?, expected: String?) throws {
+    let text = "version: 1\nroot: data\n" + (line.map { $0 + "\n" } ?? "") + "files:\n  - url: https://example.org/a\n"
+    let manifest = try ManifestLoader.parse(
+        text: text, path: "assets.yaml", baseDirectory: "/srv/manifests", stateDirectoryOverride: override,
+        environment: ["STATE": "/var/lib/m", "HOME": "/home/user", "EMPTY": ""], currentDirectory: "/home/user/work")
+    #expect(manifest.stateDirectory == expected)
+    #expect(manifest.root == "/srv/manifests/data")
+}
+
+/// What `state_dir` may not be, each reported where it is written (or naming the flag).
+@Test(arguments: [
+    ("state_dir: ${EMPTY}", nil, "m.yaml:3:12: state_dir: environment variable `EMPTY` is set but empty"),
+    ("state_dir: ${EMPTY}/s", nil, "m.yaml:3:12: state_dir: environment variable `EMPTY` is set but empty"),
+    ("state_dir: ${UNSET}/s", nil, "m.yaml:3:12: state_dir: environment variable `UNSET` is not set"),
+    ("state_dir: data/.state", nil, "m.yaml:3:12: state_dir: state_dir /srv/manifests/data/.state is the root /srv/manifests/data or inside it"),
+    ("state_dir: ./data", nil, "m.yaml:3:12: state_dir: state_dir /srv/manifests/data is the root /srv/manifests/data or inside it"),
+    (nil, "/srv/manifests/data/x", "--state-dir: state_dir /srv/manifests/data/x is the root /srv/manifests/data or inside it"),
+    (nil, "", "--state-dir: the state directory given on the command line is empty; give a directory"),
+    ("state_dir: [a]", nil, "m.yaml:3:12: state_dir: expected a directory path"),
+] as [(String?, String?, String)])
+func aStateDirectoryThatCannotBeIsAnError(line: String?, override: String?, expected: String) throws {
+    let text = "version: 1\nroot: data\n" + (line.map { $0 + "\n" } ?? "") + "files:\n  - url: https://example.org/a\n"
+    let error = try #require(throws: ManifestError.self) {
+        try ManifestLoader.parse(
+            text: text, path: "m.yaml", baseDirectory: "/srv/manifests", stateDirectoryOverride: override,
+            environment: ["EMPTY": ""], currentDirectory: "/home/user/work")
+    }
+    #expect(error.diagnostics.count == 1)
+    #expect(error.diagnostics.first?.description.hasPrefix(expected) == true, "\(error.diagnostics)")
+}

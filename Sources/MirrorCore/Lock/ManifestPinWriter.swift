@@ -193,11 +193,11 @@ extension ManifestPinWriter {
         do throws(ManifestError) {
             reloaded = try ManifestLoader.decode(
                 updated, path: manifest.path,
-                // The root is the one already resolved; `ca_file` and the CA variables resolve
-                // from where the first load resolved them.
+                // The root and state directory are the ones already resolved; `ca_file` and the
+                // CA variables resolve from where the first load resolved them.
                 rootResolution: .init(
                     manifestDirectory: manifest.manifestDirectory, override: manifest.root,
-                    currentDirectory: manifest.currentDirectory),
+                    currentDirectory: manifest.currentDirectory, stateDirectoryOverride: manifest.stateDirectory),
                 environment: environment)
         } catch {
             // Its positions are in text that was never written: only the problem is named.

@@ -2,12 +2,15 @@
 enum DestinationPath {
     /// The first component of a dest may not be this: `mirror` keeps its state there.
     static let reservedDirectory = ".mirror"
+    /// No component of a dest may be this: `--prune` moves files there before it deletes them
+    /// (see `PruneTrash`).
+    static let reservedTrashDirectory = ".mirror-trash"
     /// Longest file name component Linux file systems accept.
     static let maximumComponentBytes = 255
 
     /// `text` as a normalised relative path (no `.` components, no repeated `/`), or why it
     /// cannot be a dest: it must be relative, stay inside root, name a file, and keep out of
-    /// `.mirror`. Symlinks are not looked at here; `sync` checks those on disk.
+    /// `.mirror` and of any `.mirror-trash`. Symlinks are not looked at here; `sync` checks those on disk.
     static func normalised(_ text: String) throws(ValueProblem) -> String {
         guard !text.isEmpty else {
             throw ValueProblem("expected a path relative to root, found an empty value")
@@ -32,6 +35,9 @@ enum DestinationPath {
         }
         guard components[0] != Substring(reservedDirectory) else {
             throw ValueProblem("`\(text)` is inside `\(reservedDirectory)`, which is reserved for mirror's own state")
+        }
+        guard !components.contains(Substring(reservedTrashDirectory)) else {
+            throw ValueProblem("`\(text)` names `\(reservedTrashDirectory)`, which is reserved for the files `--prune` is deleting")
         }
         if let long = components.first(where: { $0.utf8.count > maximumComponentBytes }) {
             throw ValueProblem("the name `\(long.prefix(20))…` in dest is \(long.utf8.count) bytes long; file names are limited to \(maximumComponentBytes) bytes")

@@ -22,6 +22,11 @@ enum LexicalPath {
         return "/" + components.joined(separator: "/")
     }
 
+    /// Whether the absolute, normalised `inner` is `outer` or lies below it, by their text.
+    static func isWithin(_ inner: String, _ outer: String) -> Bool {
+        inner == outer || outer == "/" || inner.hasPrefix(outer + "/")
+    }
+
     /// The directory holding the file at the absolute, normalised `path`.
     static func directory(of path: String) -> String {
         guard let lastSlash = path.lastSlash, lastSlash != path.startIndex else { return "/" }

@@ -8,6 +8,9 @@ public struct Manifest: Sendable, Equatable {
     public var version: Int
     /// Absolute directory that every `dest` is relative to.
     public var root: String
+    /// `state_dir` (or `--state-dir`): the absolute directory that holds the run lock and the
+    /// state stores instead of `ROOT/.mirror`; nil: `ROOT/.mirror`.
+    public var stateDirectory: String?
     /// Simultaneous transfers (`concurrency`, or `-j` on the command line).
     public var concurrency: Int
     public var connectivity: ConnectivitySettings
@@ -21,7 +24,7 @@ public struct Manifest: Sendable, Equatable {
     /// `hosts:`: limits and headers for the requests to particular hosts.
     public var hosts = HostRules()
     /// The shard this manifest was narrowed to (`--shard K/N`, see `selecting(_:by:)`); nil:
-    /// every entry. Chooses the run lock and the state store under `ROOT/.mirror/`.
+    /// every entry. Chooses the run lock and the state store in the state directory.
     public var shard: ShardSelection?
     /// How `shard` was chosen (`--shard-by`): shards of one run must all use the same.
     public var shardBalance = ShardBalance.hash

@@ -21,7 +21,7 @@ struct ManifestDecoder {
         self.netrc = netrc
     }
 
-    /// Where a relative `root` is resolved, and what replaces it.
+    /// Where a relative `root` (or `state_dir`) is resolved, and what replaces it.
     struct RootResolution {
         /// Absolute directory a relative `root` in the manifest is relative to.
         var manifestDirectory: String
@@ -29,11 +29,15 @@ struct ManifestDecoder {
         var override: String?
         /// Absolute directory a relative override is relative to.
         var currentDirectory: String
+        /// The command line's `--state-dir`, if given: replaces the manifest's `state_dir`.
+        var stateDirectoryOverride: String? = nil
     }
 
     /// The top level of a manifest, decoded but for its entries.
     struct TopLevel {
         var root: String?
+        /// `state_dir` (or `--state-dir`), absolute; nil when neither names one.
+        var stateDirectory: String?
         var concurrency: Int
         var connectivity: ConnectivitySettings
         var allowFile: Bool
@@ -80,7 +84,25 @@ struct ManifestDecoder {
 
         let allowFile = top?["allow_file"].flatMap { boolean($0, key: "allow_file") } ?? false
         let prune = top?["prune"].flatMap { boolean($0, key: "prune") } ?? false
-        let rootDirectory = decodeRoot(top?["root"], resolution: rootResolution)
+        let rootDirectory: String?
+        switch decodeDirectory(top?["root"], key: "root", override: rootResolution.override, flag: "--root") {
+        case .invalid: rootDirectory = nil
+        case .unset: rootDirectory = LexicalPath.absolute(".", relativeTo: rootResolution.manifestDirectory)
+        case .set(let path): rootDirectory = path
+        }
+        var stateDirectory: String?
+        switch decodeDirectory(top?["state_dir"], key: "state_dir", override: rootResolution.stateDirectoryOverride, flag: "--state-dir") {
+        case .invalid, .unset: break
+        case .set(let path): stateDirectory = path
+        }
+        if let stateDirectory, let rootDirectory, LexicalPath.isWithin(stateDirectory, rootDirectory) {
+            let message = "state_dir \(stateDirectory) is the root \(rootDirectory) or inside it: a web server that serves the root would serve the state store too, and a dest could overwrite it; choose a directory outside the root"
+            if let node = top?["state_dir"], rootResolution.stateDirectoryOverride == nil {
+                report(message, at: node, key: "state_dir")
+            } else {
+                diagnostics.append(ManifestDiagnostic(location: nil, key: rootResolution.stateDirectoryOverride == nil ? "root" : "--state-dir", message: message))
+            }
+        }
         let concurrency = top?["concurrency"].flatMap {
             integer($0, key: "concurrency", in: 1...64, expected: "an integer from 1 to 64")
         } ?? 4
@@ -96,7 +118,7 @@ struct ManifestDecoder {
             report("missing required key `files`; list the files to mirror under `files:`", at: root, key: nil)
         }
         return TopLevel(
-            root: rootDirectory, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
+            root: rootDirectory, stateDirectory: stateDirectory, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
             rateLimit: rateLimit, hosts: hosts, entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
     }
 
@@ -120,6 +142,7 @@ struct ManifestDecoder {
             path: file, version: 1, root: rootDirectory, concurrency: top.concurrency,
             connectivity: top.connectivity, allowFile: top.allowFile, entries: entries)
         manifest.prune = top.prune
+        manifest.stateDirectory = top.stateDirectory
         manifest.rateLimit = top.rateLimit
         manifest.hosts = top.hosts
         manifest.manifestDirectory = rootResolution.manifestDirectory
@@ -132,23 +155,38 @@ struct ManifestDecoder {
         ManifestDecoder(file: file, environment: environment, rootResolution: rootResolution, netrc: netrc)
     }
 
-    private mutating func decodeRoot(_ node: YAMLNode?, resolution: RootResolution) -> String? {
-        var manifestRoot = "."
+    /// What a directory-valued top-level key comes to.
+    enum DirectoryKey {
+        /// Neither the manifest nor the command line names one.
+        case unset
+        /// An absolute path.
+        case set(String)
+        /// A problem was recorded.
+        case invalid
+    }
+
+    /// A directory-valued top-level key (`root`, `state_dir`): `${VAR}`s and a leading `~`
+    /// expanded as in a shell, then made absolute against the manifest's directory; the command
+    /// line's `override` (`flag`), relative to the current directory, replaces it.
+    private mutating func decodeDirectory(_ node: YAMLNode?, key: String, override: String?, flag: String) -> DirectoryKey {
+        var fromManifest: String?
         if let node {
-            guard let path = localPath(node, key: "root", expected: "a directory path") else { return nil }
-            manifestRoot = path
+            // One reader for every key that names a local path: `${VAR}`s (none empty) and a
+            // leading `~` expanded as in a shell, not taken as directory names.
+            guard let path = localPath(node, key: key, expected: "a directory path") else { return .invalid }
+            fromManifest = path
         }
-        if let override = resolution.override {
-            // An empty --root is most likely an unset shell variable; taking it as the current
+        if let override {
+            // An empty override is most likely an unset shell variable; taking it as the current
             // directory would scatter files wherever the job happened to start.
             guard !override.isEmpty else {
                 diagnostics.append(ManifestDiagnostic(
-                    location: nil, key: "--root", message: "the root given on the command line is empty; give a directory"))
-                return nil
+                    location: nil, key: flag, message: "the \(key == "root" ? "root" : "state directory") given on the command line is empty; give a directory"))
+                return .invalid
             }
-            return LexicalPath.absolute(override, relativeTo: resolution.currentDirectory)
+            return .set(LexicalPath.absolute(override, relativeTo: rootResolution.currentDirectory))
         }
-        return LexicalPath.absolute(manifestRoot, relativeTo: resolution.manifestDirectory)
+        return fromManifest.map { .set(LexicalPath.absolute($0, relativeTo: rootResolution.manifestDirectory)) } ?? .unset
     }
 
     private mutating func decodeConnectivity(_ node: YAMLNode) -> ConnectivitySettings? {

@@ -29,11 +29,13 @@ public enum ManifestLoader {
     ///   - rootOverride: The command line's `--root`: replaces the manifest's `root`. A relative
     ///     override is relative to the current directory, while the manifest's own `root` is
     ///     relative to the manifest's directory. An empty override is an error.
+    ///   - stateDirectoryOverride: The command line's `--state-dir`: replaces the manifest's
+    ///     `state_dir`, resolved as `rootOverride` is.
     ///   - environment: Where `${VAR}` references are looked up.
     /// - Throws: `ManifestError` with every problem found, in file order. When the file cannot be
     ///   read, the single diagnostic names the path and the system's reason, with no location.
     public static func load(
-        path: String, rootOverride: String? = nil,
+        path: String, rootOverride: String? = nil, stateDirectoryOverride: String? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ManifestError) -> Manifest {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
@@ -53,7 +55,9 @@ public enum ManifestLoader {
         let manifestDirectory = LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory))
         return try decode(
             text, path: path,
-            rootResolution: .init(manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory),
+            rootResolution: .init(
+                manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory,
+                stateDirectoryOverride: stateDirectoryOverride),
             environment: environment)
     }
 
@@ -79,12 +83,14 @@ public enum ManifestLoader {
     /// given rather than asked of the process.
     static func parse(
         text: String, path: String, baseDirectory: String, rootOverride: String? = nil,
-        environment: [String: String], currentDirectory: String
+        stateDirectoryOverride: String? = nil, environment: [String: String], currentDirectory: String
     ) throws(ManifestError) -> Manifest {
         let manifestDirectory = LexicalPath.absolute(baseDirectory, relativeTo: currentDirectory)
         return try decode(
             Array(text.utf8), path: path,
-            rootResolution: .init(manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory),
+            rootResolution: .init(
+                manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory,
+                stateDirectoryOverride: stateDirectoryOverride),
             environment: environment)
     }
 

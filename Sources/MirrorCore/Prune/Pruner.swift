@@ -2,13 +2,18 @@ import Glibc
 
 /// The I/O of `--prune`: gathers what the state store and the disk say for every dest the
 /// manifest no longer lists, lets `PrunePlan.decide` choose, and carries the plan out through
-/// the root's directory descriptor (never following a symbolic link).
+/// the root's directory descriptor (never following a symbolic link), each file through
+/// `PruneTrash` so that only the file checked is ever deleted.
 struct Pruner {
     let rootDirectory: RootDirectory
+    /// Also holds the notes of the moves into a trash.
     let store: StateStore
     /// The shards' stores, for an unsharded run (`SiblingStores`): what they record as
     /// mirror's is mirror's too, and the records of what is deleted go from them as well.
     var shardStores: [StateStore] = []
+    /// Called with a file's path between its last check and its removal: where a test puts
+    /// what a user might do in that moment.
+    var afterFinalCheck: (@Sendable (String) -> Void)?
 
     /// The plan for a manifest that lists `manifestDests`. Reads only: `plan` shows it as is.
     /// Throws when a store cannot be read (then nothing is known to be mirror's).
@@ -80,7 +85,8 @@ struct Pruner {
         return outcome
     }
 
-    /// Unlinks one file if it is still what the plan saw; nil on success, else why not.
+    /// Removes one file if it is still what the plan saw; nil on success (or when it is gone
+    /// already), else why not.
     private func delete(_ deletion: PrunePlan.Deletion) -> String? {
         let paths = DestinationPaths(root: rootDirectory.path, dest: deletion.dest)
         let name = deletion.kind == .partial ? paths.partialName : paths.name
@@ -91,13 +97,21 @@ struct Pruner {
                     return errno == ENOENT ? nil : "inspect: \(String(cString: strerror(errno)))"
                 }
                 guard info.st_mode & S_IFMT == S_IFREG else { return "no longer a regular file; kept" }
-                if case .destination(let identity) = deletion.kind, LocalIdentity(info) != identity {
+                let checked = LocalIdentity(info)
+                if case .destination(let identity) = deletion.kind, checked != identity {
                     return "changed since mirror wrote it; kept"
                 }
-                guard unlinkat(directory, name, 0) == 0 else {
-                    return errno == ENOENT ? nil : "delete: \(String(cString: strerror(errno)))"
+                afterFinalCheck?(deletion.path)
+                switch PruneTrash.remove(name, in: directory, path: deletion.path, checked: checked, store: store) {
+                case .deleted, .vanished:
+                    return nil
+                case .restored:
+                    return "replaced by another file after its last check; that file was left in place"
+                case .keptInTrash:
+                    return "replaced by another file after its last check, and its name was taken again since: that file is kept in \(PruneTrash.trashPath(of: deletion.path))"
+                case .failed(let why):
+                    return why
                 }
-                return nil
             }
             return result ?? nil
         } catch {

@@ -1,12 +1,13 @@
 import Glibc
 
-/// The run lock, `ROOT/.mirror/lock`: an exclusive `flock(2)` held for a whole sync, so two
-/// runs never work on the same root at once. The kernel drops the lock when its holder exits,
+/// The run lock, `lock` in the state directory (`ROOT/.mirror`, or `state_dir`; see
+/// `StateDirectory`): an exclusive `flock(2)` held for a whole sync, so two runs never work on
+/// the same root at once. The kernel drops the lock when its holder exits,
 /// however it exits, so a killed run never leaves a stale lock. The file holds the holder's pid
 /// for the message the next run prints.
 ///
-/// A shard (`--shard K/N`) holds `ROOT/.mirror/lock` shared instead, and its own
-/// `ROOT/.mirror/lock.shard-K-of-N` exclusively: shards never block each other, the same
+/// A shard (`--shard K/N`) holds `lock` shared instead, and its own `lock.shard-K-of-N`
+/// exclusively: shards never block each other, the same
 /// shard never runs twice at once, and an unsharded run waits for every shard (and they for it).
 public final class RunLock: Sendable {
     private let fds: [Int32]
@@ -28,31 +29,30 @@ public final class RunLock: Sendable {
 
     static let fileName = "lock"
 
-    public static func location(root: String, shard: ShardSelection? = nil) -> String {
-        RootDirectory.statePath(root: root, name(shard: shard))
-    }
-
     /// `lock`, or `lock.shard-K-of-N`.
     static func name(shard: ShardSelection?) -> String {
         shard.map { fileName + "." + $0.fileNamePart } ?? fileName
     }
 
-    /// Takes the lock, waiting up to `wait` (nil or zero: not at all) for another run to end.
+    /// Takes the lock of `root` (in `ROOT/.mirror`, or in `stateDirectory` when given),
+    /// waiting up to `wait` (nil or zero: not at all) for another run to end.
     public static func acquire(
-        root: String, shard: ShardSelection? = nil, balance: ShardBalance = .hash, wait: Duration? = nil
+        root: String, stateDirectory: String? = nil, shard: ShardSelection? = nil, balance: ShardBalance = .hash,
+        wait: Duration? = nil
     ) async throws(RunLockError) -> RunLock {
-        try await acquire(in: RootDirectory(path: root), shard: shard, balance: balance, wait: wait)
+        try await acquire(
+            in: StateDirectory(root: RootDirectory(path: root), separate: stateDirectory), shard: shard, balance: balance, wait: wait)
     }
 
-    /// The same, in a root the run has opened already: the lock, the store and the files are
-    /// then all in the one directory it opened, whatever is renamed meanwhile.
+    /// The same, in a state directory the run has opened already: the lock and the store are
+    /// then both in the one directory it opened, whatever is renamed meanwhile.
     ///
     /// A shard also joins the root's layout (`lock.layout`): the shard count and `balance`
     /// that every shard running in the root shares. Shards of another layout would work on the
     /// same files under other locks and stores, so while any shard runs, one of another layout
     /// is refused (`otherLayout`).
     static func acquire(
-        in root: RootDirectory, shard: ShardSelection? = nil, balance: ShardBalance = .hash, wait: Duration? = nil
+        in root: StateDirectory, shard: ShardSelection? = nil, balance: ShardBalance = .hash, wait: Duration? = nil
     ) async throws(RunLockError) -> RunLock {
         let deadline = ContinuousClock.now + (wait ?? .zero)
         let main = try await lock(fileName, in: root, shared: shard != nil, until: deadline, waited: wait)
@@ -60,7 +60,7 @@ public final class RunLock: Sendable {
             let text = Array("\(getpid())\n".utf8)
             _ = ftruncate(main, 0)
             _ = text.withUnsafeBytes { pwrite(main, $0.baseAddress, $0.count, 0) }
-            return RunLock(fds: [main], path: location(root: root.path))
+            return RunLock(fds: [main], path: root.file(fileName))
         }
         var held = [main]
         do {
@@ -69,7 +69,7 @@ public final class RunLock: Sendable {
             let text = Array("\(getpid())\n".utf8)
             _ = ftruncate(own, 0)
             _ = text.withUnsafeBytes { pwrite(own, $0.baseAddress, $0.count, 0) }
-            return RunLock(fds: held + [own], path: location(root: root.path, shard: shard))
+            return RunLock(fds: held + [own], path: root.file(name(shard: shard)))
         } catch {
             for fd in held.reversed() {
                 flock(fd, LOCK_UN)
@@ -87,7 +87,7 @@ public final class RunLock: Sendable {
     /// then written into it) or when the shards holding it share `layout`. Decided under
     /// `lock.layouts`, held only meanwhile, so two layouts never both get in.
     private static func joinLayout(
-        _ layout: String, in root: RootDirectory, until deadline: ContinuousClock.Instant, waited wait: Duration?
+        _ layout: String, in root: StateDirectory, until deadline: ContinuousClock.Instant, waited wait: Duration?
     ) async throws(RunLockError) -> Int32 {
         // Held only while one shard joins, so always waited for (shards started together meet
         // here), whatever `--wait-lock` says.
@@ -98,8 +98,8 @@ public final class RunLock: Sendable {
             close(guardian)
         }
         let name = fileName + ".layout"
-        let path = root.statePath(name)
-        let fd = try openLockFile(name, root: root, path: path)
+        let path = root.file(name)
+        let fd = try openLockFile(name, in: root, path: path)
         if flock(fd, LOCK_EX | LOCK_NB) == 0 {
             // No shard runs: this run's layout is the root's now. (From exclusive to shared,
             // under `lock.layouts`: no one can come between.)
@@ -119,20 +119,20 @@ public final class RunLock: Sendable {
         return fd
     }
 
-    /// `ROOT/.mirror/lock.pins`, held exclusively while `mirror lock --shard` rewrites the
-    /// manifest shared by every shard, for up to `wait`: each shard's pins are added to what
-    /// the others wrote, never over it.
-    public static func acquirePinWriting(root: String, wait: Duration = .seconds(600)) async throws(RunLockError) -> RunLock {
-        let directory = RootDirectory(path: root)
+    /// `lock.pins` in the state directory of `manifest`, held exclusively while `mirror lock
+    /// --shard` rewrites the manifest shared by every shard, for up to `wait`: each shard's pins
+    /// are added to what the others wrote, never over it.
+    public static func acquirePinWriting(for manifest: Manifest, wait: Duration = .seconds(600)) async throws(RunLockError) -> RunLock {
+        let directory = StateDirectory(for: manifest)
         let name = fileName + ".pins"
         let fd = try await lock(name, in: directory, shared: false, until: ContinuousClock.now + wait, waited: wait)
-        return RunLock(fds: [fd], path: RootDirectory.statePath(root: root, name))
+        return RunLock(fds: [fd], path: directory.file(name))
     }
 
-    /// Opens `name` under `ROOT/.mirror` and `flock`s it, polling until `deadline`.
-    private static func lock(_ name: String, in root: RootDirectory, shared: Bool, until deadline: ContinuousClock.Instant, waited wait: Duration?) async throws(RunLockError) -> Int32 {
-        let path = root.statePath(name)
-        let fd = try openLockFile(name, root: root, path: path)
+    /// Opens `name` in the state directory and `flock`s it, polling until `deadline`.
+    private static func lock(_ name: String, in root: StateDirectory, shared: Bool, until deadline: ContinuousClock.Instant, waited wait: Duration?) async throws(RunLockError) -> Int32 {
+        let path = root.file(name)
+        let fd = try openLockFile(name, in: root, path: path)
         while flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0 {
             let error = errno
             guard error == EWOULDBLOCK || error == EINTR else {
@@ -173,12 +173,12 @@ public final class RunLock: Sendable {
         return Int32(text)
     }
 
-    /// Opens (creating it and `ROOT/.mirror` if needed) the lock file, through the root's
-    /// descriptor: a symbolic link at `.mirror` or at the lock file is refused.
-    private static func openLockFile(_ name: String, root: RootDirectory, path: String) throws(RunLockError) -> Int32 {
+    /// Opens (creating it and the state directory if needed) the lock file, through the state
+    /// directory's descriptor: a symbolic link at `ROOT/.mirror` or at the lock file is refused.
+    private static func openLockFile(_ name: String, in root: StateDirectory, path: String) throws(RunLockError) -> Int32 {
         let opened: Int32?
         do {
-            opened = try root.withStateDirectory(create: true) { directory throws(TransferFailure) in
+            opened = try root.withDescriptor(create: true) { directory throws(TransferFailure) in
                 let fd = openat(directory, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
                 if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
                 return fd
@@ -199,7 +199,8 @@ public enum RunLockError: Error, Sendable, CustomStringConvertible {
     /// Another run holds the lock (still, after `waited`, when the caller waited for it).
     case held(path: String, pid: Int32?, waited: Duration?)
     case unusable(path: String, errno: Int32)
-    /// `ROOT/.mirror` or the lock file is not what mirror may use (a symbolic link).
+    /// The state directory or the lock file is not what mirror may use (a symbolic link at
+    /// `ROOT/.mirror`, a `state_dir` inside the root or beside a `ROOT/.mirror`).
     case refused(String)
     /// The wait for the lock was interrupted.
     case cancelled

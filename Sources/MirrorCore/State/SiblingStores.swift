@@ -10,12 +10,12 @@ import Glibc
 ///   hold other entries, and are being written while it runs.
 struct SiblingStores: Sendable {
     var stores: [StateStore] = []
-    var problems: [String] = []
+    var problems: [StateStoreProblem] = []
 
-    static func open(in root: RootDirectory, besides shard: ShardSelection?) -> SiblingStores {
+    static func open(in directory: StateDirectory, besides shard: ShardSelection?) -> SiblingStores {
         var siblings = SiblingStores()
-        for name in names(in: root, besides: shard) {
-            let opening = StateStore.open(in: root, mode: .readOnly, name: name)
+        for name in names(in: directory, besides: shard) {
+            let opening = StateStore.open(in: directory, mode: .readOnly, name: name)
             if let store = opening.store { siblings.stores.append(store) }
             if let problem = opening.problem { siblings.problems.append(problem) }
         }
@@ -31,10 +31,12 @@ struct SiblingStores: Sendable {
     }
 
     /// The names of the stores to read, sorted.
-    static func names(in root: RootDirectory, besides shard: ShardSelection?) -> [String] {
+    static func names(in stateDirectory: StateDirectory, besides shard: ShardSelection?) -> [String] {
         if shard != nil { return [StateStore.fileName] }
-        let listed = try? root.withStateDirectory(create: false) { directory throws(TransferFailure) -> [String] in
-            let copy = dup(directory)
+        let listed = try? stateDirectory.withDescriptor(create: false) { directory throws(TransferFailure) -> [String] in
+            // An open file of its own: a dup would share the held descriptor's read position, and
+            // every listing after the first would start at the end.
+            let copy = openat(directory, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
             guard copy >= 0, let stream = fdopendir(copy) else {
                 if copy >= 0 { Glibc.close(copy) }
                 return []

@@ -2,17 +2,20 @@ import CSQLite
 import Glibc
 import Synchronization
 
-/// The state store, `ROOT/.mirror/state.sqlite`: per destination, the validators and hash of
-/// the version on disk and the local file it was verified as, and the validators a partial
-/// download was started from.
+/// The state store, `state.sqlite` in the state directory (`ROOT/.mirror`, or `state_dir`):
+/// per destination, the validators and hash of the version on disk and the local file it was
+/// verified as, and the validators a partial download was started from.
 ///
 /// It is a cache. Losing it loses no data: `mirror` then decides by size, as with no store.
-/// A store that cannot be opened or read is replaced (read-write) or ignored (read-only), and
-/// the reason is returned for `-v` to show; a failed write is reported the same way and never
-/// fails an entry.
+/// A store that SQLite finds damaged (not a database, corrupt) is replaced (read-write) or
+/// ignored (read-only); one that cannot be opened for any other reason (permissions, a full
+/// disk, a newer schema) is left as it is and not used. Either way the opening returns a
+/// `StateStoreProblem` that concerns the whole run, for the CLI to say at the default verbosity.
+/// A failed read or write of one record is reported the same way and never fails an entry.
 public final class StateStore: Sendable {
     public enum Mode: Sendable {
-        /// For `sync`: creates `ROOT/.mirror/` and the store if missing; replaces a corrupt one.
+        /// For `sync`: creates the state directory and the store if missing; replaces a
+        /// damaged one.
         case readWrite
         /// For `plan` and `verify`: opens an existing store without writing anything, not even
         /// SQLite's lock files; a missing store is not created.
@@ -22,12 +25,13 @@ public final class StateStore: Sendable {
     /// The result of `open`: the store, if one could be used, and what went wrong otherwise.
     public struct Opening: Sendable {
         public var store: StateStore?
-        public var problem: String?
+        public var problem: StateStoreProblem?
     }
 
     public static let schemaVersion: Int32 = 1
     static let fileName = "state.sqlite"
 
+    /// The store's path, for messages.
     public let path: String
     private let connection: Mutex<Connection>
 
@@ -36,64 +40,88 @@ public final class StateStore: Sendable {
         self.connection = Mutex(connection)
     }
 
-    public static func location(root: String, shard: ShardSelection? = nil) -> String {
-        RootDirectory.statePath(root: root, name(shard: shard))
-    }
-
     /// `state.sqlite`, or `state.shard-K-of-N.sqlite`: each shard writes a store of its own,
     /// so no SQLite file is ever written by two machines.
     static func name(shard: ShardSelection?) -> String {
         shard.map { "state.\($0.fileNamePart).sqlite" } ?? fileName
     }
 
-    public static func open(root: String, mode: Mode, shard: ShardSelection? = nil) -> Opening {
-        open(in: RootDirectory(path: root), mode: mode, shard: shard)
+    /// Opens the store of `root` (in `ROOT/.mirror`, or in `stateDirectory` when given).
+    public static func open(root: String, stateDirectory: String? = nil, mode: Mode, shard: ShardSelection? = nil) -> Opening {
+        open(in: StateDirectory(root: RootDirectory(path: root), separate: stateDirectory), mode: mode, shard: shard)
     }
 
-    /// The same, in a root the run has opened already (see `RunLock.acquire(in:wait:)`).
-    static func open(in rootDirectory: RootDirectory, mode: Mode, shard: ShardSelection? = nil) -> Opening {
-        open(in: rootDirectory, mode: mode, name: name(shard: shard))
+    /// The same, in a state directory the run has opened already (see `RunLock.acquire(in:wait:)`).
+    static func open(in directory: StateDirectory, mode: Mode, shard: ShardSelection? = nil) -> Opening {
+        open(in: directory, mode: mode, name: name(shard: shard))
     }
 
-    /// Opens the store file `name` under `ROOT/.mirror/`.
-    static func open(in rootDirectory: RootDirectory, mode: Mode, name fileName: String) -> Opening {
-        let path = rootDirectory.statePath(fileName)
-        // SQLite opens the store by its path: `.mirror` is checked through the root's
-        // descriptor first, so that a symbolic link there is refused rather than followed.
-        let directory: Void?
+    /// Opens the store file `name` in the state directory, by a name its descriptor vouches
+    /// for (see `DescriptorVFS`). The store keeps a descriptor of the directory of its own.
+    static func open(in directory: StateDirectory, mode: Mode, name fileName: String) -> Opening {
+        let path = directory.file(fileName)
+        func notOpened(_ why: String) -> Opening {
+            // The store is opened through /proc/self/fd (see `DescriptorVFS`).
+            let hint = access("/proc/self/fd", X_OK) == 0 ? "" : "; /proc is not mounted, and mirror opens the store through /proc/self/fd"
+            return Opening(store: nil, problem: StateStoreProblem(.notOpened, "state store \(path) cannot be used (\(why)\(hint)); it is left as it is, and this run decides by size"))
+        }
+        let held: Int32?
         do {
-            directory = try rootDirectory.withStateDirectory(create: mode == .readWrite) { _ in }
+            held = try directory.withDescriptor(create: mode == .readWrite) { fd throws(TransferFailure) in
+                let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+                if copy < 0 { throw .localIO(path: directory.path, operation: "open", errno: errno) }
+                return copy
+            }
         } catch {
-            return Opening(store: nil, problem: "\(error); deciding by size")
+            return notOpened("\(error)")
+        }
+        // No state directory: nothing recorded yet (read-only).
+        guard let held else { return Opening(store: nil, problem: nil) }
+        guard DescriptorVFS.isRegistered else {
+            Glibc.close(held)
+            return notOpened("SQLite's unix VFS is missing")
         }
         switch mode {
         case .readOnly:
-            if directory == nil || access(path, F_OK) != 0 { return Opening(store: nil, problem: nil) }
+            var info = stat()
+            guard fstatat(held, fileName, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+                let code = errno
+                Glibc.close(held)
+                return code == ENOENT ? Opening(store: nil, problem: nil) : notOpened(String(cString: strerror(code)))
+            }
             // A run that was killed leaves its last records in the write-ahead log; only then
             // is the log read (through SQLite's existing shared-memory file).
             var log = stat()
-            let logHasRecords = stat(path + "-wal", &log) == 0 && log.st_size > 0
+            let logHasRecords = fstatat(held, fileName + "-wal", &log, AT_SYMLINK_NOFOLLOW) == 0 && log.st_size > 0
             do {
-                let connection = try Connection(path: path, readOnly: true, immutable: !logHasRecords)
+                let connection = try Connection(directory: held, name: fileName, readOnly: true, immutable: !logHasRecords)
                 return Opening(store: StateStore(path: path, connection: connection), problem: nil)
             } catch {
-                return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
+                Glibc.close(held)
+                return notOpened("\(error)")
             }
         case .readWrite:
             do {
-                return Opening(store: StateStore(path: path, connection: try Connection(path: path, readOnly: false, immutable: false)), problem: nil)
+                return Opening(store: StateStore(path: path, connection: try Connection(directory: held, name: fileName, readOnly: false, immutable: false)), problem: nil)
             } catch StoreError.newerSchema(let version) {
-                return Opening(store: nil, problem: "state store \(path) has schema \(version), newer than this mirror's \(schemaVersion); leaving it alone and deciding by size")
+                Glibc.close(held)
+                return notOpened("schema \(version), newer than this mirror's \(schemaVersion)")
             } catch {
-                // A corrupt cache is thrown away and started afresh.
-                _ = try? rootDirectory.withStateDirectory(create: false) { directory in
-                    for suffix in ["", "-wal", "-shm"] { unlinkat(directory, fileName + suffix, 0) }
+                guard error.isDamage else {
+                    var info = stat()
+                    let isLink = fstatat(held, fileName, &info, AT_SYMLINK_NOFOLLOW) == 0 && info.st_mode & S_IFMT == S_IFLNK
+                    Glibc.close(held)
+                    return notOpened(isLink ? "it is a symbolic link, which mirror does not follow" : "\(error)")
                 }
+                // A damaged cache is thrown away and started afresh, and said so.
+                for suffix in ["", "-wal", "-shm"] { unlinkat(held, fileName + suffix, 0) }
                 do {
-                    let fresh = try Connection(path: path, readOnly: false, immutable: false)
-                    return Opening(store: StateStore(path: path, connection: fresh), problem: "state store \(path) was unusable (\(error)); started a new one")
+                    let fresh = try Connection(directory: held, name: fileName, readOnly: false, immutable: false)
+                    return Opening(store: StateStore(path: path, connection: fresh), problem: StateStoreProblem(
+                        .replaced, "state store \(path) was damaged (\(error)); replaced it with a new one, so this run decides by size"))
                 } catch {
-                    return Opening(store: nil, problem: "state store \(path) is unusable (\(error)); deciding by size")
+                    Glibc.close(held)
+                    return notOpened("\(error)")
                 }
             }
         }
@@ -151,6 +179,22 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Notes that the prune is moving the file at `note.path` into its trash (see
+    /// `PruneTrash`), replacing a note of the same path: committed before the move.
+    func noteTrash(_ note: PruneTrash.Note) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.noteTrash(note) }
+    }
+
+    /// Forgets the note of `path`: nothing of it is left in a trash.
+    func forgetTrash(_ path: String) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.forgetTrash(path) }
+    }
+
+    /// Every move into a trash that no prune has finished, by path.
+    func trashNotes() throws(StoreError) -> [PruneTrash.Note] {
+        try connection.withLock { connection throws(StoreError) in try connection.trashNotes() }
+    }
+
     /// Updates the record of `dest` in place; `change` receives nil when there is none.
     public func update(dest: String, url: String, _ change: (inout StateRecord) -> Void) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in
@@ -167,6 +211,14 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case sqlite(code: Int32, message: String)
     case newerSchema(Int32)
 
+    /// Whether SQLite found the file damaged (not a database, or corrupt): only such a store
+    /// is replaced. Every other failure (permissions, I/O, a full disk, a busy lock) says
+    /// nothing against the records in it.
+    var isDamage: Bool {
+        guard case .sqlite(let code, _) = self else { return false }
+        return code & 0xff == SQLITE_CORRUPT || code & 0xff == SQLITE_NOTADB
+    }
+
     public var description: String {
         switch self {
         case .sqlite(let code, let message): return "SQLite error \(code): \(message)"
@@ -178,6 +230,9 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
 /// One SQLite connection and its prepared statements. Used under the store's lock only.
 private final class Connection {
     private let db: OpaquePointer
+    /// The state directory, by whose descriptor SQLite names the store and its `-wal` and
+    /// `-shm` files (see `DescriptorVFS`): open as long as the connection is, closed after it.
+    private let directory: Int32
     private let upsert: OpaquePointer
     /// Every record, read in one pass on first use and kept in step with each write: one
     /// query per run instead of one per entry. Keyed by the dest's bytes, as SQLite compares
@@ -191,15 +246,18 @@ private final class Connection {
 
     private var isOpen = true
 
+    /// Opens the store `name` in the directory open as `directory`, which the connection owns
+    /// once this succeeds (and the caller still does when it throws).
     /// - Parameter immutable: read without any locking or shared memory: nothing is written
     ///   next to a store that `plan` reads.
-    init(path: String, readOnly: Bool, immutable: Bool) throws(StoreError) {
+    init(directory: Int32, name file: String, readOnly: Bool, immutable: Bool) throws(StoreError) {
         var handle: OpaquePointer?
         let flags = readOnly
-            ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
-            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
+            ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX
+            : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let path = DescriptorVFS.path(of: file, in: directory)
         let name = readOnly ? "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?mode=ro") : path
-        let opened = sqlite3_open_v2(name, &handle, flags, nil)
+        let opened = sqlite3_open_v2(name, &handle, flags, DescriptorVFS.name)
         guard let handle else { throw .sqlite(code: opened, message: "cannot open") }
         guard opened == SQLITE_OK else {
             let error = StoreError.sqlite(code: opened, message: String(cString: sqlite3_errmsg(handle)))
@@ -207,6 +265,7 @@ private final class Connection {
             throw error
         }
         db = handle
+        self.directory = directory
         do throws(StoreError) {
             sqlite3_busy_timeout(db, 5000)
             let version = try Self.userVersion(db)
@@ -228,6 +287,13 @@ private final class Connection {
                         """)
                     try Self.execute(db, "PRAGMA user_version=\(StateStore.schemaVersion)")
                 }
+                // Added within schema 1: a mirror that does not know the table leaves it alone.
+                try Self.execute(db, """
+                    CREATE TABLE IF NOT EXISTS \(Self.trashTable) (
+                        path TEXT PRIMARY KEY NOT NULL,
+                        size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL
+                    ) WITHOUT ROWID
+                    """)
             }
             // A quick structural check, so a damaged file is found here and not mid-run.
             try Self.execute(db, "PRAGMA quick_check")
@@ -256,6 +322,7 @@ private final class Connection {
         sqlite3_finalize(upsert)
         sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil)
         sqlite3_close_v2(db)
+        Glibc.close(directory)
     }
 
     private func ensureOpen() throws(StoreError) {
@@ -286,13 +353,52 @@ private final class Connection {
     }
 
     func remove(_ dest: String) throws(StoreError) {
+        try change("DELETE FROM entries WHERE dest = ?1", text: dest)
+        records?[DestKey(dest)] = nil
+    }
+
+    /// Runs the one-statement change `sql` with `text` bound to `?1` and `integers` to the
+    /// parameters after it.
+    private func change(_ sql: String, text: String, _ integers: Int64...) throws(StoreError) {
         try ensureOpen()
-        let statement = try Self.prepare(db, "DELETE FROM entries WHERE dest = ?1")
+        let statement = try Self.prepare(db, sql)
         defer { sqlite3_finalize(statement) }
-        bind(statement, 1, dest)
+        bind(statement, 1, text)
+        for (index, value) in integers.enumerated() { bind(statement, Int32(index + 2), value) }
         let step = sqlite3_step(statement)
         guard step == SQLITE_DONE else { throw failure(step) }
-        records?[DestKey(dest)] = nil
+    }
+
+    /// The notes of a prune's moves into its trash (see `PruneTrash`).
+    private static let trashTable = "prune_trash"
+
+    func noteTrash(_ note: PruneTrash.Note) throws(StoreError) {
+        try change("INSERT OR REPLACE INTO \(Self.trashTable) (path, size, mtime_ns, inode) VALUES (?1, ?2, ?3, ?4)",
+                   text: note.path, note.identity.size, note.identity.modifiedNanoseconds, Int64(bitPattern: note.identity.inode))
+    }
+
+    func forgetTrash(_ path: String) throws(StoreError) {
+        try change("DELETE FROM \(Self.trashTable) WHERE path = ?1", text: path)
+    }
+
+    /// The notes, in path order; none in a store made before the table was (opened read-only).
+    func trashNotes() throws(StoreError) -> [PruneTrash.Note] {
+        try ensureOpen()
+        let exists = try Self.prepare(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '\(Self.trashTable)'")
+        let hasTable = sqlite3_step(exists) == SQLITE_ROW
+        sqlite3_finalize(exists)
+        guard hasTable else { return [] }
+        let select = try Self.prepare(db, "SELECT path, size, mtime_ns, inode FROM \(Self.trashTable) ORDER BY path")
+        defer { sqlite3_finalize(select) }
+        var notes: [PruneTrash.Note] = []
+        while true {
+            let step = sqlite3_step(select)
+            if step == SQLITE_DONE { return notes }
+            guard step == SQLITE_ROW else { throw failure(step) }
+            notes.append(PruneTrash.Note(path: text(select, 0) ?? "", identity: LocalIdentity(
+                size: sqlite3_column_int64(select, 1), modifiedNanoseconds: sqlite3_column_int64(select, 2),
+                inode: UInt64(bitPattern: sqlite3_column_int64(select, 3)))))
+        }
     }
 
     private func rowCount() throws(StoreError) -> Int {

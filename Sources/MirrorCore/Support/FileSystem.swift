@@ -22,6 +22,18 @@ enum FileSystem {
         }
     }
 
+    /// Opens the directory at `path` as the user named it (symbolic links followed), making it
+    /// and its parents first when `create`. Nil when it does not exist and `create` is false.
+    static func openDirectory(_ path: String, create: Bool) throws(TransferFailure) -> Int32? {
+        if create { try makeDirectories(path) }
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT && !create { return nil }
+            throw .localIO(path: path, operation: "open", errno: errno)
+        }
+        return fd
+    }
+
     /// One mkdir: true when the directory was made or was there, false when a parent is missing.
     private static func makeDirectory(_ path: String, durable: Bool) throws(TransferFailure) -> Bool {
         if mkdir(path, 0o777) == 0 {

@@ -79,14 +79,8 @@ public final class RootDirectory: Sendable {
         let path = self.path
         return try descriptor.withLock { (fd: inout Int32?) throws(TransferFailure) -> Int32? in
             if let fd { return fd }
-            if create { try FileSystem.makeDirectories(path) }
-            let opened = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if opened < 0 {
-                if errno == ENOENT && !create { return nil }
-                throw .localIO(path: path, operation: "open", errno: errno)
-            }
-            fd = opened
-            return opened
+            fd = try FileSystem.openDirectory(path, create: create)
+            return fd
         }
     }
 

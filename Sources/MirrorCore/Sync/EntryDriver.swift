@@ -371,7 +371,7 @@ final class EntryDriver: @unchecked Sendable {
                 }
             }
         } catch {
-            runner.emit(.stateStoreProblem("writing \(store.path): \(error)"))
+            runner.emit(.stateStoreProblem(StateStoreProblem(.record, "writing \(store.path): \(error)")))
         }
     }
 

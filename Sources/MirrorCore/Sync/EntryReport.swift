@@ -68,8 +68,11 @@ public enum RunEvent: Sendable {
     /// Attempt `attempt` on the source `url` failed with `failure`; the next starts after `delay`.
     case retrying(dest: String, url: String, failure: TransferFailure, attempt: Int, delay: Duration)
     case fallingBack(dest: String, to: String, after: TransferFailure)
-    /// The state store could not be used; decisions fall back to sizes.
-    case stateStoreProblem(String)
+    /// The state store, or one of its records, could not be used; decisions fall back to sizes.
+    case stateStoreProblem(StateStoreProblem)
+    /// A file an interrupted prune left in a trash: finished by an unsharded sync, reported by
+    /// the other runs.
+    case pruneLeftover(PruneLeftover)
     /// A host (or the connectivity probe) stopped answering; transfers to it wait up to `wait`.
     case waitingForNetwork(host: String, wait: Duration)
     /// A server asked with Retry-After for a pause; every transfer to the host waits it out.

@@ -11,6 +11,8 @@ public final class ManifestRunner: Sendable {
     let probe: RemoteProbe
     /// Every destination is reached through it, without following a symbolic link.
     let rootDirectory: RootDirectory
+    /// Where the run lock and the state stores are: `ROOT/.mirror`, or `state_dir`.
+    let stateDirectory: StateDirectory
     /// Where finished files are hashed to the end, fsync'd and renamed.
     let blocking: BlockingPool
     /// `concurrency` permits for the requests of `sync`.
@@ -39,16 +41,18 @@ public final class ManifestRunner: Sendable {
         })
         let rootDirectory = RootDirectory(path: manifest.root)
         self.rootDirectory = rootDirectory
+        stateDirectory = StateDirectory(root: rootDirectory, separate: manifest.stateDirectory)
     }
 
     /// Decides every entry without changing anything on disk: no files, no directories, not
     /// even the state store (read if present, never written).
     public func plan() async -> [PlannedEntry] {
-        let opening = StateStore.open(in: rootDirectory, mode: .readOnly, shard: manifest.shard)
+        let opening = StateStore.open(in: stateDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
         let siblings = openSiblings()
+        reportPendingLeftovers(in: [store].compactMap { $0 } + siblings.stores)
         // A plan waits for no host: its conditions are never consulted.
         let conditions = HostConditions(gate: ConnectivityGate(wait: .zero), pauses: HostPauses(), probe: nil, proxies: options.proxies)
         let results = await run(.plan, store: store, siblings: siblings, conditions: conditions, width: options.concurrency)
@@ -64,11 +68,11 @@ public final class ManifestRunner: Sendable {
     public func prunePlan() -> PruneOutcome? {
         guard let prune = options.prune else { return nil }
         if let refusal = shardPruneRefusal { return PruneOutcome(plan: PrunePlan(), refusal: refusal) }
-        let opening = StateStore.open(in: rootDirectory, mode: .readOnly, shard: manifest.shard)
+        let opening = StateStore.open(in: stateDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem {
             return PruneOutcome(plan: PrunePlan(), refusal: "the state store cannot be read (\(problem)), so nothing is known to be mirror's; nothing would be deleted")
         }
-        let shardStores = SiblingStores.open(in: rootDirectory, besides: nil)
+        let shardStores = SiblingStores.open(in: stateDirectory, besides: nil)
         defer {
             opening.store?.close()
             shardStores.close()
@@ -99,12 +103,19 @@ public final class ManifestRunner: Sendable {
     /// `sync`, then, when the options ask for it and every entry succeeded, the prune: files
     /// first, deletions last, all under the same run lock.
     public func syncAndPrune() async throws(RunLockError) -> SyncResult {
-        let lock = try await RunLock.acquire(in: rootDirectory, shard: manifest.shard, balance: manifest.shardBalance, wait: options.lockWait)
-        let opening = StateStore.open(in: rootDirectory, mode: .readWrite, shard: manifest.shard)
+        let lock = try await RunLock.acquire(in: stateDirectory, shard: manifest.shard, balance: manifest.shardBalance, wait: options.lockWait)
+        let opening = StateStore.open(in: stateDirectory, mode: .readWrite, shard: manifest.shard)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
         let siblings = openSiblings()
+        if manifest.shard == nil, let store {
+            // Every shard is excluded by this run's lock: what an interrupted prune left is
+            // finished before any entry may want its name.
+            for leftover in PruneTrash.finishLeftovers(in: rootDirectory, store: store) { emit(.pruneLeftover(leftover)) }
+        } else {
+            reportPendingLeftovers(in: siblings.stores)
+        }
         let conditions = HostConditions(
             gate: ConnectivityGate(
                 wait: manifest.connectivity.wait,
@@ -139,7 +150,7 @@ public final class ManifestRunner: Sendable {
             return PruneOutcome(plan: PrunePlan(), refusal: "the state store could not be opened, so nothing is known to be mirror's; nothing was deleted")
         }
         // Every shard is excluded by this run's lock: their stores are written by this run only.
-        let shardStores = SiblingStores.names(in: rootDirectory, besides: nil).map { StateStore.open(in: rootDirectory, mode: .readWrite, name: $0) }
+        let shardStores = SiblingStores.names(in: stateDirectory, besides: nil).map { StateStore.open(in: stateDirectory, mode: .readWrite, name: $0) }
         defer { for opening in shardStores { opening.store?.close() } }
         if let problem = shardStores.compactMap(\.problem).first {
             return PruneOutcome(plan: PrunePlan(), refusal: "a shard's state store cannot be used (\(problem)), so not everything mirror wrote is known; nothing was deleted")
@@ -160,10 +171,15 @@ public final class ManifestRunner: Sendable {
 
     /// The stores of the root's other run layouts, read-only (see `SiblingStores`).
     private func openSiblings() -> SiblingStores {
-        let siblings = SiblingStores.open(in: rootDirectory, besides: manifest.shard)
+        let siblings = SiblingStores.open(in: stateDirectory, besides: manifest.shard)
         for problem in siblings.problems { emit(.stateStoreProblem(problem)) }
         siblings.expect(entries: manifest.entries.count)
         return siblings
+    }
+
+    /// Says what an interrupted prune left in a trash, for the next unsharded sync to finish.
+    func reportPendingLeftovers(in stores: [StateStore]) {
+        for leftover in PruneTrash.pending(in: rootDirectory, stores: stores) { emit(.pruneLeftover(leftover)) }
     }
 
     func emit(_ event: RunEvent) {
@@ -180,7 +196,7 @@ public final class ManifestRunner: Sendable {
             do {
                 own = try store.record(for: entry.dest)
             } catch {
-                emit(.stateStoreProblem("reading \(store.path): \(error); deciding \(entry.dest) by size"))
+                emit(.stateStoreProblem(StateStoreProblem(.record, "reading \(store.path): \(error); deciding \(entry.dest) by size")))
                 unreadable = true
             }
         }

@@ -35,6 +35,7 @@ public struct Verifier: Sendable {
     public let manifest: Manifest
     let options: RunOptions
     let rootDirectory: RootDirectory
+    let stateDirectory: StateDirectory
     /// Hashing blocks in the kernel: on threads of its own, not the cooperative pool.
     let blocking: BlockingPool
 
@@ -42,18 +43,22 @@ public struct Verifier: Sendable {
         self.manifest = manifest
         self.options = options
         rootDirectory = RootDirectory(path: manifest.root)
+        stateDirectory = StateDirectory(root: rootDirectory, separate: manifest.stateDirectory)
         blocking = BlockingPool(limit: options.concurrency)
     }
 
     public func verify(rehash: Bool) async -> [VerifiedEntry] {
-        let opening = StateStore.open(in: rootDirectory, mode: .readOnly, shard: manifest.shard)
+        let opening = StateStore.open(in: stateDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { options.events?(.stateStoreProblem(problem)) }
         let store = opening.store
         store?.expect(entries: manifest.entries.count)
-        let siblings = SiblingStores.open(in: rootDirectory, besides: manifest.shard)
+        let siblings = SiblingStores.open(in: stateDirectory, besides: manifest.shard)
         for problem in siblings.problems { options.events?(.stateStoreProblem(problem)) }
         siblings.expect(entries: manifest.entries.count)
         defer { siblings.close() }
+        for leftover in PruneTrash.pending(in: rootDirectory, stores: [store].compactMap { $0 } + siblings.stores) {
+            options.events?(.pruneLeftover(leftover))
+        }
         return await boundedMap(manifest.entries, width: options.concurrency) { entry in
             await blocking.run { verifyEntry(entry, store: store, siblings: siblings, rehash: rehash) }
         }

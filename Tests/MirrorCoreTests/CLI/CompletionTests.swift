@@ -22,6 +22,7 @@ struct CompletionTests {
         [
             Case(words: ["mirror", command, "man"], offered: "manifest.yaml"),
             Case(words: ["mirror", command, "--root", "mirror-"], offered: "mirror-root", notOffered: "mirror-file.txt"),
+            Case(words: ["mirror", command, "--state-dir", "mirror-"], offered: "mirror-root", notOffered: "mirror-file.txt"),
         ]
     } + [
         Case(words: ["mirror", "sync", "--report", "rep"], offered: "report.json"),

@@ -176,15 +176,16 @@ struct StateTests {
         _ = try await scenario.sync(manifest())
         for suffix in ["-wal", "-shm"] { unlink(scenario.rootPath(".mirror/state.sqlite" + suffix)) }
         try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: scenario.rootPath(".mirror/state.sqlite")))
-        let problems = Mutex<[String]>([])
+        let problems = Mutex<[StateStoreProblem]>([])
         let reports = try await scenario.sync(manifest(), .init(events: { event in
-            if case .stateStoreProblem(let text) = event { problems.withLock { $0.append(text) } }
+            if case .stateStoreProblem(let problem) = event { problems.withLock { $0.append(problem) } }
         }))
 
         #expect(reports[0].outcome == .skipped)
         #expect(local?.fingerprint == Self.v1.fingerprint)
         let said = problems.withLock { $0 }
-        #expect(said.count == 1 && said[0].contains("started a new one"), "\(said)")
+        #expect(said.count == 1 && said[0].kind == .replaced && said[0].concernsTheRun, "\(said)")
+        #expect(said.first?.text.contains("replaced it with a new one") == true, "\(said)")
         // The new store works: the next run reads what this one recorded.
         let record = try scenario.record("f.bin")
         #expect(record?.complete?.validators.etag == "\"v1\"")
