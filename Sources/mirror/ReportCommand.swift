@@ -37,7 +37,7 @@ struct ReportCommand: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Print nothing unless something failed.")
     var quiet = false
 
-    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file, to re-run just them.", valueName: "out"))
+    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file (- is stdout), to re-run just them.", valueName: "out"))
     var failedManifest: String?
 
     func validate() throws {
@@ -73,7 +73,7 @@ struct ReportCommand: ParsableCommand {
         if let failedManifest {
             do {
                 if let text = try merged.failedManifest() {
-                    try AtomicFile.replace(failedManifest, with: text)
+                    try OutputFile(path: failedManifest).write(text)
                     console.notice("mirror: wrote the \(merged.failed.count) failed \(merged.failed.count == 1 ? "entry" : "entries") to \(failedManifest)")
                 } else {
                     console.notice("mirror: no entry failed; \(failedManifest) was not written")

@@ -63,7 +63,7 @@ struct SyncCommand: AsyncParsableCommand {
     var noFsync = false
 
     @Option(name: .long, help: ArgumentHelp(
-        "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit, replacing it atomically.",
+        "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit (a regular file is replaced atomically; - is stdout).",
         valueName: "path"))
     var metricsFile: String?
 
