@@ -139,7 +139,7 @@ struct SyncCommand: AsyncParsableCommand {
     private func writeMetrics(status: ExitStatus, reports: [EntryReport], since startedAt: ContinuousClock.Instant, console: Console) {
         guard let metricsFile else { return }
         let file = MetricsFile(path: metricsFile)
-        let manifest = MetricsLabel.manifestPath(options.manifest)
+        let manifest = ManifestPath.absolute(options.manifest)
         let metrics = RunMetrics(
             manifest: manifest, endedAtMilliseconds: MetricsLabel.nowMilliseconds(),
             lastSuccessMilliseconds: file.lastSuccessMilliseconds(manifest: manifest),
