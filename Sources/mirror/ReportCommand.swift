@@ -15,17 +15,19 @@ struct ReportCommand: ParsableCommand {
             and "summary".
 
             The exit status is the one a single sync of every entry would have ended with: 2 \
-            if a file cannot be read, the files mix layouts (sharded and unsharded, or different \
-            N, or one shard twice), or a run ended with 2; else 143 or 130 if a run was \
-            stopped by a signal; 3 if one could not take its lock; 4 if a host stayed \
-            unreachable; 1 if any entry failed, a prune fell short or a shard's report is \
-            missing; else 0.
+            if a file cannot be read, the files are not of one run (another manifest, root or \
+            version of the manifest; sharded and unsharded, different N or --shard-by, or one \
+            shard twice), or a run ended with 2; else 143 or 130 if a run was stopped by a \
+            signal; 3 if one could not take its lock; 4 if a host stayed unreachable; 1 if any \
+            entry failed, a prune fell short or a shard's report is missing; else 0.
 
-            --failed-manifest OUT writes a manifest (atomically) of just the failed entries: \
-            their url and mirrors as the manifest wrote them (${VAR} unexpanded), dest, sha256 \
-            and size pins, and the runs' root, so `mirror sync OUT` retries exactly them. Other \
-            settings (defaults, headers, retries, timeouts) are not carried over. With no \
-            failed entries, OUT is not written.
+            --failed-manifest OUT writes a manifest of just the failed entries, each as its \
+            manifest wrote it (its own url, mirrors, pins, checksums and headers, ${VAR} \
+            unexpanded), and the runs' root, so `mirror sync OUT` retries exactly them. It \
+            comes from the reports alone: the manifest may have changed since. A password \
+            written literally in a URL is left out and named. Other settings (retries, \
+            timeouts, TLS, hosts) are not carried over. With no failed entries, OUT is not \
+            written.
             """
     )
 
@@ -38,8 +40,7 @@ struct ReportCommand: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Print nothing unless something failed.")
     var quiet = false
 
-    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file, to re-run just them.", valueName: "out"),
-            completion: .file())
+    @Option(name: .long, help: ArgumentHelp("Write a manifest of the failed entries to this file (- is stdout), to re-run just them.", valueName: "out"), completion: .file())
     var failedManifest: String?
 
     func validate() throws {
@@ -75,8 +76,11 @@ struct ReportCommand: ParsableCommand {
         if let failedManifest {
             do {
                 if let text = try merged.failedManifest() {
-                    try AtomicFile.replace(failedManifest, with: text)
+                    try OutputFile(path: failedManifest).write(text)
                     console.notice("mirror: wrote the \(merged.failed.count) failed \(merged.failed.count == 1 ? "entry" : "entries") to \(failedManifest)")
+                    for dest in merged.entriesWithWithheldPasswords {
+                        console.error("mirror: \(failedManifest): \(TerminalText.escaped(dest)): the manifest gave its URL a password, which reports never hold; put it back, or give it as ${VAR} or in ~/.netrc")
+                    }
                 } else {
                     console.notice("mirror: no entry failed; \(failedManifest) was not written")
                 }
@@ -103,6 +107,7 @@ enum ReportJSON {
             .object([
                 ("file", .string(path)),
                 ("manifest", .string(document.manifest)),
+                ("manifest_sha256", .string(document.manifestSHA256)),
                 ("root", .string(document.root)),
                 ("shard", document.shard.map { ReportFile.shardJSON(index: $0.index, count: $0.count, by: $0.balance) } ?? .null),
                 ("exit_status", .int(Int(document.exitStatus))),

@@ -3,16 +3,20 @@ import MirrorCore
 
 /// The file `sync --report` writes and `mirror report` reads: the `sync --json` document plus
 ///
-/// - `mirror_report`: the format's version, 1;
-/// - `manifest`, `root`, `allow_file`: where the run came from (`root` null when the manifest
-///   could not be loaded);
+/// - `mirror_report`: the format's version, 2;
+/// - `manifest`, `manifest_sha256`, `root`, `allow_file`: the manifest's absolute path, the
+///   SHA-256 of its bytes as the run read them, the absolute root (`--root`, else the
+///   manifest's) and `allow_file`; all but `manifest` null when the manifest could not be
+///   loaded. Reports that differ in any of the first three are not one run's;
 /// - `shard`: `{"index": K, "count": N, "by": "hash"|"bytes"}`, or null for an unsharded run;
 /// - `exit_status`: the run's exit status;
-/// - in each entry, `mirrors`, `pinned_sha256` (or `pinned_sha512`), `pinned_size`, `checksums`
-///   and `checksum_name` from the manifest, so a manifest of the failed entries can be written
-///   from the reports alone, pinned as the entries were.
+/// - in each failed entry, `manifest_entry`: the entry as its manifest wrote it
+///   (`ManifestWriter.WrittenEntry`: `url`, `mirrors`, `dest`, `sha256` or `sha512`, `size`,
+///   `checksums`, `checksum_name`, `headers`, `withheld_password`), so that a manifest of the
+///   failed entries can be written from the reports alone, whatever became of the manifest
+///   since; null for the other entries.
 enum ReportFile {
-    static let version = 1
+    static let version = 2
 
     static func encode(status: ExitStatus, reports: [EntryReport], manifest: Manifest?, manifestPath: String, prune: PruneOutcome?) -> String {
         var byDest: [String: Entry] = [:]
@@ -20,7 +24,8 @@ enum ReportFile {
         var document: [(String, JSONValue)] = [
             ("mirror_report", .int(version)),
             ("command", .string("sync")),
-            ("manifest", .string(manifestPath)),
+            ("manifest", .string(ManifestPath.absolute(manifestPath))),
+            ("manifest_sha256", .string(manifest?.contentSHA256)),
             ("root", .string(manifest?.root)),
             ("allow_file", .bool(manifest?.allowFile ?? false)),
             ("shard", manifest.flatMap { manifest in
@@ -29,16 +34,24 @@ enum ReportFile {
             ("exit_status", .int(Int(status.rawValue))),
         ]
         document += SyncJSON.document(reports, prune: prune) { report in
-            let entry = byDest[report.dest]
-            return [
-                ("mirrors", .array((entry?.mirrors ?? []).map { .string($0.display) })),
-                JSONValue.digestField(entry?.digest, prefix: "pinned_"),
-                ("pinned_size", .int(entry?.size)),
-                ("checksums", .string(entry?.settings.checksums?.display)),
-                ("checksum_name", .string(entry?.checksumName)),
-            ]
+            guard report.failed, let entry = byDest[report.dest] else { return [("manifest_entry", .null)] }
+            return [("manifest_entry", writtenEntryJSON(ManifestWriter.WrittenEntry(entry)))]
         }
         return JSONValue.object(document).text
+    }
+
+    static func writtenEntryJSON(_ entry: ManifestWriter.WrittenEntry) -> JSONValue {
+        .object([
+            ("url", .string(entry.url)),
+            ("mirrors", .array(entry.mirrors.map { .string($0) })),
+            ("dest", .string(entry.dest)),
+            JSONValue.digestField(entry.digest),
+            ("size", .int(entry.size)),
+            ("checksums", .string(entry.checksums)),
+            ("checksum_name", .string(entry.checksumName)),
+            ("headers", .array(entry.headers.map { .object([("name", .string($0.name)), ("value", .string($0.value))]) })),
+            ("withheld_password", .bool(entry.withheldPassword)),
+        ])
     }
 
     /// A report's `shard` object, as `mirror report --json` repeats it.
@@ -50,6 +63,7 @@ enum ReportFile {
     struct Document: Decodable {
         var version: Int
         var manifest: String?
+        var manifestSHA256: String?
         var root: String?
         var allowFile: Bool?
         var shard: Shard?
@@ -71,30 +85,52 @@ enum ReportFile {
             var status: String
             var bytesTransferred: Int64?
             var error: String?
-            var mirrors: [String]?
-            var pinnedSha256: String?
-            var pinnedSha512: String?
-            var pinnedSize: Int64?
-            var checksums: String?
-            var checksumName: String?
-
-            /// The pinned digest, whichever algorithm it is of.
-            var pinnedDigest: String? { pinnedSha512 ?? pinnedSha256 }
+            var manifestEntry: WrittenEntry?
 
             enum CodingKeys: String, CodingKey {
-                case dest, url, status, error, mirrors
+                case dest, url, status, error
                 case bytesTransferred = "bytes_transferred"
-                case pinnedSha256 = "pinned_sha256"
-                case pinnedSha512 = "pinned_sha512"
-                case pinnedSize = "pinned_size"
-                case checksums
+                case manifestEntry = "manifest_entry"
+            }
+        }
+
+        /// `manifest_entry`: a failed entry as its manifest wrote it.
+        struct WrittenEntry: Decodable {
+            var url: String
+            var mirrors: [String]?
+            var dest: String
+            var sha256: String?
+            var sha512: String?
+            var size: Int64?
+            var checksums: String?
+            var checksumName: String?
+            var headers: [Header]?
+            var withheldPassword: Bool?
+
+            struct Header: Decodable {
+                var name: String
+                var value: String
+            }
+
+            enum CodingKeys: String, CodingKey {
+                case url, mirrors, dest, sha256, sha512, size, checksums, headers
                 case checksumName = "checksum_name"
+                case withheldPassword = "withheld_password"
+            }
+
+            var written: ManifestWriter.WrittenEntry {
+                ManifestWriter.WrittenEntry(
+                    url: url, mirrors: mirrors ?? [], dest: dest, digest: sha512 ?? sha256, size: size,
+                    checksums: checksums, checksumName: checksumName,
+                    headers: (headers ?? []).map { .init(name: $0.name, value: $0.value) },
+                    withheldPassword: withheldPassword ?? false)
             }
         }
 
         enum CodingKeys: String, CodingKey {
             case version = "mirror_report"
             case manifest, root, shard, entries
+            case manifestSHA256 = "manifest_sha256"
             case allowFile = "allow_file"
             case exitStatus = "exit_status"
         }
@@ -118,6 +154,13 @@ enum ReportFile {
             throw ReadError(path: path, reason: "is not a report written by `mirror sync --report` (\(error))")
         }
         guard document.version == version else {
+            if document.version < version {
+                throw ReadError(path: path, reason: """
+                    is a report of format \(document.version), written by an older mirror: it does not record which \
+                    version of the manifest its run read, nor its failed entries as the manifest wrote them, so it \
+                    cannot be merged safely; run that sync again to write a report of format \(version)
+                    """)
+            }
             throw ReadError(path: path, reason: "is a report of format \(document.version); this mirror reads format \(version)")
         }
         if let shard = document.shard {

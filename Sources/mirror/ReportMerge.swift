@@ -19,6 +19,7 @@ struct ReportMerge {
 
     init(_ reports: [(path: String, document: ReportFile.Document)]) throws(Conflict) {
         self.reports = reports
+        try Self.checkOneRun(reports)
         let sharded = reports.filter { $0.document.shard != nil }
         if !sharded.isEmpty {
             if sharded.count != reports.count {
@@ -55,6 +56,26 @@ struct ReportMerge {
         }
     }
 
+    /// Reports of one run read one manifest, at one version, into one root. What a report
+    /// does not know (its run could not load the manifest) conflicts with nothing.
+    private static func checkOneRun(_ reports: [(path: String, document: ReportFile.Document)]) throws(Conflict) {
+        guard let (firstPath, first) = reports.first else { return }
+        for (path, document) in reports.dropFirst() {
+            if let one = first.manifest, let other = document.manifest, one != other {
+                throw Conflict(description: "\(firstPath) and \(path) are reports of different manifests (\(one) and \(other)); merge the reports of one run")
+            }
+            if let one = first.root, let other = document.root, one != other {
+                throw Conflict(description: "\(firstPath) and \(path) are reports of runs into different roots (\(one) and \(other)); merge the reports of one run")
+            }
+            if let one = first.manifestSHA256, let other = document.manifestSHA256, one != other {
+                throw Conflict(description: """
+                    \(firstPath) and \(path) are reports of runs that read different versions of \(document.manifest ?? "the manifest") \
+                    (SHA-256 \(one.prefix(12))… and \(other.prefix(12))…): it changed between them; run every shard of one version
+                    """)
+            }
+        }
+    }
+
     /// The status `sync` would have ended with had it run every report's entries: 2 when a
     /// run ended with a usage or manifest error; 143/130 when one was stopped by a signal; 3
     /// when one could not take its lock; 4 when one's host stayed unreachable; 1 when an entry
@@ -70,24 +91,30 @@ struct ReportMerge {
         return .success
     }
 
-    /// The failed entries as a manifest to re-run, or why there can be none.
+    /// The failed entries as a manifest to re-run, each as its manifest wrote it, or nil when
+    /// none failed.
     func failedManifest() throws(Conflict) -> String? {
         guard !failed.isEmpty else { return nil }
-        let roots = Set(failed.map { $0.report.root })
-        guard roots.count == 1, let root = roots.first! else {
-            let named = roots.map { $0 ?? "(none)" }.sorted().joined(separator: ", ")
-            throw Conflict(description: "--failed-manifest: the failed entries come from runs with different roots (\(named)); merge the reports of one root")
+        // The reports share their root (`checkOneRun`), and a report with entries has one.
+        guard let root = failed.lazy.compactMap(\.report.root).first else {
+            throw Conflict(description: "--failed-manifest: the reports of the failed entries name no root")
         }
-        let entries = failed.map { item in
-            ManifestWriter.WrittenEntry(
-                url: item.entry.url, mirrors: item.entry.mirrors ?? [], dest: item.entry.dest,
-                digest: item.entry.pinnedDigest, size: item.entry.pinnedSize,
-                checksums: item.entry.checksums, checksumName: item.entry.checksumName)
+        var entries: [ManifestWriter.WrittenEntry] = []
+        for (_, entry) in failed {
+            guard let written = entry.manifestEntry else {
+                throw Conflict(description: "--failed-manifest: the report of the failed entry \(entry.dest) does not say how the manifest wrote it")
+            }
+            entries.append(written.written)
         }
         let allowFile = failed.contains { $0.report.allowFile ?? false }
         let sources = Set(failed.compactMap(\.report.manifest)).sorted().joined(separator: ", ")
         return ManifestWriter.text(
             root: root, allowFile: allowFile, entries: entries,
             comment: "The \(entries.count) failed \(entries.count == 1 ? "entry" : "entries") of \(sources), written by mirror report.")
+    }
+
+    /// The failed entries whose manifest gave a URL a password, which the reports left out.
+    var entriesWithWithheldPasswords: [String] {
+        failed.compactMap { $0.entry.manifestEntry?.withheldPassword == true ? $0.entry.dest : nil }
     }
 }

@@ -2,10 +2,10 @@ import ArgumentParser
 import MirrorCore
 
 /// `sync --report FILE`: the `--json` document of the run, with what `mirror report` needs to
-/// merge shards and re-run failures, written atomically on every exit.
+/// merge shards and re-run failures, written on every exit through `OutputFile`.
 struct ReportOption: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Write the run's --json result, with its exit status, shard and root, to this file (atomically, on every exit); `mirror report` merges such files.",
+        "Write the run's --json result, with its exit status, shard and root, to this file on every exit (a regular file is replaced atomically; - is stdout); `mirror report` merges such files.",
         valueName: "file"), completion: .file())
     var report: String?
 
@@ -21,7 +21,7 @@ struct ReportOption: ParsableArguments {
         guard let report else { return }
         let text = ReportFile.encode(status: status, reports: reports, manifest: ran.manifest, manifestPath: manifestPath, prune: ran.prune)
         do {
-            try AtomicFile.replace(report, with: text + "\n")
+            try OutputFile(path: report).write(text + "\n")
         } catch {
             console.error("mirror: --report: \(error)")
         }

@@ -73,7 +73,7 @@ struct SyncCommand: AsyncParsableCommand {
     var noFsync = false
 
     @Option(name: .long, help: ArgumentHelp(
-        "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit, replacing it atomically.",
+        "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit (a regular file is replaced atomically; - is stdout).",
         valueName: "path"), completion: .file())
     var metricsFile: String?
 
@@ -150,7 +150,7 @@ struct SyncCommand: AsyncParsableCommand {
     private func writeMetrics(status: ExitStatus, reports: [EntryReport], since startedAt: ContinuousClock.Instant, console: Console) {
         guard let metricsFile else { return }
         let file = MetricsFile(path: metricsFile)
-        let manifest = MetricsLabel.manifestPath(options.manifest)
+        let manifest = ManifestPath.absolute(options.manifest)
         let metrics = RunMetrics(
             manifest: manifest, endedAtMilliseconds: MetricsLabel.nowMilliseconds(),
             lastSuccessMilliseconds: file.lastSuccessMilliseconds(manifest: manifest),

@@ -161,7 +161,9 @@ struct ManifestStreamTests {
         let streamed = Self.loaded(text)
         let fromTree = Self.decodedFromTheTree(text)
         switch (streamed, fromTree) {
-        case (.success(let manifest), .success(let expected)):
+        case (.success(let manifest), .success(var expected)):
+            // The loader also records the SHA-256 of the text it read.
+            expected.contentSHA256 = DigestHasher.hex(of: Array(text.utf8))
             #expect(manifest == expected)
         case (.failure(let error), .failure(let expected)):
             #expect(error.diagnostics == expected.diagnostics)
@@ -178,6 +180,7 @@ struct ManifestStreamTests {
         try Self.write("version: 1\nfiles:\n  - url: http://h/a\ndefaults:\n  retries: 1\n", to: path)
         let manifest = try ManifestLoader.load(path: path, environment: [:])
         #expect(manifest.entries.map(\.settings.retries) == [1])
+        #expect(manifest.contentSHA256 == DigestHasher.hex(of: Array("version: 1\nfiles:\n  - url: http://h/a\ndefaults:\n  retries: 1\n".utf8)))
     }
 
     /// A pipe cannot be read twice: it is read whole first, as before.
@@ -193,6 +196,7 @@ struct ManifestStreamTests {
         writer.start()
         let manifest = try ManifestLoader.load(path: path, environment: [:])
         #expect(manifest.entries.map(\.settings.retries) == [1])
+        #expect(manifest.contentSHA256 == DigestHasher.hex(of: Array("version: 1\nfiles:\n  - url: http://h/a\ndefaults:\n  retries: 1\n".utf8)))
     }
 
     @Test func aManifestFileOverTheLimitIsRefusedBeforeItIsRead() throws {

@@ -69,23 +69,23 @@ private func parse(
     #expect(manifest.concurrency == 8)
     #expect(manifest.allowFile)
     #expect(manifest.connectivity == ConnectivitySettings(
-        probe: RemoteURL(string: "https://mirror.example.net/ping", display: "https://${MIRROR_HOST}/ping"),
+        probe: RemoteURL(string: "https://mirror.example.net/ping", written: "https://${MIRROR_HOST}/ping"),
         wait: .seconds(120)))
     try #require(manifest.entries.count == 3)
 
     let first = manifest.entries[0]
-    #expect(first.url == RemoteURL(string: "https://example.org/data/a%20b.tar.gz", display: "https://example.org/data/a%20b.tar.gz"))
+    #expect(first.url == RemoteURL(string: "https://example.org/data/a%20b.tar.gz", written: "https://example.org/data/a%20b.tar.gz"))
     #expect(first.dest == "a b.tar.gz")
     #expect(first.digest == "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
     #expect(first.size == 1_048_576)
     #expect(first.mirrors == [
-        RemoteURL(string: "https://mirror.example.net/a.tar.gz", display: "https://${MIRROR_HOST}/a.tar.gz"),
-        RemoteURL(string: "ftp://user:pw@ftp.example.org/a.tar.gz", display: "ftp://***@ftp.example.org/a.tar.gz"),
+        RemoteURL(string: "https://mirror.example.net/a.tar.gz", written: "https://${MIRROR_HOST}/a.tar.gz"),
+        RemoteURL(string: "ftp://user:pw@ftp.example.org/a.tar.gz", written: "ftp://user:pw@ftp.example.org/a.tar.gz"),
     ])
     #expect(first.settings == TransferSettings(
         retries: 3, timeout: .seconds(90),
         headers: [
-            HTTPHeader(name: "Authorization", value: "Bearer s3cret-token"),
+            HTTPHeader(name: "Authorization", value: "Bearer s3cret-token", written: "Bearer ${ASSET_TOKEN}"),
             HTTPHeader(name: "X-Client", value: "mirror"),
         ],
         insecure: false, maxSize: 5 << 20, ftpTLS: .try))
@@ -94,6 +94,7 @@ private func parse(
     let second = manifest.entries[1]
     #expect(second.url.string == "https://u:s3cret-token@example.org/b?x=$1&y=")
     #expect(second.url.display == "https://***@example.org/b?x=$$1&y=${EMPTY}")
+    #expect(second.url.written == "https://u:${ASSET_TOKEN}@example.org/b?x=$$1&y=${EMPTY}")
     #expect(second.dest == "sub/b.bin")
     #expect(second.digest == nil)
     #expect(second.size == nil)
@@ -101,9 +102,9 @@ private func parse(
     #expect(second.settings == TransferSettings(
         retries: 0, timeout: .milliseconds(500),
         headers: [
-            HTTPHeader(name: "authorization", value: "Token s3cret-token"),
+            HTTPHeader(name: "authorization", value: "Token s3cret-token", written: "Token ${ASSET_TOKEN}"),
             HTTPHeader(name: "X-Client", value: "mirror"),
-            HTTPHeader(name: "X-Extra", value: ""),
+            HTTPHeader(name: "X-Extra", value: "", written: "${EMPTY}"),
         ],
         insecure: true, maxSize: 1_000_000_000, ftpTLS: .required).with {
             $0.rateLimit = RateLimit(bytesPerSecond: 2 << 20, description: "2MiB/s")
@@ -213,7 +214,7 @@ func rootIsResolved(baseDirectory: String, rootOverride: String?, expected: Stri
         files:
           - url: https://example.org/a
         """)
-    #expect(manifest.entries[0].settings.headers == [HTTPHeader(name: "X-Price", value: "$5 ${not-a-name} $HOME s3cret-token")])
+    #expect(manifest.entries[0].settings.headers == [HTTPHeader(name: "X-Price", value: "$5 ${not-a-name} $HOME s3cret-token", written: "$5 ${not-a-name} $$HOME ${ASSET_TOKEN}")])
 }
 
 @Test func secretsNeverReachDescriptions() throws {

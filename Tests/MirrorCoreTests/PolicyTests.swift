@@ -199,11 +199,11 @@ struct HostKeyTests {
         ("https://exa.org/a", "https://exa\u{301}.org/é", "<host>:443"),
     ])
     func hostOfAManifestURL(_ string: String, _ display: String, _ description: String) throws {
-        let key = try #require(HostKey(RemoteURL(string: string, display: display)))
+        let key = try #require(HostKey(RemoteURL(string: string, written: display)))
         #expect(key.description == description)
     }
 
     @Test func aURLWithoutHostHasNoKey() {
-        #expect(HostKey(RemoteURL(string: "file:///etc/hosts", display: "file:///etc/hosts")) == nil)
+        #expect(HostKey(RemoteURL(string: "file:///etc/hosts", written: "file:///etc/hosts")) == nil)
     }
 }

@@ -64,7 +64,7 @@ struct ProxyEnvironmentTests {
 
 /// What the connectivity check connects to: the proxy in use, else the probe, else the host.
 struct ConnectivityTargetTests {
-    static func url(_ text: String) -> RemoteURL { RemoteURL(string: text, display: text) }
+    static func url(_ text: String) -> RemoteURL { RemoteURL(string: text, written: text) }
 
     @Test func aProxyInUseIsTheTarget() throws {
         let proxies = ProxyEnvironment(["https_proxy": "http://127.0.0.1:3128"])

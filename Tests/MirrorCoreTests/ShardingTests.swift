@@ -7,7 +7,7 @@ import Testing
 struct ShardingTests {
     static func entry(_ dest: String, size: Int64? = nil) -> Entry {
         let url = "http://127.0.0.1:1/" + dest
-        return Entry(url: RemoteURL(string: url, display: url), dest: dest, size: size,
+        return Entry(url: RemoteURL(string: url, written: url), dest: dest, size: size,
                      location: SourceLocation(file: "m.yaml", line: 1, column: 1))
     }
 

@@ -156,21 +156,12 @@ extension ManifestPinWriter {
         let path = try resolvedPath(of: manifest)
         let bytes = try checkedPinnedText(
             try ManifestLoader.readFile(at: path), manifest: manifest, pins: pins, environment: environment)
-        let directory = LexicalPath.directory(of: path)
-        var info = stat()
-        let exists = stat(path, &info) == 0
         do {
-            // Its own temporary name: another `mirror lock` of the same file (of another root)
-            // may be writing too.
-            try AtomicFile.replace(
-                path, with: bytes, temporary: path + ".mirror-lock.\(getpid()).tmp",
-                mode: exists ? info.st_mode & 0o7777 : 0o644, owner: exists ? (info.st_uid, info.st_gid) : nil)
+            // Only a regular file is replaced, keeping its permissions and owner.
+            try OutputFile(path: path, accepts: .regularFile).write(bytes)
         } catch {
             throw failure("cannot replace the manifest: \(error)")
         }
-        // The manifest is in place by now; a directory that cannot be fsync'd is not a reason
-        // to report the pins unwritten.
-        _ = FileSystem.syncDirectory(directory)
     }
 
     /// The file the manifest's path names, through any symlinks.

@@ -16,6 +16,7 @@ enum PinnedManifestCheck {
         }
         var expected = manifest
         expected.path = reloaded.path
+        expected.contentSHA256 = reloaded.contentSHA256
         expected.entries = []
         var topLevel = reloaded
         topLevel.entries = []

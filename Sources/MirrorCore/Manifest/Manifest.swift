@@ -30,6 +30,9 @@ public struct Manifest: Sendable, Equatable {
     public var shardBalance = ShardBalance.hash
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
+    /// SHA-256 of the manifest's bytes as they were loaded (lowercase hex): a report names the
+    /// version of the manifest its run read.
+    public var contentSHA256 = ""
     /// Where relative paths were resolved from: the manifest's own directory (`root`,
     /// `ca_file`) and the working directory (`--root`, the CA variables). `mirror lock` reloads
     /// its pinned text from the same places.
@@ -208,11 +211,17 @@ public struct TransferSettings: Sendable, Equatable {
 /// A request header from the manifest. The value is kept out of `description`.
 public struct HTTPHeader: Sendable, Equatable, CustomStringConvertible {
     public var name: String
+    /// The value with `${VAR}` references expanded. May hold secrets: use only for requests.
     public var value: String
+    /// The value as the manifest wrote it (`${VAR}` unexpanded), for writing a manifest back;
+    /// never printed.
+    public var written: String
 
-    public init(name: String, value: String) {
+    /// - Parameter written: the manifest's text of the value; `value` when nil.
+    public init(name: String, value: String, written: String? = nil) {
         self.name = name
         self.value = value
+        self.written = written ?? value
     }
 
     public var description: String { "\(name): <redacted>" }
@@ -264,18 +273,24 @@ public struct Entry: Sendable, Equatable {
 public struct RemoteURL: Sendable, Hashable, CustomStringConvertible {
     /// The URL with `${VAR}` references expanded. May hold secrets: use only for requests.
     public var string: String
-    /// The URL as the manifest wrote it (`${VAR}` unexpanded) with any userinfo replaced by
-    /// `***`. Safe for output, logs, JSON and the state store.
-    public var display: String
+    /// The URL exactly as the manifest wrote it (`${VAR}` unexpanded). Holds a user name or
+    /// password written in it: never print it; it is only for writing a manifest back
+    /// (`ManifestWriter.WrittenEntry`).
+    public var written: String
     /// The netrc login for this URL's host, sent with requests to this URL and to redirects
     /// that keep its scheme, host and port. A secret: use only for requests.
     public var login: NetrcLogin?
 
-    public init(string: String, display: String, login: NetrcLogin? = nil) {
+    /// - Parameter written: the manifest's text of the URL; `string` when nil.
+    public init(string: String, written: String? = nil, login: NetrcLogin? = nil) {
         self.string = string
-        self.display = display
+        self.written = written ?? string
         self.login = login
     }
+
+    /// The URL as the manifest wrote it (`${VAR}` unexpanded) with any userinfo replaced by
+    /// `***`. Safe for output, logs, JSON and the state store.
+    public var display: String { RemoteURL.redactingUserinfo(in: written) }
 
     public var description: String { display }
 }

@@ -212,7 +212,7 @@ extension ManifestDecoder {
                 report(error, at: valueNode, key: path)
                 continue
             }
-            headers.append(HTTPHeader(name: name, value: value.text))
+            headers.append(HTTPHeader(name: name, value: value.text, written: raw))
         }
         return diagnostics.count == countBefore ? headers : nil
     }
@@ -243,7 +243,7 @@ extension ManifestDecoder {
         do {
             let components = try URLRules.check(
                 expansion.text, display: display, variables: expansion.referenced, role: role)
-            let remote = RemoteURL(string: expansion.text, display: display, login: netrcLogin(for: components, role: role))
+            let remote = RemoteURL(string: expansion.text, written: raw, login: netrcLogin(for: components, role: role))
             return (remote, components)
         } catch {
             report(error, at: node, key: key)

@@ -114,12 +114,34 @@ public enum ManifestLoader {
             problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
         }
         var decoder = ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc)
-        let manifest = try ManifestStream.decode(text, into: &decoder)
+        let decoded = try ManifestStream.decode(text, into: &decoder)
         problems += decoder.diagnostics
-        guard let manifest, problems.isEmpty else {
+        guard var manifest = decoded, problems.isEmpty else {
             throw ManifestError(diagnostics: problems.inFileOrder())
         }
+        manifest.contentSHA256 = contentSHA256(of: text)
         return manifest
+    }
+
+    /// SHA-256 of the text: a file's through the descriptor it was decoded from, whose file
+    /// stays the same one however the path is replaced meanwhile (`mirror lock` renames).
+    private static func contentSHA256(of text: ManifestStream.Text) -> String {
+        let hasher = DigestHasher(.sha256)
+        switch text {
+        case .bytes(let bytes):
+            bytes.withUnsafeBytes { hasher.update($0) }
+        case .file(let descriptor, _):
+            var chunk = [UInt8](repeating: 0, count: 64 << 10)
+            var offset: off_t = 0
+            while offset <= off_t(maximumFileSize) {
+                let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { break }
+                chunk.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                offset += off_t(count)
+            }
+        }
+        return hasher.finalize()
     }
 
     /// The bytes of the file at `path`, read with plain POSIX calls so that a failure can name

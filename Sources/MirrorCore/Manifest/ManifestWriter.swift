@@ -2,9 +2,13 @@
 /// the failed entries of several runs.
 ///
 /// Every string is a YAML double-quoted scalar, so no value can change the document's
-/// structure. URLs are written as the source manifest wrote them (`${VAR}` unexpanded, any
-/// userinfo redacted as `***`): secrets stay in the environment and netrc, never in the file.
+/// structure. Values are written as the source manifest wrote them (`${VAR}` unexpanded):
+/// secrets stay in the environment and netrc, never in the file; a password written literally
+/// in a URL is left out (see `WrittenEntry`).
 public enum ManifestWriter {
+    /// An entry as its manifest wrote it, with every setting that a manifest of its own needs
+    /// to fetch and check it as the first run did: `url`, `mirrors`, `dest`, the pins, the
+    /// checksum file and the request headers (the entry's own over `defaults`').
     public struct WrittenEntry: Sendable, Equatable {
         public var url: String
         public var mirrors: [String]
@@ -15,18 +19,52 @@ public enum ManifestWriter {
         /// The checksum file that pins the entry (`checksums:`), as the manifest wrote it.
         public var checksums: String?
         public var checksumName: String?
+        /// Names and values as written, in the order requests send them.
+        public var headers: [Header]
+        /// A password written literally in `url`, a mirror or `checksums` was left out: the
+        /// entry needs it put back (or given by `${VAR}` or netrc) to log in as before.
+        public var withheldPassword: Bool
+
+        public struct Header: Sendable, Equatable {
+            public var name: String
+            public var value: String
+
+            public init(name: String, value: String) {
+                self.name = name
+                self.value = value
+            }
+        }
 
         public init(
             url: String, mirrors: [String] = [], dest: String, digest: String? = nil, size: Int64? = nil,
-            checksums: String? = nil, checksumName: String? = nil
+            checksums: String? = nil, checksumName: String? = nil, headers: [Header] = [], withheldPassword: Bool = false
         ) {
-            self.checksums = checksums
-            self.checksumName = checksumName
             self.url = url
             self.mirrors = mirrors
             self.dest = dest
             self.digest = digest
             self.size = size
+            self.checksums = checksums
+            self.checksumName = checksumName
+            self.headers = headers
+            self.withheldPassword = withheldPassword
+        }
+
+        /// `entry` as its manifest wrote it: `${VAR}` references unexpanded, never a value
+        /// from the environment or netrc; a password written literally in a URL left out.
+        public init(_ entry: Entry) {
+            var withheld = false
+            func written(_ url: RemoteURL) -> String {
+                let kept = RemoteURL.withholdingLiteralPassword(in: url.written)
+                withheld = withheld || kept.withheld
+                return kept.text
+            }
+            self.init(
+                url: written(entry.url), mirrors: entry.mirrors.map(written), dest: entry.dest,
+                digest: entry.digest, size: entry.size, checksums: entry.settings.checksums.map(written),
+                checksumName: entry.checksumName,
+                headers: entry.settings.headers.map { Header(name: $0.name, value: $0.written) })
+            withheldPassword = withheld
         }
     }
 
@@ -42,6 +80,10 @@ public enum ManifestWriter {
         if allowFile { text += "allow_file: true\n" }
         text += "files:\n"
         for entry in entries {
+            if entry.withheldPassword {
+                text += "  # The manifest gave a URL of this entry a password, which reports never hold: put it back,\n"
+                text += "  # or give it as ${VAR} or in ~/.netrc.\n"
+            }
             text += "  - url: \(quoted(entry.url))\n"
             if !entry.mirrors.isEmpty {
                 text += "    mirrors:\n"
@@ -54,6 +96,10 @@ public enum ManifestWriter {
             if let size = entry.size { text += "    size: \(size)\n" }
             if let checksums = entry.checksums { text += "    checksums: \(quoted(checksums))\n" }
             if let name = entry.checksumName { text += "    checksum_name: \(quoted(name))\n" }
+            if !entry.headers.isEmpty {
+                text += "    headers:\n"
+                for header in entry.headers { text += "      \(quoted(header.name)): \(quoted(header.value))\n" }
+            }
         }
         return text
     }

@@ -10,6 +10,19 @@ extension RemoteURL {
         return text[..<userinfo.lowerBound] + "***" + text[userinfo.upperBound...]
     }
 
+    /// `text`, a URL as the manifest wrote it, without a password written literally in its
+    /// userinfo (`https://user:pw@h/` becomes `https://user@h/`), for a file that must hold no
+    /// secret (a report); a password written wholly as `${VAR}` references stays as written.
+    /// `withheld` is true when a password was left out.
+    static func withholdingLiteralPassword(in text: String) -> (text: String, withheld: Bool) {
+        guard let userinfo = userinfoRange(in: text.utf8),
+              let colon = text[userinfo].firstIndex(of: ":") else { return (text, false) }
+        let password = String(text[text.index(after: colon)..<userinfo.upperBound])
+        let expansion = VariableExpansion(expanding: password, environment: [:])
+        if password.isEmpty || (expansion.text.isEmpty && !expansion.referenced.isEmpty) { return (text, false) }
+        return (String(text[..<colon] + text[userinfo.upperBound...]), true)
+    }
+
     /// The userinfo of the URL `text`: from the start of the authority up to its last `@`.
     private static func userinfoRange(in text: String.UTF8View) -> Range<String.Index>? {
         // The scheme is what comes before the first "://", and it may hold none of "/?#@" (a

@@ -1,42 +1,25 @@
 import Glibc
 
-/// Why a file could not be replaced.
-public struct AtomicFileError: Error, Sendable, CustomStringConvertible {
-    public var path: String
-    public var operation: String
-    public var errno: Int32
-
-    public var description: String {
-        "cannot \(operation) \(path): \(String(cString: strerror(errno)))"
-    }
-}
-
-/// Replaces a file so that no reader ever sees part of it: the bytes go to `DIR/.NAME.PID.tmp`,
-/// are fsync'd, then renamed over `DIR/NAME` (used for `--report`, `--failed-manifest` and
-/// `--metrics-file`, whose collector skips the temporary name: it does not end in `.prom`).
-public enum AtomicFile {
-    public static func replace(_ path: String, with text: String) throws(AtomicFileError) {
-        try replace(path, with: Array(text.utf8))
-    }
-
-    /// Writes `bytes` to `temporary` (by default `DIR/.NAME.PID.tmp`), fsyncs it and renames it
-    /// over `path`; on failure the temporary file is removed and `path` is as it was.
+/// Replaces a regular file so that no reader ever sees part of it: the bytes go to a new
+/// `DIR/.NAME.PID.tmp`, are fsync'd, then renamed over `DIR/NAME`, and `DIR` is fsync'd. Only `OutputFile` calls it,
+/// once it has decided that the path is a regular file or nothing yet.
+enum AtomicFile {
+    /// Writes `bytes` to a new temporary file beside `path`, fsyncs it and renames it over
+    /// `path`; on failure the temporary file is removed and `path` is as it was.
     /// - Parameters:
     ///   - mode: the new file's permissions (before the umask unless `owner` is given).
     ///   - owner: the user and group to give it, with `mode` set exactly: a file replaced in
     ///     place keeps them.
     static func replace(
-        _ path: String, with bytes: [UInt8], temporary: String? = nil, mode: mode_t = 0o666, owner: (uid_t, gid_t)? = nil
-    ) throws(AtomicFileError) {
-        let temporary = temporary ?? temporaryPath(for: path)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
-        guard fd >= 0 else { throw AtomicFileError(path: temporary, operation: "create", errno: errno) }
-        var failure: AtomicFileError?
+        _ path: String, with bytes: [UInt8], mode: mode_t = 0o666, owner: (uid_t, gid_t)? = nil
+    ) throws(OutputFileError) {
+        let (temporary, fd) = try createTemporary(for: path, mode: mode)
+        var failure: OutputFileError?
         var offset = 0
         while offset < bytes.count, failure == nil {
             let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
-                if errno != EINTR { failure = AtomicFileError(path: temporary, operation: "write", errno: errno) }
+                if errno != EINTR { failure = OutputFileError(path: temporary, operation: "write", errno: errno) }
             } else {
                 offset += written
             }
@@ -45,22 +28,42 @@ public enum AtomicFile {
             _ = fchmod(fd, mode)
             _ = fchown(fd, owner.0, owner.1)
         }
-        if failure == nil, fsync(fd) != 0 { failure = AtomicFileError(path: temporary, operation: "fsync", errno: errno) }
-        if close(fd) != 0, failure == nil { failure = AtomicFileError(path: temporary, operation: "close", errno: errno) }
+        if failure == nil, fsync(fd) != 0 { failure = OutputFileError(path: temporary, operation: "fsync", errno: errno) }
+        if close(fd) != 0, failure == nil { failure = OutputFileError(path: temporary, operation: "close", errno: errno) }
         if failure == nil, rename(temporary, path) != 0 {
-            failure = AtomicFileError(path: path, operation: "rename \(temporary) to", errno: errno)
+            failure = OutputFileError(path: path, operation: "rename \(temporary) to", errno: errno)
         }
         if let failure {
             unlink(temporary)
             throw failure
         }
+        // The file is in place by now; a directory that cannot be fsync'd is not a reason to
+        // report it unwritten.
+        _ = FileSystem.syncDirectory(FileSystem.parent(of: path) ?? ".")
     }
 
-    /// `DIR/.NAME.PID.tmp` beside `DIR/NAME`.
-    static func temporaryPath(for path: String) -> String {
+    /// A temporary file of its own beside `path`, created exclusively (never one that is
+    /// already there, which may be another process's: a process of the same ID in another PID
+    /// namespace sharing the directory, or one left by a crash): `DIR/.NAME.PID.tmp`, else
+    /// `DIR/.NAME.PID.N.tmp`.
+    private static func createTemporary(for path: String, mode: mode_t) throws(OutputFileError) -> (String, Int32) {
+        var attempt = 0
+        while true {
+            let temporary = temporaryPath(for: path, attempt: attempt)
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
+            if fd >= 0 { return (temporary, fd) }
+            guard errno == EEXIST, attempt < 100 else {
+                throw OutputFileError(path: temporary, operation: "create", errno: errno)
+            }
+            attempt += 1
+        }
+    }
+
+    /// `DIR/.NAME.PID.tmp` beside `DIR/NAME` (`DIR/.NAME.PID.N.tmp` after `N` attempts).
+    static func temporaryPath(for path: String, attempt: Int = 0) -> String {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[...$0]) } ?? ""
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        return "\(directory).\(name).\(getpid()).tmp"
+        return "\(directory).\(name).\(getpid())\(attempt == 0 ? "" : ".\(attempt)").tmp"
     }
 }

@@ -50,7 +50,7 @@ enum FileSystem {
     }
 
     /// The directory that holds `path`, ignoring trailing slashes; nil for "/" and plain names.
-    private static func parent(of path: String) -> String? {
+    static func parent(of path: String) -> String? {
         var trimmed = Substring(path)
         while trimmed.utf8.count > 1, trimmed.endsWithSlash { trimmed = trimmed.dropLast() }
         guard let slash = trimmed.utf8.lastIndex(of: .slash) else { return nil }

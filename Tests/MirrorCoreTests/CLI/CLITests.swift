@@ -352,7 +352,7 @@ struct LockAndVerifyCLITests {
         let locked = try scenario.run(["lock", "mirror.yaml"])
         #expect(locked.status == 1, "\(locked)")
         #expect(scenario.text(of: "mirror.yaml") == before)
-        #expect(scenario.directory.listing("").filter { $0.contains("mirror-lock") }.isEmpty)
+        #expect(scenario.directory.listing("").filter { $0.hasSuffix(".tmp") }.isEmpty, "no temporary file left")
     }
 
     @Test func verifyFindsMissingModifiedAndMismatchedFiles() throws {

@@ -7,14 +7,18 @@ import Testing
 struct ReportMergeTests {
     typealias Document = ReportFile.Document
 
-    static func document(_ status: Int32, shard: (Int, Int)? = nil, by: String? = nil, failed: Int = 0, root: String? = "/r") -> Document {
+    static func document(
+        _ status: Int32, shard: (Int, Int)? = nil, by: String? = nil, failed: Int = 0, root: String? = "/r",
+        manifest: String = "/m.yaml", sha256: String? = String(repeating: "a", count: 64)
+    ) -> Document {
         let entries = (0..<failed).map {
-            Document.Entry(dest: "f\($0)", url: "http://h/f\($0)", status: "failed", bytesTransferred: 0, error: "HTTP 404",
-                           mirrors: nil, pinnedSha256: nil, pinnedSha512: nil, pinnedSize: nil,
-                           checksums: "http://h/SHA256SUMS", checksumName: "f\($0).bin")
-        } + [Document.Entry(dest: "ok", url: "http://h/ok", status: "transferred", bytesTransferred: 5, error: nil,
-                            mirrors: nil, pinnedSha256: nil, pinnedSha512: nil, pinnedSize: nil, checksums: nil, checksumName: nil)]
-        return Document(version: 1, manifest: "m.yaml", root: root, allowFile: false,
+            Document.Entry(dest: "f\($0)", url: "http://mirror/f\($0)", status: "failed", bytesTransferred: 0, error: "HTTP 404",
+                           manifestEntry: Document.WrittenEntry(
+                               url: "http://${CREDENTIALS}@h/f\($0)", mirrors: ["http://mirror/f\($0)"], dest: "f\($0)",
+                               checksums: "http://h/SHA256SUMS", checksumName: "f\($0).bin",
+                               headers: [.init(name: "Authorization", value: "Bearer ${TOKEN}")]))
+        } + [Document.Entry(dest: "ok", url: "http://h/ok", status: "transferred", bytesTransferred: 5, error: nil)]
+        return Document(version: 2, manifest: manifest, manifestSHA256: sha256, root: root, allowFile: false,
                         shard: shard.map { Document.Shard(index: $0.0, count: $0.1, by: by) }, exitStatus: status, entries: entries)
     }
 
@@ -61,22 +65,64 @@ struct ReportMergeTests {
     func aReportOfAnImpossibleShardIsRefused(index: String, count: String) throws {
         let directory = try TemporaryDirectory(prefix: "mirror-report")
         let path = try directory.write(Data("""
-            {"mirror_report":1,"manifest":"m.yaml","root":"/r","allow_file":false,"shard":{"index":\(index),"count":\(count)},"exit_status":0,"entries":[]}
+            {"mirror_report":2,"manifest":"/m.yaml","manifest_sha256":null,"root":"/r","allow_file":false,"shard":{"index":\(index),"count":\(count)},"exit_status":0,"entries":[]}
             """.utf8), to: "r.json")
         #expect(throws: ReportFile.ReadError.self) { try ReportFile.read(path) }
     }
 
-    /// An entry pinned by a checksum file keeps it in the manifest of failed entries: a re-run
-    /// checks the download against it as the first run did.
-    @Test func theFailedManifestKeepsChecksumFiles() throws {
-        let merged = try ReportMerge([(path: "a", document: Self.document(1, failed: 1))])
-        let text = try #require(try merged.failedManifest())
-        #expect(text.contains("    checksums: \"http://h/SHA256SUMS\"\n    checksum_name: \"f0.bin\"\n"), "\(text)")
+    /// Reports of different manifests, roots or versions of one manifest are not one run: merged,
+    /// a shard that never ran would pass for one that did.
+    @Test(arguments: [
+        ("/m.yaml", "/r", "a", "/other.yaml", "/r", "a", "are reports of different manifests (/m.yaml and /other.yaml)"),
+        ("/m.yaml", "/r", "a", "/m.yaml", "/elsewhere", "a", "are reports of runs into different roots (/r and /elsewhere)"),
+        ("/m.yaml", "/r", "a", "/m.yaml", "/r", "b", "are reports of runs that read different versions of /m.yaml"),
+    ])
+    func reportsOfDifferentManifestsRootsOrVersionsAreAConflict(
+        manifest: String, root: String, digit: String, otherManifest: String, otherRoot: String, otherDigit: String, reason: String
+    ) throws {
+        let one = Self.document(0, shard: (0, 2), root: root, manifest: manifest, sha256: String(repeating: digit, count: 64))
+        let other = Self.document(0, shard: (1, 2), root: otherRoot, manifest: otherManifest, sha256: String(repeating: otherDigit, count: 64))
+        #expect {
+            try ReportMerge([(path: "r0.json", document: one), (path: "r1.json", document: other)])
+        } throws: { error in
+            "\(error)".hasPrefix("r0.json and r1.json \(reason)")
+        }
+        // A run that could not load its manifest knows neither its root nor its version.
+        let unloaded = Self.document(2, shard: (1, 2), root: nil, manifest: manifest, sha256: nil)
+        #expect(try ReportMerge([(path: "r0.json", document: one), (path: "r1.json", document: unloaded)]).status == .usage)
     }
 
-    @Test func failedEntriesOfDifferentRootsMakeNoManifest() throws {
-        let merged = try ReportMerge([(path: "a", document: Self.document(1, failed: 1, root: "/one")), (path: "b", document: Self.document(1, failed: 1, root: "/two"))])
-        #expect(throws: ReportMerge.Conflict.self) { try merged.failedManifest() }
+    /// A failed entry goes into the manifest of failed entries as its manifest wrote it: its
+    /// own url (not the mirror tried last), `${VAR}`s unexpanded, its mirrors, checksum file and
+    /// headers.
+    @Test func theFailedManifestWritesEachEntryAsItsManifestDid() throws {
+        let merged = try ReportMerge([(path: "a", document: Self.document(1, failed: 1))])
+        let text = try #require(try merged.failedManifest())
+        #expect(text.contains("""
+              - url: "http://${CREDENTIALS}@h/f0"
+                mirrors:
+                  - "http://mirror/f0"
+                dest: "f0"
+                checksums: "http://h/SHA256SUMS"
+                checksum_name: "f0.bin"
+                headers:
+                  "Authorization": "Bearer ${TOKEN}"
+
+            """), "\(text)")
         #expect(try ReportMerge([(path: "a", document: Self.document(0))]).failedManifest() == nil)
+    }
+
+    /// A report of the first format recorded neither the manifest's version nor the entries as
+    /// written: it is refused with what to do.
+    @Test func aReportOfTheFirstFormatIsRefusedWithWhatToDo() throws {
+        let directory = try TemporaryDirectory(prefix: "mirror-report")
+        let path = try directory.write(Data("""
+            {"mirror_report":1,"manifest":"m.yaml","root":"/r","allow_file":false,"shard":null,"exit_status":0,"entries":[]}
+            """.utf8), to: "r.json")
+        #expect {
+            try ReportFile.read(path)
+        } throws: { error in
+            "\(error)".contains("is a report of format 1, written by an older mirror") && "\(error)".contains("run that sync again")
+        }
     }
 }

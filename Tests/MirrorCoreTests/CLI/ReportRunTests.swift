@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// `mirror report` over the reports of real runs: reports of one run only, and a manifest of the
+/// failed entries that a retry can use.
+@Suite(.serialized)
+struct ReportRunTests {
+    /// A manifest of `file://` entries `names`, from `source/` in the scenario's directory.
+    static func manifest(_ names: [String], in scenario: SyncScenario) -> String {
+        "version: 1\nallow_file: true\nroot: ./root\nfiles:\n"
+            + names.map { "  - url: \"file://\(scenario.directory.path("source/" + $0))\"\n" }.joined()
+    }
+
+    /// Shard 0 of one manifest and shard 1 of another (one root), or shard 0 and shard 1 of one
+    /// manifest changed in between, are not one complete run: `mirror report` refuses to merge
+    /// them (exit 2), naming both files, where it used to count `2 reports (2 of 2 shards)` and
+    /// exit 0 although one manifest's shard 1 never ran.
+    @Test func reportsOfDifferentManifestsOrVersionsOfOneAreAConflict() throws {
+        let scenario = try SyncScenario()
+        let names = (0..<8).map { "f\($0).txt" }
+        for name in names + ["extra.txt"] { try scenario.directory.write(Data(name.utf8), to: "source/" + name) }
+        try scenario.write(text: Self.manifest(names, in: scenario), to: "one.yaml")
+        try scenario.write(text: Self.manifest(names, in: scenario), to: "two.yaml")
+
+        for (shard, manifest) in [(0, "one.yaml"), (1, "two.yaml")] {
+            let run = try scenario.run(["sync", "--quiet", manifest, "--shard", "\(shard)/2", "--report", "r\(shard).json"])
+            #expect(run.status == 0, "\(run)")
+        }
+        let mixed = try scenario.run(["report", "r0.json", "r1.json"])
+        #expect(mixed.status == 2, "\(mixed)")
+        #expect(mixed.stderr.contains("r0.json and r1.json are reports of different manifests (\(scenario.directory.path("one.yaml")) and \(scenario.directory.path("two.yaml")))"), "\(mixed)")
+
+        // One manifest, edited between its shards' runs.
+        let first = try scenario.run(["sync", "--quiet", "one.yaml", "--shard", "0/2", "--report", "r0.json"])
+        #expect(first.status == 0, "\(first)")
+        try scenario.write(text: Self.manifest(names + ["extra.txt"], in: scenario), to: "one.yaml")
+        let second = try scenario.run(["sync", "--quiet", "one.yaml", "--shard", "1/2", "--report", "r1.json"])
+        #expect(second.status == 0, "\(second)")
+        let changed = try scenario.run(["report", "--json", "r0.json", "r1.json"])
+        #expect(changed.status == 2, "\(changed)")
+        #expect(changed.stderr.contains("r0.json and r1.json are reports of runs that read different versions of \(scenario.directory.path("one.yaml"))"), "\(changed)")
+
+        // The same manifest through another relative path, and another root.
+        let again = try scenario.run(["sync", "--quiet", "./one.yaml", "--shard", "0/2", "--report", "r0.json"])
+        #expect(again.status == 0, "\(again)")
+        let whole = try scenario.run(["report", "r0.json", "r1.json"])
+        #expect(whole.status == 0, "the same manifest, root and version: \(whole)")
+        let elsewhere = try scenario.run(["sync", "--quiet", "one.yaml", "--shard", "1/2", "--root", "other", "--report", "r1.json"])
+        #expect(elsewhere.status == 0, "\(elsewhere)")
+        let roots = try scenario.run(["report", "r0.json", "r1.json"])
+        #expect(roots.status == 2, "\(roots)")
+        #expect(roots.stderr.contains("r0.json and r1.json are reports of runs into different roots"), "\(roots)")
+    }
+
+    /// The failed manifest is one to retry with: each failed entry as its manifest wrote it
+    /// (its own url, not the mirror tried last; its checksum file, looked up by the url's name;
+    /// userinfo and a header as `${VAR}`s, never their values or `***`), written from the
+    /// reports alone, so that deleting the manifest after the run changes nothing. Once the
+    /// server is back, `mirror sync FAILED` fetches the file, logged in as the first run was.
+    @Test func aRetryOfTheFailedManifestSucceedsOnceTheServerRecovers() throws {
+        let scenario = try SyncScenario(.faultServer)
+        defer { scenario.server.stop() }
+        let payload = randomData(count: 50_000, seed: 170)
+        let digest = DigestHasher.hex(of: payload)
+        scenario.server.route("/SHA256SUMS", reply: .file(Data("\(digest)  a.bin\n".utf8)))
+        scenario.server.route("/data/a.bin", reply: .status(503))
+        scenario.server.route("/mirror/a-copy.bin", reply: .status(503))
+        let base = scenario.server.baseURL.replacingOccurrences(of: "http://", with: "")
+        try scenario.write(text: """
+            version: 1
+            root: ./root
+            defaults:
+              retries: 0
+              headers:
+                X-Token: "${TOKEN}"
+            files:
+              - url: "http://${CREDENTIALS}@\(base)/data/a.bin"
+                mirrors: ["http://\(base)/mirror/a-copy.bin"]
+                checksums: "http://\(base)/SHA256SUMS"
+            """)
+        let environment = ["CREDENTIALS": "operator:s3cret", "TOKEN": "t0k3n"]
+        let failedRun = try scenario.run(["sync", "--quiet", "m.yaml", "--report", "r.json"], environment: environment)
+        #expect(failedRun.status == 1, "\(failedRun)")
+        #expect(scenario.server.requests.last?.path == "/mirror/a-copy.bin", "the mirror was tried last")
+        try FileManager.default.removeItem(atPath: scenario.directory.path("m.yaml"))
+
+        let merged = try scenario.run(["report", "r.json", "--failed-manifest", "failed.yaml"])
+        #expect(merged.status == 1, "\(merged)")
+        let failed = scenario.text(of: "failed.yaml")
+        #expect(failed.contains("""
+              - url: "http://${CREDENTIALS}@\(base)/data/a.bin"
+                mirrors:
+                  - "http://\(base)/mirror/a-copy.bin"
+                dest: "a.bin"
+                checksums: "http://\(base)/SHA256SUMS"
+                headers:
+                  "X-Token": "${TOKEN}"
+
+            """), "\(failed)")
+        for secret in ["s3cret", "t0k3n", "operator"] {
+            #expect(!failed.contains(secret) && !scenario.text(of: "r.json").contains(secret), "\(secret) is in neither file")
+        }
+        #expect(!failed.contains("***"), "\(failed)")
+
+        scenario.server.route("/data/a.bin", reply: .file(payload, etag: "\"a\""))
+        scenario.server.clearRequests()
+        let retry = try scenario.run(["sync", "--quiet", "failed.yaml"], environment: environment)
+        #expect(retry.status == 0, "\(retry)")
+        #expect(scenario.local("a.bin") == payload)
+        let fetched = scenario.server.requests.filter { $0.path == "/data/a.bin" && $0.method == "GET" }
+        #expect(fetched.count == 1, "\(scenario.server.requests)")
+        let login = "Basic " + Data("operator:s3cret".utf8).base64EncodedString()
+        #expect(fetched.first?.headers.values("Authorization") == [login], "logged in as the first run was")
+        #expect(fetched.first?.headers.values("X-Token") == ["t0k3n"])
+    }
+}
