@@ -81,6 +81,10 @@ struct ReportCommand: ParsableCommand {
                     for dest in merged.entriesWithWithheldPasswords {
                         console.error("mirror: \(failedManifest): \(TerminalText.escaped(dest)): the manifest gave its URL a password, which reports never hold; put it back, or give it as ${VAR} or in ~/.netrc")
                     }
+                    for (dest, headers) in merged.entriesWithWithheldHeaders {
+                        let names = headers.map(TerminalText.escaped).joined(separator: ", ")
+                        console.error("mirror: \(failedManifest): \(TerminalText.escaped(dest)): the manifest wrote the value of \(names) in the file, which reports never hold; put it back, or give it as ${VAR}")
+                    }
                 } else {
                     console.notice("mirror: no entry failed; \(failedManifest) was not written")
                 }

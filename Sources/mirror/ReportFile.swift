@@ -12,7 +12,7 @@ import MirrorCore
 /// - `exit_status`: the run's exit status;
 /// - in each failed entry, `manifest_entry`: the entry as its manifest wrote it
 ///   (`ManifestWriter.WrittenEntry`: `url`, `mirrors`, `dest`, `sha256` or `sha512`, `size`,
-///   `checksums`, `checksum_name`, `headers`, `withheld_password`), so that a manifest of the
+///   `checksums`, `checksum_name`, `headers`, `withheld_password`, `withheld_headers`), so that a manifest of the
 ///   failed entries can be written from the reports alone, whatever became of the manifest
 ///   since; null for the other entries.
 enum ReportFile {
@@ -51,6 +51,7 @@ enum ReportFile {
             ("checksum_name", .string(entry.checksumName)),
             ("headers", .array(entry.headers.map { .object([("name", .string($0.name)), ("value", .string($0.value))]) })),
             ("withheld_password", .bool(entry.withheldPassword)),
+            ("withheld_headers", .array(entry.withheldHeaders.map { .string($0) })),
         ])
     }
 
@@ -106,6 +107,7 @@ enum ReportFile {
             var checksumName: String?
             var headers: [Header]?
             var withheldPassword: Bool?
+            var withheldHeaders: [String]?
 
             struct Header: Decodable {
                 var name: String
@@ -116,6 +118,7 @@ enum ReportFile {
                 case url, mirrors, dest, sha256, sha512, size, checksums, headers
                 case checksumName = "checksum_name"
                 case withheldPassword = "withheld_password"
+                case withheldHeaders = "withheld_headers"
             }
 
             var written: ManifestWriter.WrittenEntry {
@@ -123,7 +126,7 @@ enum ReportFile {
                     url: url, mirrors: mirrors ?? [], dest: dest, digest: sha512 ?? sha256, size: size,
                     checksums: checksums, checksumName: checksumName,
                     headers: (headers ?? []).map { .init(name: $0.name, value: $0.value) },
-                    withheldPassword: withheldPassword ?? false)
+                    withheldPassword: withheldPassword ?? false, withheldHeaders: withheldHeaders ?? [])
             }
         }
 

@@ -117,4 +117,12 @@ struct ReportMerge {
     var entriesWithWithheldPasswords: [String] {
         failed.compactMap { $0.entry.manifestEntry?.withheldPassword == true ? $0.entry.dest : nil }
     }
+
+    /// The failed entries with header values the reports left out, and those headers' names.
+    var entriesWithWithheldHeaders: [(dest: String, headers: [String])] {
+        failed.compactMap { failed in
+            guard let names = failed.entry.manifestEntry?.withheldHeaders, !names.isEmpty else { return nil }
+            return (failed.entry.dest, names)
+        }
+    }
 }

@@ -4,7 +4,8 @@
 /// Every string is a YAML double-quoted scalar, so no value can change the document's
 /// structure. Values are written as the source manifest wrote them (`${VAR}` unexpanded):
 /// secrets stay in the environment and netrc, never in the file; a password written literally
-/// in a URL is left out (see `WrittenEntry`).
+/// in a URL, and a header value written with no `${VAR}` in it, are left out (see
+/// `WrittenEntry`).
 public enum ManifestWriter {
     /// An entry as its manifest wrote it, with every setting that a manifest of its own needs
     /// to fetch and check it as the first run did: `url`, `mirrors`, `dest`, the pins, the
@@ -19,8 +20,13 @@ public enum ManifestWriter {
         /// The checksum file that pins the entry (`checksums:`), as the manifest wrote it.
         public var checksums: String?
         public var checksumName: String?
-        /// Names and values as written, in the order requests send them.
+        /// Names and values as written, in the order requests send them; without the headers
+        /// in `withheldHeaders`.
         public var headers: [Header]
+        /// The names of the headers whose value the manifest wrote literally, with no `${VAR}`
+        /// in it, left out: such a value may be a token (`Authorization: Bearer …`), and output
+        /// never holds a header value that did not come from the environment.
+        public var withheldHeaders: [String]
         /// A password written literally in `url`, a mirror or `checksums` was left out: the
         /// entry needs it put back (or given by `${VAR}` or netrc) to log in as before.
         public var withheldPassword: Bool
@@ -37,7 +43,8 @@ public enum ManifestWriter {
 
         public init(
             url: String, mirrors: [String] = [], dest: String, digest: String? = nil, size: Int64? = nil,
-            checksums: String? = nil, checksumName: String? = nil, headers: [Header] = [], withheldPassword: Bool = false
+            checksums: String? = nil, checksumName: String? = nil, headers: [Header] = [], withheldPassword: Bool = false,
+            withheldHeaders: [String] = []
         ) {
             self.url = url
             self.mirrors = mirrors
@@ -48,10 +55,12 @@ public enum ManifestWriter {
             self.checksumName = checksumName
             self.headers = headers
             self.withheldPassword = withheldPassword
+            self.withheldHeaders = withheldHeaders
         }
 
         /// `entry` as its manifest wrote it: `${VAR}` references unexpanded, never a value
-        /// from the environment or netrc; a password written literally in a URL left out.
+        /// from the environment or netrc; a password written literally in a URL, and a header
+        /// value with no `${VAR}` reference, left out.
         public init(_ entry: Entry) {
             var withheld = false
             func written(_ url: RemoteURL) -> String {
@@ -63,8 +72,21 @@ public enum ManifestWriter {
                 url: written(entry.url), mirrors: entry.mirrors.map(written), dest: entry.dest,
                 digest: entry.digest, size: entry.size, checksums: entry.settings.checksums.map(written),
                 checksumName: entry.checksumName,
-                headers: entry.settings.headers.map { Header(name: $0.name, value: $0.written) })
+                headers: [])
             withheldPassword = withheld
+            for header in entry.settings.headers {
+                if Self.holdsAReference(header.written) {
+                    headers.append(Header(name: header.name, value: header.written))
+                } else {
+                    withheldHeaders.append(header.name)
+                }
+            }
+        }
+
+        /// Whether `value` names a variable: what it sends then comes, at least in part, from
+        /// the environment, where a secret belongs (`Bearer ${TOKEN}`).
+        static func holdsAReference(_ value: String) -> Bool {
+            !VariableExpansion(expanding: value, environment: [:]).referenced.isEmpty
         }
     }
 
@@ -83,6 +105,11 @@ public enum ManifestWriter {
             if entry.withheldPassword {
                 text += "  # The manifest gave a URL of this entry a password, which reports never hold: put it back,\n"
                 text += "  # or give it as ${VAR} or in ~/.netrc.\n"
+            }
+            if !entry.withheldHeaders.isEmpty {
+                let names = entry.withheldHeaders.map { quoted($0) }.joined(separator: ", ")
+                text += "  # The manifest wrote the value of \(names) in the file, which reports never hold: put it back,\n"
+                text += "  # or give it as ${VAR}.\n"
             }
             text += "  - url: \(quoted(entry.url))\n"
             if !entry.mirrors.isEmpty {
