@@ -4,10 +4,12 @@ import MirrorCore
 /// The file `sync --report` writes and `mirror report` reads: the `sync --json` document plus
 ///
 /// - `mirror_report`: the format's version, 2;
-/// - `manifest`, `manifest_sha256`, `root`, `allow_file`: the manifest's absolute path, the
-///   SHA-256 of its bytes as the run read them, the absolute root (`--root`, else the
-///   manifest's) and `allow_file`; all but `manifest` null when the manifest could not be
-///   loaded. Reports that differ in any of the first three are not one run's;
+/// - `manifest`, `manifest_sha256`, `root`, `state_dir`, `allow_file`: the manifest's absolute
+///   path, the SHA-256 of its bytes as the run read them, the absolute root (`--root`, else the
+///   manifest's), the absolute state directory (`--state-dir`, else the manifest's
+///   `state_dir`; null for `ROOT/.mirror`) and `allow_file`; all but `manifest` null when the
+///   manifest could not be loaded. Reports that differ in any of the first four are not one
+///   run's;
 /// - `shard`: `{"index": K, "count": N, "by": "hash"|"bytes"}`, or null for an unsharded run;
 /// - `exit_status`: the run's exit status;
 /// - in each failed entry, `manifest_entry`: the entry as its manifest wrote it
@@ -27,6 +29,7 @@ enum ReportFile {
             ("manifest", .string(ManifestPath.absolute(manifestPath))),
             ("manifest_sha256", .string(manifest?.contentSHA256)),
             ("root", .string(manifest?.root)),
+            ("state_dir", .string(manifest?.stateDirectory)),
             ("allow_file", .bool(manifest?.allowFile ?? false)),
             ("shard", manifest.flatMap { manifest in
                 manifest.shard.map { shardJSON(index: $0.index, count: $0.count, by: manifest.shardBalance.rawValue) }
@@ -66,6 +69,7 @@ enum ReportFile {
         var manifest: String?
         var manifestSHA256: String?
         var root: String?
+        var stateDirectory: String?
         var allowFile: Bool?
         var shard: Shard?
         var exitStatus: Int32
@@ -135,6 +139,7 @@ enum ReportFile {
             case manifest, root, shard, entries
             case manifestSHA256 = "manifest_sha256"
             case allowFile = "allow_file"
+            case stateDirectory = "state_dir"
             case exitStatus = "exit_status"
         }
     }

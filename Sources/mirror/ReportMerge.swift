@@ -67,6 +67,9 @@ struct ReportMerge {
             if let one = first.root, let other = document.root, one != other {
                 throw Conflict(description: "\(firstPath) and \(path) are reports of runs into different roots (\(one) and \(other)); merge the reports of one run")
             }
+            if first.root != nil, document.root != nil, first.stateDirectory != document.stateDirectory {
+                throw Conflict(description: "\(firstPath) and \(path) are reports of runs with different state directories (\(first.stateDirectory ?? "ROOT/.mirror") and \(document.stateDirectory ?? "ROOT/.mirror")); merge the reports of one run")
+            }
             if let one = first.manifestSHA256, let other = document.manifestSHA256, one != other {
                 throw Conflict(description: """
                     \(firstPath) and \(path) are reports of runs that read different versions of \(document.manifest ?? "the manifest") \
@@ -107,9 +110,12 @@ struct ReportMerge {
             entries.append(written.written)
         }
         let allowFile = failed.contains { $0.report.allowFile ?? false }
+        // The runs share it too: a retry that kept its store in ROOT/.mirror instead would be
+        // refused by every later run of the manifest (a state_dir beside a ROOT/.mirror).
+        let stateDirectory = failed.lazy.compactMap(\.report.stateDirectory).first
         let sources = Set(failed.compactMap(\.report.manifest)).sorted().joined(separator: ", ")
         return ManifestWriter.text(
-            root: root, allowFile: allowFile, entries: entries,
+            root: root, stateDirectory: stateDirectory, allowFile: allowFile, entries: entries,
             comment: "The \(entries.count) failed \(entries.count == 1 ? "entry" : "entries") of \(sources), written by mirror report.")
     }
 

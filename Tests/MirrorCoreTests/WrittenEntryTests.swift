@@ -83,4 +83,17 @@ struct WrittenEntryTests {
         #expect(reloaded.entries[1].mirrors.isEmpty)
         #expect(text.contains("# The manifest gave a URL of this entry a password"), "\(text)")
     }
+
+    /// The failed manifest's root and state directory are the runs' own, absolute and already
+    /// expanded: written so that they load as those very paths, a `$` in them included.
+    @Test(arguments: ["/srv/assets", "/srv/$x/assets", "/srv/${HOME}/a$$b", "/srv/a\"b\\c"])
+    func theRootAndStateDirectoryLoadAsTheRunsOwn(_ path: String) throws {
+        let directory = try TemporaryDirectory(prefix: "mirror-written")
+        let text = ManifestWriter.text(root: path, stateDirectory: path + "-state", allowFile: false,
+                                       entries: [ManifestWriter.WrittenEntry(url: "https://h/a", dest: "a")])
+        let reloaded = try ManifestLoader.parse(text: text, path: directory.path("f.yaml"), baseDirectory: "/",
+                                                environment: ["HOME": "/home/elsewhere"])
+        #expect(reloaded.root == path, "\(text)")
+        #expect(reloaded.stateDirectory == path + "-state", "\(text)")
+    }
 }

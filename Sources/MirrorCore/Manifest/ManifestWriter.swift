@@ -90,15 +90,19 @@ public enum ManifestWriter {
         }
     }
 
-    /// The manifest's text; `root` is absolute, so the file may live anywhere. `allowFile`
+    /// The manifest's text; `root` and `stateDirectory` are absolute, so the file may live
+    /// anywhere. `allowFile`
     /// is written when any URL is a `file://` one.
-    public static func text(root: String, allowFile: Bool, entries: [WrittenEntry], comment: String? = nil) -> String {
+    public static func text(
+        root: String, stateDirectory: String? = nil, allowFile: Bool, entries: [WrittenEntry], comment: String? = nil
+    ) -> String {
         var text = ""
         if let comment {
             for line in comment.split(separator: "\n", omittingEmptySubsequences: false) { text += "# \(line)\n" }
         }
         text += "version: 1\n"
-        text += "root: \(quoted(root))\n"
+        text += "root: \(quoted(literally(root)))\n"
+        if let stateDirectory { text += "state_dir: \(quoted(literally(stateDirectory)))\n" }
         if allowFile { text += "allow_file: true\n" }
         text += "files:\n"
         for entry in entries {
@@ -128,6 +132,14 @@ public enum ManifestWriter {
                 for header in entry.headers { text += "      \(quoted(header.name)): \(quoted(header.value))\n" }
             }
         }
+        return text
+    }
+
+    /// A path the loader will read as written, although it expands `${VAR}` in these keys: each
+    /// `$` doubled (`/data/$x` would be an error, `/data/${X}` another directory).
+    static func literally(_ path: String) -> String {
+        var text = ""
+        for character in path { text += character == "$" ? "$$" : String(character) }
         return text
     }
 

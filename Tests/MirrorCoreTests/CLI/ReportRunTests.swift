@@ -117,4 +117,36 @@ struct ReportRunTests {
         #expect(fetched.first?.headers.values("Authorization") == [login], "logged in as the first run was")
         #expect(fetched.first?.headers.values("X-Token") == ["t0k3n"])
     }
+
+    /// A run that kept its state in a `state_dir` is retried with the same one: a retry that
+    /// made `ROOT/.mirror` instead would leave every later run of the manifest refused (a
+    /// `state_dir` beside a `ROOT/.mirror` is exit 2).
+    @Test func aFailedManifestKeepsTheRunsStateDirectory() throws {
+        let scenario = try SyncScenario(.faultServer)
+        defer { scenario.server.stop() }
+        let payload = randomData(count: 20_000, seed: 171)
+        scenario.server.route("/a.bin", reply: .status(503))
+        try scenario.write(text: """
+            version: 1
+            root: ./root
+            state_dir: ./state
+            defaults:
+              retries: 0
+            files:
+              - url: "\(scenario.server.url("/a.bin"))"
+            """)
+        let failedRun = try scenario.run(["sync", "--quiet", "m.yaml", "--report", "r.json"])
+        #expect(failedRun.status == 1, "\(failedRun)")
+        let merged = try scenario.run(["report", "r.json", "--failed-manifest", "failed.yaml"])
+        #expect(merged.status == 1, "\(merged)")
+        #expect(scenario.text(of: "failed.yaml").contains("state_dir: \"\(scenario.directory.path("state"))\""),
+                "\(scenario.text(of: "failed.yaml"))")
+
+        scenario.server.route("/a.bin", reply: .file(payload, etag: "\"a\""))
+        let retry = try scenario.run(["sync", "--quiet", "failed.yaml"])
+        #expect(retry.status == 0, "\(retry)")
+        #expect(!FileManager.default.fileExists(atPath: scenario.directory.path("root/.mirror")), "the retry made ROOT/.mirror")
+        let again = try scenario.run(["sync", "--quiet", "m.yaml"])
+        #expect(again.status == 0, "the manifest still runs after the retry: \(again)")
+    }
 }
