@@ -63,16 +63,23 @@ struct RootConfinementTests {
         try WriteWatch.writeBeforeWatching("decoy", to: directory.path("outside/a.bin.part"))
         let watch = try WriteWatch(directory.path("outside"))
         let runner = scenario.runner(try manifest(dest: "d/a.bin"), Self.settings())
-        let sync = Task { try await runner.sync() }
-        // With nothing on disk the GET is the first request, sent once the partial file is open.
-        // Waited for without blocking a thread of the pool the sync runs on.
-        let deadline = ContinuousClock.now + .seconds(20)
-        while server.requests.isEmpty && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
+        // With nothing on disk the GET is the first request, sent once the partial file is open;
+        // the swap follows it from a thread of its own, during the body's stall. (Waited for by a
+        // task instead, the swap came after the stall when a loaded machine's cooperative
+        // threads were all busy, and the file was renamed before it.)
+        let swapped = SwapFlag()
+        let swapper = Thread { [self] in
+            let deadline = ContinuousClock.now + .seconds(30)
+            while server.requests.isEmpty && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.002) }
+            guard !server.requests.isEmpty else { return }
+            swapDirectoryForLink()
+            swapped.value.store(true, ordering: .relaxed)
         }
+        swapper.start()
+        let reports = try await runner.sync()
+        let didSwap = swapped.value.load(ordering: .relaxed)
+        #expect(didSwap, "the GET was never seen")
         #expect(server.requests.count == 1)
-        swapDirectoryForLink()
-        let reports = try await sync.value
 
         #expect(watch.changes() == [], "nothing may change outside the root")
         #expect(directory.listing("outside") == ["a.bin.part"])
