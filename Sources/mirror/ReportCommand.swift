@@ -15,18 +15,19 @@ struct ReportCommand: ParsableCommand {
             and "summary".
 
             The exit status is the one a single sync of every entry would have ended with: 2 \
-            if a file cannot be read, the files are not of one run (another manifest, root or \
-            version of the manifest; sharded and unsharded, different N or --shard-by, or one \
+            if a file cannot be read, the files are not of one run (another manifest, root, \
+            state directory or version of the manifest; sharded and unsharded, different N or --shard-by, or one \
             shard twice), or a run ended with 2; else 143 or 130 if a run was stopped by a \
             signal; 3 if one could not take its lock; 4 if a host stayed unreachable; 1 if any \
             entry failed, a prune fell short or a shard's report is missing; else 0.
 
             --failed-manifest OUT writes a manifest of just the failed entries, each as its \
             manifest wrote it (its own url, mirrors, pins, checksums and headers, ${VAR} \
-            unexpanded), and the runs' root, so `mirror sync OUT` retries exactly them. It \
-            comes from the reports alone: the manifest may have changed since. A password \
-            written literally in a URL is left out and named. Other settings (retries, \
-            timeouts, TLS, hosts) are not carried over. With no failed entries, OUT is not \
+            unexpanded, and ftp_tls), and the runs' root and state_dir, so `mirror sync OUT` \
+            retries exactly them. It comes from the reports alone: the manifest may have \
+            changed since. A password written literally in a URL, a user name written there \
+            alone, and a credential header's literal value are left out and named. Other \
+            settings (retries, timeouts, other TLS settings, hosts) are not carried over. With no failed entries, OUT is not \
             written.
             """
     )
@@ -79,7 +80,7 @@ struct ReportCommand: ParsableCommand {
                     try OutputFile(path: failedManifest).write(text)
                     console.notice("mirror: wrote the \(merged.failed.count) failed \(merged.failed.count == 1 ? "entry" : "entries") to \(failedManifest)")
                     for dest in merged.entriesWithWithheldPasswords {
-                        console.error("mirror: \(failedManifest): \(TerminalText.escaped(dest)): the manifest gave its URL a password, which reports never hold; put it back, or give it as ${VAR} or in ~/.netrc")
+                        console.error("mirror: \(failedManifest): \(TerminalText.escaped(dest)): the manifest gave its URL a password (or a user name alone, which may be a token), which reports never hold; put it back, or give it as ${VAR} or in ~/.netrc")
                     }
                     for (dest, headers) in merged.entriesWithWithheldHeaders {
                         let names = headers.map(TerminalText.escaped).joined(separator: ", ")

@@ -14,7 +14,7 @@ import MirrorCore
 /// - `exit_status`: the run's exit status;
 /// - in each failed entry, `manifest_entry`: the entry as its manifest wrote it
 ///   (`ManifestWriter.WrittenEntry`: `url`, `mirrors`, `dest`, `sha256` or `sha512`, `size`,
-///   `checksums`, `checksum_name`, `headers`, `withheld_password`, `withheld_headers`), so that a manifest of the
+///   `checksums`, `checksum_name`, `headers`, `withheld_password`, `withheld_headers`, `ftp_tls`), so that a manifest of the
 ///   failed entries can be written from the reports alone, whatever became of the manifest
 ///   since; null for the other entries.
 enum ReportFile {
@@ -55,6 +55,7 @@ enum ReportFile {
             ("headers", .array(entry.headers.map { .object([("name", .string($0.name)), ("value", .string($0.value))]) })),
             ("withheld_password", .bool(entry.withheldPassword)),
             ("withheld_headers", .array(entry.withheldHeaders.map { .string($0) })),
+            ("ftp_tls", .string(entry.ftpTLS)),
         ])
     }
 
@@ -112,6 +113,7 @@ enum ReportFile {
             var headers: [Header]?
             var withheldPassword: Bool?
             var withheldHeaders: [String]?
+            var ftpTLS: String?
 
             struct Header: Decodable {
                 var name: String
@@ -123,6 +125,7 @@ enum ReportFile {
                 case checksumName = "checksum_name"
                 case withheldPassword = "withheld_password"
                 case withheldHeaders = "withheld_headers"
+                case ftpTLS = "ftp_tls"
             }
 
             var written: ManifestWriter.WrittenEntry {
@@ -130,7 +133,7 @@ enum ReportFile {
                     url: url, mirrors: mirrors ?? [], dest: dest, digest: sha512 ?? sha256, size: size,
                     checksums: checksums, checksumName: checksumName,
                     headers: (headers ?? []).map { .init(name: $0.name, value: $0.value) },
-                    withheldPassword: withheldPassword ?? false, withheldHeaders: withheldHeaders ?? [])
+                    withheldPassword: withheldPassword ?? false, withheldHeaders: withheldHeaders ?? [], ftpTLS: ftpTLS)
             }
         }
 

@@ -5,7 +5,7 @@ import MirrorCore
 /// merge shards and re-run failures, written on every exit through `OutputFile`.
 struct ReportOption: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "Write the run's --json result, with its exit status, shard and root, to this file on every exit (a regular file is replaced atomically; - is stdout); `mirror report` merges such files.",
+        "Write the run's --json result, with its exit status, shard, manifest, root and state directory, to this file on every exit (a regular file is replaced atomically; - is stdout); `mirror report` merges such files.",
         valueName: "file"), completion: .file())
     var report: String?
 

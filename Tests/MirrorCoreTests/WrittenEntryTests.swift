@@ -6,14 +6,17 @@ import Testing
 /// failed entry, and what `report --failed-manifest` writes back.
 struct WrittenEntryTests {
     /// A password given by `${VAR}` stays as written; one written literally is left out (a
-    /// report holds no secret), and said to be.
+    /// report holds no secret), and said to be; so is a literal user name without a password,
+    /// which may be a token itself.
     @Test(arguments: [
         ("https://h/a", "https://h/a", false),
         ("https://${CREDENTIALS}@h/a", "https://${CREDENTIALS}@h/a", false),
         ("https://deploy:${TOKEN}@h/a", "https://deploy:${TOKEN}@h/a", false),
         ("https://${USER}:${A}${B}@h/a", "https://${USER}:${A}${B}@h/a", false),
-        ("https://user@h/a", "https://user@h/a", false),
-        ("https://user:@h/a", "https://user:@h/a", false),
+        ("https://user@h/a", "https://h/a", true),
+        ("https://ghp_0123456789abcdef@h/a", "https://h/a", true),
+        ("https://user:@h/a", "https://h/a", true),
+        ("https://${USER}@h/a", "https://${USER}@h/a", false),
         ("https://user:hunter2@h/a", "https://user@h/a", true),
         ("https://user:pre${TOKEN}@h/a", "https://user@h/a", true),
         ("https://user:$${TOKEN}@h/a", "https://user@h/a", true),
@@ -23,14 +26,27 @@ struct WrittenEntryTests {
         #expect(RemoteURL.withholdingLiteralPassword(in: written) == (kept, withheld))
     }
 
-    /// A header value is kept as written when it names a variable (the secret, if any, is in
-    /// the environment); written literally it may be a token, and is left out.
+    /// A credential header's value is kept as written only when it names a variable (the
+    /// secret is then in the environment); written literally it is a token, and is left out.
+    /// Other headers (`Accept`) are kept as written: without them a retry could be answered
+    /// with another representation, and succeed with the wrong file.
     @Test(arguments: [
-        ("Bearer ${TOKEN}", true), ("${TOKEN}", true), ("a ${X} b", true),
-        ("Bearer abc123", false), ("application/octet-stream", false), ("$${TOKEN}", false), ("$$5", false), ("", false),
+        ("Authorization", "Bearer ${TOKEN}", true), ("PRIVATE-TOKEN", "${TOKEN}", true), ("X-Api-Key", "a ${X} b", true),
+        ("Authorization", "Bearer abc123", false), ("Proxy-Authorization", "Basic eA==", false), ("Cookie", "s=1", false),
+        ("X-Api-Key", "$${TOKEN}", false), ("X-Session-Id", "abc", false), ("x-amz-signature", "abc", false),
+        ("Accept", "application/octet-stream", true), ("X-Price", "$$5", true), ("User-Agent", "curl/8", true),
     ])
-    func aHeaderValueIsKeptOnlyWhenItNamesAVariable(_ value: String, _ kept: Bool) {
-        #expect(ManifestWriter.WrittenEntry.holdsAReference(value) == kept)
+    func aCredentialHeaderIsKeptOnlyWhenItNamesAVariable(_ name: String, _ value: String, _ kept: Bool) {
+        let entry = ManifestWriter.WrittenEntry(
+            try! ManifestLoader.parse(text: """
+                version: 1
+                files:
+                  - url: "https://h/a"
+                    headers:
+                      "\(name)": "\(value)"
+                """, path: "/tmp/m.yaml", baseDirectory: "/tmp", environment: ["TOKEN": "t", "X": "x"]).entries[0])
+        #expect(entry.headers.map(\.name) == (kept ? [name] : []))
+        #expect(entry.withheldHeaders == (kept ? [] : [name]))
     }
 
     /// Written back and loaded again, an entry is the entry it was: the same URLs, mirrors,
@@ -45,12 +61,14 @@ struct WrittenEntryTests {
               headers:
                 Authorization: "Bearer ${TOKEN}"
                 X-Price: "$$5"
+                X-Api-Key: "k3y-in-the-file"
               checksums: "http://${HOST}/SHA256SUMS"
             files:
               - url: "http://${CREDENTIALS}@${HOST}/data/a.bin"
                 mirrors: ["http://${HOST}/mirror/a-copy.bin", "http://m:literal@${HOST}/b.bin"]
                 size: 12
                 checksum_name: "a.bin"
+                ftp_tls: required
                 headers:
                   X-Client: "mirror ${TOKEN}"
               - url: "http://${HOST}/c.bin"
@@ -62,12 +80,13 @@ struct WrittenEntryTests {
         #expect(written[0] == ManifestWriter.WrittenEntry(
             url: "http://${CREDENTIALS}@${HOST}/data/a.bin", mirrors: ["http://${HOST}/mirror/a-copy.bin", "http://m@${HOST}/b.bin"],
             dest: "a.bin", size: 12, checksums: "http://${HOST}/SHA256SUMS", checksumName: "a.bin",
-            headers: [.init(name: "Authorization", value: "Bearer ${TOKEN}"), .init(name: "X-Client", value: "mirror ${TOKEN}")],
-            withheldPassword: true, withheldHeaders: ["X-Price"]))
+            headers: [.init(name: "Authorization", value: "Bearer ${TOKEN}"), .init(name: "X-Price", value: "$$5"),
+                      .init(name: "X-Client", value: "mirror ${TOKEN}")],
+            withheldPassword: true, withheldHeaders: ["X-Api-Key"], ftpTLS: "required"))
         let text = ManifestWriter.text(root: original.root, allowFile: false, entries: written)
         #expect(!text.contains("pass%20word") && !text.contains("t0k3n") && !text.contains("literal") && !text.contains("***"), "\(text)")
-        #expect(!text.contains("$$5"), "a header value written without a variable is left out: \(text)")
-        #expect(text.contains("# The manifest wrote the value of \"X-Price\" in the file"), "\(text)")
+        #expect(!text.contains("k3y-in-the-file"), "a credential header's literal value is left out: \(text)")
+        #expect(text.contains("# The manifest wrote the value of \"X-Api-Key\" in the file"), "\(text)")
 
         let reloaded = try ManifestLoader.parse(text: text, path: directory.path("f.yaml"), baseDirectory: "/", environment: environment)
         #expect(reloaded.root == original.root)
@@ -76,7 +95,8 @@ struct WrittenEntryTests {
             #expect(after.dest == before.dest && after.digest == before.digest && after.size == before.size)
             #expect(after.checksumName == before.checksumName)
             #expect(after.settings.checksums == before.settings.checksums)
-            #expect(after.settings.headers == before.settings.headers.filter { $0.name != "X-Price" })
+            #expect(after.settings.headers == before.settings.headers.filter { $0.name != "X-Api-Key" })
+            #expect(after.settings.ftpTLS == before.settings.ftpTLS, "ftp_tls is kept: a retry without it logs in in the clear")
         }
         #expect(reloaded.entries[0].mirrors[0] == original.entries[0].mirrors[0])
         #expect(reloaded.entries[0].mirrors[1].written == "http://m@${HOST}/b.bin", "the literal password is not written")

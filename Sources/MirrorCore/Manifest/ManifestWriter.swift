@@ -4,8 +4,8 @@
 /// Every string is a YAML double-quoted scalar, so no value can change the document's
 /// structure. Values are written as the source manifest wrote them (`${VAR}` unexpanded):
 /// secrets stay in the environment and netrc, never in the file; a password written literally
-/// in a URL, and a header value written with no `${VAR}` in it, are left out (see
-/// `WrittenEntry`).
+/// in a URL, and the literal value of a header whose name says it carries a credential, are
+/// left out (see `WrittenEntry`).
 public enum ManifestWriter {
     /// An entry as its manifest wrote it, with every setting that a manifest of its own needs
     /// to fetch and check it as the first run did: `url`, `mirrors`, `dest`, the pins, the
@@ -23,10 +23,13 @@ public enum ManifestWriter {
         /// Names and values as written, in the order requests send them; without the headers
         /// in `withheldHeaders`.
         public var headers: [Header]
-        /// The names of the headers whose value the manifest wrote literally, with no `${VAR}`
-        /// in it, left out: such a value may be a token (`Authorization: Bearer …`), and output
-        /// never holds a header value that did not come from the environment.
+        /// The names of the credential headers (`mayCarryACredential`) whose value the manifest
+        /// wrote literally, with no `${VAR}` in it, left out: such a value is a token
+        /// (`Authorization: Bearer …`). Other headers (`Accept`) stay, or a retry could be
+        /// answered with another representation.
         public var withheldHeaders: [String]
+        /// `ftp_tls` when it is not `no`: a retry without it would log in in the clear.
+        public var ftpTLS: String?
         /// A password written literally in `url`, a mirror or `checksums` was left out: the
         /// entry needs it put back (or given by `${VAR}` or netrc) to log in as before.
         public var withheldPassword: Bool
@@ -44,7 +47,7 @@ public enum ManifestWriter {
         public init(
             url: String, mirrors: [String] = [], dest: String, digest: String? = nil, size: Int64? = nil,
             checksums: String? = nil, checksumName: String? = nil, headers: [Header] = [], withheldPassword: Bool = false,
-            withheldHeaders: [String] = []
+            withheldHeaders: [String] = [], ftpTLS: String? = nil
         ) {
             self.url = url
             self.mirrors = mirrors
@@ -56,6 +59,7 @@ public enum ManifestWriter {
             self.headers = headers
             self.withheldPassword = withheldPassword
             self.withheldHeaders = withheldHeaders
+            self.ftpTLS = ftpTLS
         }
 
         /// `entry` as its manifest wrote it: `${VAR}` references unexpanded, never a value
@@ -74,13 +78,23 @@ public enum ManifestWriter {
                 checksumName: entry.checksumName,
                 headers: [])
             withheldPassword = withheld
+            ftpTLS = entry.settings.ftpTLS == .no ? nil : entry.settings.ftpTLS.rawValue
             for header in entry.settings.headers {
-                if Self.holdsAReference(header.written) {
+                if !Self.mayCarryACredential(header.name) || Self.holdsAReference(header.written) {
                     headers.append(Header(name: header.name, value: header.written))
                 } else {
                     withheldHeaders.append(header.name)
                 }
             }
+        }
+
+        /// Whether a header of this name may carry a credential: `Authorization`,
+        /// `Proxy-Authorization`, `Cookie`, or a name with `token`, `key`, `secret`, `auth`,
+        /// `pass`, `session`, `signature` or `credential` in it (`X-Api-Key`, `PRIVATE-TOKEN`).
+        static func mayCarryACredential(_ name: String) -> Bool {
+            let name = name.lowercased()
+            return name == "cookie" || ["token", "key", "secret", "auth", "pass", "session", "signature", "credential"]
+                .contains { name.contains($0) }
         }
 
         /// Whether `value` names a variable: what it sends then comes, at least in part, from
@@ -107,7 +121,8 @@ public enum ManifestWriter {
         text += "files:\n"
         for entry in entries {
             if entry.withheldPassword {
-                text += "  # The manifest gave a URL of this entry a password, which reports never hold: put it back,\n"
+                text += "  # The manifest gave a URL of this entry a password (or a user name alone, which may be a token),\n"
+                text += "  # which reports never hold: put it back,\n"
                 text += "  # or give it as ${VAR} or in ~/.netrc.\n"
             }
             if !entry.withheldHeaders.isEmpty {
@@ -127,6 +142,7 @@ public enum ManifestWriter {
             if let size = entry.size { text += "    size: \(size)\n" }
             if let checksums = entry.checksums { text += "    checksums: \(quoted(checksums))\n" }
             if let name = entry.checksumName { text += "    checksum_name: \(quoted(name))\n" }
+            if let ftpTLS = entry.ftpTLS { text += "    ftp_tls: \(quoted(ftpTLS))\n" }
             if !entry.headers.isEmpty {
                 text += "    headers:\n"
                 for header in entry.headers { text += "      \(quoted(header.name)): \(quoted(header.value))\n" }

@@ -10,17 +10,28 @@ extension RemoteURL {
         return text[..<userinfo.lowerBound] + "***" + text[userinfo.upperBound...]
     }
 
-    /// `text`, a URL as the manifest wrote it, without a password written literally in its
-    /// userinfo (`https://user:pw@h/` becomes `https://user@h/`), for a file that must hold no
-    /// secret (a report); a password written wholly as `${VAR}` references stays as written.
-    /// `withheld` is true when a password was left out.
+    /// `text`, a URL as the manifest wrote it, without a secret written literally in its
+    /// userinfo, for a file that must hold no secret (a report): a literal password goes
+    /// (`https://user:pw@h/` becomes `https://user@h/`), and so does a literal user name given
+    /// without a password, which may itself be a token (`https://ghp_…@h/` becomes
+    /// `https://h/`). Parts written wholly as `${VAR}` references stay as written, and so does
+    /// a user name beside a password that is one. `withheld` is true when anything was left out.
     static func withholdingLiteralPassword(in text: String) -> (text: String, withheld: Bool) {
-        guard let userinfo = userinfoRange(in: text.utf8),
-              let colon = text[userinfo].firstIndex(of: ":") else { return (text, false) }
-        let password = String(text[text.index(after: colon)..<userinfo.upperBound])
-        let expansion = VariableExpansion(expanding: password, environment: [:])
-        if password.isEmpty || (expansion.text.isEmpty && !expansion.referenced.isEmpty) { return (text, false) }
-        return (String(text[..<colon] + text[userinfo.upperBound...]), true)
+        guard let userinfo = userinfoRange(in: text.utf8) else { return (text, false) }
+        func onlyReferences(_ part: Substring) -> Bool {
+            let expansion = VariableExpansion(expanding: String(part), environment: [:])
+            return expansion.text.isEmpty && !expansion.referenced.isEmpty
+        }
+        let colon = text[userinfo].firstIndex(of: ":")
+        let user = text[userinfo.lowerBound..<(colon ?? userinfo.upperBound)]
+        let password = colon.map { text[text.index(after: $0)..<userinfo.upperBound] } ?? ""
+        if !password.isEmpty {
+            if onlyReferences(password) { return (text, false) }
+            return (String(text[..<colon!] + text[userinfo.upperBound...]), true)
+        }
+        if user.isEmpty || onlyReferences(user) { return (text, false) }
+        // The whole userinfo and its "@" (the range ends at the "@").
+        return (String(text[..<userinfo.lowerBound] + text[userinfo.upperBound...].dropFirst()), true)
     }
 
     /// The userinfo of the URL `text`: from the start of the authority up to its last `@`.
