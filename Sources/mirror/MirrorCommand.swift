@@ -36,6 +36,13 @@ struct MirrorCommand: AsyncParsableCommand {
         // must lay out at the width the EXIT STATUS list was wrapped for, and never at one it
         // cannot lay its option list out in (below 40 columns, it has no room left for the text).
         setenv("COLUMNS", String(HelpText.columns()), 1)
+        if CommandLine.arguments.isEmpty {
+            // Swift reads a Linux process's arguments from /proc/self/cmdline: without /proc
+            // there are none, and parsing nothing would print the help and exit 0, a cron job
+            // that did nothing reported as a success.
+            Console.writeToStandardError("mirror: cannot read the command line: /proc is not mounted (mirror reads its arguments and opens its state store through /proc)\n")
+            Glibc.exit(ExitStatus.usage.rawValue)
+        }
         if CommandLine.arguments.count == 1 {
             // No command at all is a usage error for scripts, not a request for help.
             Console.writeToStandardError(helpMessage() + "\n")
