@@ -7,6 +7,9 @@ public struct StateStoreProblem: Sendable, Equatable, CustomStringConvertible {
         /// A damaged store (not a database, corrupt) was replaced by an empty one: its records
         /// are gone.
         case replaced
+        /// The first write of the run failed: later ones may fail too (a read-only or full
+        /// store), and the run's records with them.
+        case notWritten
         /// One record could not be read or written; the run goes on.
         case record
     }

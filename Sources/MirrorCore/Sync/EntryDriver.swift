@@ -371,7 +371,7 @@ final class EntryDriver: @unchecked Sendable {
                 }
             }
         } catch {
-            runner.emit(.stateStoreProblem(StateStoreProblem(.record, "writing \(store.path): \(error)")))
+            runner.storeWriteFailed("writing \(store.path): \(error)")
         }
     }
 

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Carries out `plan` and `sync` for a manifest: probes, decides and transfers each entry,
 /// with at most `concurrency` requests in flight, over one shared transfer engine.
@@ -26,6 +27,8 @@ public final class ManifestRunner: Sendable {
     let runBucket: RateBucket?
     /// Each host's `rate_limit`, by its `hosts:` key.
     let hostBuckets: [String: RateBucket]
+    /// Whether a failed write to the store was said at the default verbosity already.
+    private let reportedStoreWriteFailure = Atomic<Bool>(false)
 
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
@@ -184,6 +187,16 @@ public final class ManifestRunner: Sendable {
 
     func emit(_ event: RunEvent) {
         options.events?(event)
+    }
+
+    /// A write to the state store failed. The first of a run is said at the default verbosity
+    /// (a store that cannot be written, read-only or full, loses every record of the run, and
+    /// the next run fetches or hashes again what this one did); the others are `-v` lines.
+    func storeWriteFailed(_ text: String) {
+        let first = !reportedStoreWriteFailure.exchange(true, ordering: .relaxed)
+        emit(.stateStoreProblem(first
+            ? StateStoreProblem(.notWritten, "\(text); what this run learns may not be recorded (each further failure with -v)")
+            : StateStoreProblem(.record, text)))
     }
 
     /// The record, and whether the store failed to say: then a record of any kind may still

@@ -44,7 +44,7 @@ final class SyncRun: @unchecked Sendable {
         self.mode = mode
         groupCommit = GroupCommit(
             rootDirectory: runner.rootDirectory, durable: runner.options.durable, store: store, pool: runner.blocking,
-            engine: runner.fetcher.engine, onStoreProblem: { [runner] in runner.emit(.stateStoreProblem(StateStoreProblem(.record, $0))) })
+            engine: runner.fetcher.engine, onStoreProblem: { [runner] in runner.storeWriteFailed($0) })
         self.store = store
         self.siblings = siblings
         self.conditions = conditions
