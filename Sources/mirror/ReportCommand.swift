@@ -46,6 +46,7 @@ struct ReportCommand: ParsableCommand {
 
     func validate() throws {
         if files.isEmpty { throw ValidationError("give at least one report file (written by mirror sync --report)") }
+        if failedManifest == "" { throw ValidationError("--failed-manifest is empty; give a file, or - for stdout") }
     }
 
     func run() throws {

@@ -26,7 +26,7 @@ enum ReportFile {
         var document: [(String, JSONValue)] = [
             ("mirror_report", .int(version)),
             ("command", .string("sync")),
-            ("manifest", .string(ManifestPath.absolute(manifestPath))),
+            ("manifest", .string(ManifestPath.resolved(manifestPath))),
             ("manifest_sha256", .string(manifest?.contentSHA256)),
             ("root", .string(manifest?.root)),
             ("state_dir", .string(manifest?.stateDirectory)),

@@ -57,24 +57,41 @@ struct ReportMerge {
     }
 
     /// Reports of one run read one manifest, at one version, into one root. What a report
-    /// does not know (its run could not load the manifest) conflicts with nothing.
+    /// does not know (its run could not load the manifest) conflicts with nothing; each field
+    /// is compared with the first report that knows it, not with the first report (which may
+    /// know nothing, so that every other pair went unchecked).
     private static func checkOneRun(_ reports: [(path: String, document: ReportFile.Document)]) throws(Conflict) {
-        guard let (firstPath, first) = reports.first else { return }
-        for (path, document) in reports.dropFirst() {
-            if let one = first.manifest, let other = document.manifest, one != other {
-                throw Conflict(description: "\(firstPath) and \(path) are reports of different manifests (\(one) and \(other)); merge the reports of one run")
+        var manifest: (path: String, value: String)?
+        var root: (path: String, value: String)?
+        // The state directory is known when the root is (nil is then ROOT/.mirror).
+        var stateDirectory: (path: String, value: String?)?
+        var sha256: (path: String, value: String)?
+        for (path, document) in reports {
+            if let other = document.manifest {
+                if let (firstPath, one) = manifest, one != other {
+                    throw Conflict(description: "\(firstPath) and \(path) are reports of different manifests (\(one) and \(other)); merge the reports of one run")
+                }
+                if manifest == nil { manifest = (path, other) }
             }
-            if let one = first.root, let other = document.root, one != other {
-                throw Conflict(description: "\(firstPath) and \(path) are reports of runs into different roots (\(one) and \(other)); merge the reports of one run")
+            if let other = document.root {
+                if let (firstPath, one) = root, one != other {
+                    throw Conflict(description: "\(firstPath) and \(path) are reports of runs into different roots (\(one) and \(other)); merge the reports of one run")
+                }
+                if root == nil { root = (path, other) }
+                let other = document.stateDirectory
+                if let (firstPath, one) = stateDirectory, one != other {
+                    throw Conflict(description: "\(firstPath) and \(path) are reports of runs with different state directories (\(one ?? "ROOT/.mirror") and \(other ?? "ROOT/.mirror")); merge the reports of one run")
+                }
+                if stateDirectory == nil { stateDirectory = (path, other) }
             }
-            if first.root != nil, document.root != nil, first.stateDirectory != document.stateDirectory {
-                throw Conflict(description: "\(firstPath) and \(path) are reports of runs with different state directories (\(first.stateDirectory ?? "ROOT/.mirror") and \(document.stateDirectory ?? "ROOT/.mirror")); merge the reports of one run")
-            }
-            if let one = first.manifestSHA256, let other = document.manifestSHA256, one != other {
-                throw Conflict(description: """
-                    \(firstPath) and \(path) are reports of runs that read different versions of \(document.manifest ?? "the manifest") \
-                    (SHA-256 \(one.prefix(12))… and \(other.prefix(12))…): it changed between them; run every shard of one version
-                    """)
+            if let other = document.manifestSHA256 {
+                if let (firstPath, one) = sha256, one != other {
+                    throw Conflict(description: """
+                        \(firstPath) and \(path) are reports of runs that read different versions of \(document.manifest ?? "the manifest") \
+                        (SHA-256 \(one.prefix(12))… and \(other.prefix(12))…): it changed between them; run every shard of one version
+                        """)
+                }
+                if sha256 == nil { sha256 = (path, other) }
             }
         }
     }

@@ -9,6 +9,10 @@ struct ReportOption: ParsableArguments {
         valueName: "file"), completion: .file())
     var report: String?
 
+    func validate() throws {
+        if report == "" { throw ValidationError("--report is empty; give a file, or - for stdout") }
+    }
+
     /// What the sync knew by the time it ended: nothing when the manifest could not be loaded.
     struct Run {
         var manifest: Manifest?

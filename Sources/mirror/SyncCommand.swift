@@ -79,6 +79,10 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var logOptions: LogOptions
 
+    func validate() throws {
+        if metricsFile == "" { throw ValidationError("--metrics-file is empty; give a file, or - for stdout") }
+    }
+
     func run() async throws {
         let startedAt = ContinuousClock.now
         let console = Console(mode: options.json ? .json : .text, quiet: options.quiet, log: logOptions.style)

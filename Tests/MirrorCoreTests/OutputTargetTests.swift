@@ -8,6 +8,8 @@ import Testing
 struct OutputTargetTests {
     typealias Facts = OutputTarget.Facts
     static let existing = OutputTarget.Existing(mode: 0o640, owner: 7, group: 8)
+    static let foreignLink = "is a symbolic link owned by uid 65534, not by the user running mirror (uid 0) or root; "
+        + "it is not followed: remove it, or give another path"
 
     @Test(arguments: [
         // (facts, for any output, for the manifest)
@@ -29,6 +31,17 @@ struct OutputTargetTests {
         (Facts(kind: .fifo), .stream("out"), .refused("is a FIFO, not a regular file")),
         (Facts(isLink: true, kind: .fifo, resolved: "/run/f"), .stream("out"), .refused("is a FIFO, not a regular file")),
         (Facts(kind: .directory), .refused("is a directory"), .refused("is a directory")),
+        // A link is followed only when it is the running user's or root's: another user's link
+        // is refused whatever it leads to, a standard stream included.
+        (Facts(isLink: true, linkOwner: 65534, user: 0, kind: .regular, resolved: "/etc/passwd", existing: existing),
+         .refused(foreignLink), .refused(foreignLink)),
+        (Facts(isLink: true, linkOwner: 65534, user: 0, kind: .characterDevice, standardStream: 1),
+         .refused(foreignLink), .refused(foreignLink)),
+        (Facts(isLink: true, linkOwner: 65534, user: 0, kind: .missing), .refused(foreignLink), .refused(foreignLink)),
+        (Facts(isLink: true, linkOwner: 0, user: 1000, kind: .characterDevice, standardStream: 1), .standardStream(1),
+         .refused("is a character device, not a regular file")),
+        (Facts(isLink: true, linkOwner: 1000, user: 1000, kind: .regular, resolved: "/data/out", existing: existing),
+         .replace("/data/out", existing: existing), .replace("/data/out", existing: existing)),
         (Facts(kind: .blockDevice),
          .refused("is a block device; an output is written only to a regular file, a character device or a FIFO"),
          .refused("is a block device; an output is written only to a regular file, a character device or a FIFO")),
@@ -76,5 +89,42 @@ struct OutputTargetTests {
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o7777 == 0o604)
         #expect(directory.listing() == ["out"])
+    }
+
+    /// In a shared directory another user may plant `report.json -> /etc/passwd`: the link is
+    /// refused and its target left alone; the same link made by the running user is followed.
+    @Test func anotherUsersLinkAtAnOutputIsNotFollowed() throws {
+        guard geteuid() == 0 else { return }
+        let directory = try TemporaryDirectory(prefix: "mirror-output")
+        #expect(chmod(directory.path(""), 0o1777) == 0)
+        let victim = try directory.write(Data("secret".utf8), to: "victim")
+        #expect(symlink(victim, directory.path("report.json")) == 0)
+        #expect(lchown(directory.path("report.json"), 65534, 65534) == 0)
+        #expect(throws: OutputFileError.self) { try OutputFile(path: directory.path("report.json")).write("{}") }
+        #expect(OutputFile(path: directory.path("report.json")).target
+            == .refused("is a symbolic link owned by uid 65534, not by the user running mirror (uid 0) or root; it is not followed: remove it, or give another path"))
+        #expect(directory.contents(of: "victim") == Data("secret".utf8))
+        #expect(symlink(victim, directory.path("own.json")) == 0)
+        try OutputFile(path: directory.path("own.json")).write("{}")
+        #expect(directory.contents(of: "victim") == Data("{}".utf8))
+    }
+
+    /// A file another user made at an output's name is replaced by one the running user owns,
+    /// with the old permissions; the manifest `lock` rewrites keeps its owner and group.
+    @Test func aReplacedOutputIsOwnedByTheRunningUser() throws {
+        guard geteuid() == 0 else { return }
+        let directory = try TemporaryDirectory(prefix: "mirror-output")
+        for name in ["report.json", "manifest.yaml"] {
+            let path = try directory.write(Data("old".utf8), to: name)
+            #expect(chown(path, 65534, 65534) == 0)
+            #expect(chmod(path, 0o640) == 0)
+        }
+        try OutputFile(path: directory.path("report.json")).write("new")
+        try OutputFile(path: directory.path("manifest.yaml"), accepts: .regularFile).write("new")
+        var info = stat()
+        #expect(stat(directory.path("report.json"), &info) == 0)
+        #expect(info.st_uid == 0 && info.st_gid == getegid() && info.st_mode & 0o7777 == 0o640)
+        #expect(stat(directory.path("manifest.yaml"), &info) == 0)
+        #expect(info.st_uid == 65534 && info.st_gid == 65534 && info.st_mode & 0o7777 == 0o640)
     }
 }

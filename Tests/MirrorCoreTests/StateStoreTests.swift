@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import Testing
 @testable import MirrorCore
 
@@ -26,5 +28,23 @@ struct StateStoreTests {
         #expect(try reopened.record(for: "\u{E9}")?.url == "https://h/precomposed")
         #expect(try reopened.record(for: "e\u{301}")?.url == "https://h/decomposed")
         #expect(try reopened.record(for: "\u{E9}")?.partial == nil)
+    }
+
+    /// A FIFO at a store's name (the run's own, or a shard's store an unsharded run reads) is
+    /// a store that cannot be used, named as a FIFO, and never opened: `plan`, `verify` and
+    /// `sync` hung forever in its blocking open.
+    @Test(arguments: ["state.sqlite", "state.shard-0-of-2.sqlite"])
+    func aFIFOAtAStoresNameIsNeverOpened(name: String) throws {
+        let scenario = try SyncScenario()
+        let present = try scenario.directory.write(Data("here".utf8), to: "source/present.txt")
+        try scenario.write(text: "version: 1\nallow_file: true\nroot: ./root\nfiles:\n  - url: \"file://\(present)\"\n")
+        try FileManager.default.createDirectory(atPath: scenario.directory.path("root/.mirror"), withIntermediateDirectories: true)
+        #expect(mkfifo(scenario.directory.path("root/.mirror/" + name), 0o600) == 0)
+        for command in ["plan", "verify", "sync"] {
+            let result = try MirrorBinary.run([command, "m.yaml"], in: scenario.directory.path, timeout: .seconds(10))
+            #expect(result.stderr.contains("root/.mirror/\(name) cannot be used (it is a FIFO, not a regular file"), "\(command): \(result)")
+        }
+        var info = stat()
+        #expect(lstat(scenario.directory.path("root/.mirror/" + name), &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
     }
 }

@@ -81,9 +81,15 @@ public final class StateStore: Sendable {
             Glibc.close(held)
             return notOpened("SQLite's unix VFS is missing")
         }
+        // Only a regular file is opened: a FIFO at the store's name would block the open (or
+        // its first read) forever, and a device or socket is no database.
+        var info = stat()
+        if fstatat(held, fileName, &info, AT_SYMLINK_NOFOLLOW) == 0, let kind = Self.notRegular(info.st_mode) {
+            Glibc.close(held)
+            return notOpened(kind == "symbolic link" ? "it is a symbolic link, which mirror does not follow" : "it is a \(kind), not a regular file; it is never opened")
+        }
         switch mode {
         case .readOnly:
-            var info = stat()
             guard fstatat(held, fileName, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
                 let code = errno
                 Glibc.close(held)
@@ -124,6 +130,20 @@ public final class StateStore: Sendable {
                     return notOpened("\(error)")
                 }
             }
+        }
+    }
+
+    /// What a file of `mode` is when it is not a regular file; nil for a regular file.
+    static func notRegular(_ mode: mode_t) -> String? {
+        switch mode & S_IFMT {
+        case S_IFREG: nil
+        case S_IFIFO: "FIFO"
+        case S_IFLNK: "symbolic link"
+        case S_IFDIR: "directory"
+        case S_IFCHR: "character device"
+        case S_IFBLK: "block device"
+        case S_IFSOCK: "socket"
+        default: "special file"
         }
     }
 

@@ -7,13 +7,14 @@ enum AtomicFile {
     /// Writes `bytes` to a new temporary file beside `path`, fsyncs it and renames it over
     /// `path`; on failure the temporary file is removed and `path` is as it was.
     /// - Parameters:
-    ///   - mode: the new file's permissions (before the umask unless `owner` is given).
-    ///   - owner: the user and group to give it, with `mode` set exactly: a file replaced in
-    ///     place keeps them.
+    ///   - mode: the new file's permissions, set exactly (a replaced file keeps its own); nil
+    ///     for a new file: 0666 less the umask.
+    ///   - owner: the user and group to give it (the manifest `lock` rewrites keeps its own);
+    ///     nil: the running user's, as the file is created.
     static func replace(
-        _ path: String, with bytes: [UInt8], mode: mode_t = 0o666, owner: (uid_t, gid_t)? = nil
+        _ path: String, with bytes: [UInt8], mode: mode_t? = nil, owner: (uid_t, gid_t)? = nil
     ) throws(OutputFileError) {
-        let (temporary, fd) = try createTemporary(for: path, mode: mode)
+        let (temporary, fd) = try createTemporary(for: path, mode: mode ?? 0o666)
         var failure: OutputFileError?
         var offset = 0
         while offset < bytes.count, failure == nil {
@@ -24,9 +25,11 @@ enum AtomicFile {
                 offset += written
             }
         }
+        if let mode { _ = fchmod(fd, mode) }
         if let owner {
-            _ = fchmod(fd, mode)
             _ = fchown(fd, owner.0, owner.1)
+            // fchown may clear set-user-ID and set-group-ID bits.
+            if let mode { _ = fchmod(fd, mode) }
         }
         if failure == nil, fsync(fd) != 0 { failure = OutputFileError(path: temporary, operation: "fsync", errno: errno) }
         if close(fd) != 0, failure == nil { failure = OutputFileError(path: temporary, operation: "close", errno: errno) }

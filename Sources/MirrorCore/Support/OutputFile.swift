@@ -24,8 +24,13 @@ public struct OutputFileError: Error, Sendable, Equatable, CustomStringConvertib
 ///
 /// - a regular file, or nothing yet: replaced whole (`AtomicFile`: a temporary name beside
 ///   it, fsync, rename), so no reader ever sees part of it; through a symbolic link, the file
-///   it points to is replaced and the link kept. A replaced file keeps its permissions and
-///   owner (the owner as far as the process may set it);
+///   it points to is replaced and the link kept. A replaced file keeps its permissions, but
+///   the new file is owned by the user running the tool, never by the old file's owner (an
+///   output pre-created by another user must not stay theirs to rewrite); only the manifest
+///   (`Accepts.regularFile`) keeps its owner and group too (as far as the process may set them);
+/// - a symbolic link at the path is followed only when the link is owned by the user running
+///   the tool, or by root (`/dev/stdout`); a link another user owns, which anyone may plant in
+///   a shared directory, is refused whatever it points to;
 /// - `-`, or a path that names the file standard output or standard error is open on
 ///   (`/dev/stdout`, `/proc/self/fd/2`, or the very file stdout was redirected to): written
 ///   to that descriptor;
@@ -66,8 +71,10 @@ public struct OutputFile: Sendable {
         case .standardStream(let descriptor):
             try Self.writeAll(bytes, to: descriptor, path: path)
         case .replace(let file, let existing):
+            // Only the manifest keeps its owner: an output is the running user's.
             try AtomicFile.replace(
-                file, with: bytes, mode: existing?.mode ?? 0o666, owner: existing.map { ($0.owner, $0.group) })
+                file, with: bytes, mode: existing?.mode,
+                owner: accepts == .regularFile ? existing.map { ($0.owner, $0.group) } : nil)
         case .stream(let stream):
             try Self.writeInPlace(bytes, to: stream)
         case .refused(let reason):
@@ -183,6 +190,10 @@ public enum OutputTarget: Sendable, Equatable {
         var isDash = false
         /// The path itself is a symbolic link.
         var isLink = false
+        /// The owner of that link (not of what it leads to).
+        var linkOwner: uid_t?
+        /// The user running the tool (`geteuid()`).
+        var user: uid_t = geteuid()
         /// What the path leads to, through any links.
         var kind: Kind
         /// The path through its links, made absolute; nil when it leads nowhere.
@@ -191,9 +202,14 @@ public enum OutputTarget: Sendable, Equatable {
         var standardStream: Int32?
         var existing: Existing?
 
-        init(isDash: Bool = false, isLink: Bool = false, kind: Kind, resolved: String? = nil, standardStream: Int32? = nil, existing: Existing? = nil) {
+        init(
+            isDash: Bool = false, isLink: Bool = false, linkOwner: uid_t? = nil, user: uid_t = geteuid(), kind: Kind,
+            resolved: String? = nil, standardStream: Int32? = nil, existing: Existing? = nil
+        ) {
             self.isDash = isDash
             self.isLink = isLink
+            self.linkOwner = isLink ? (linkOwner ?? user) : nil
+            self.user = user
             self.kind = kind
             self.resolved = resolved
             self.standardStream = standardStream
@@ -212,9 +228,15 @@ public enum OutputTarget: Sendable, Equatable {
                 return
             }
             let isLink = link.st_mode & S_IFMT == S_IFLNK
+            let linkOwner: uid_t? = isLink ? link.st_uid : nil
+            if isLink, let linkOwner, linkOwner != geteuid(), linkOwner != 0 {
+                // Not followed at all: nothing is learnt about what another user's link names.
+                self.init(isLink: true, linkOwner: linkOwner, kind: .missing)
+                return
+            }
             var info = stat()
             guard stat(path, &info) == 0 else {
-                self.init(isLink: isLink, kind: .missing)
+                self.init(isLink: isLink, linkOwner: linkOwner, kind: .missing)
                 return
             }
             let kind: Kind = switch info.st_mode & S_IFMT {
@@ -239,7 +261,7 @@ public enum OutputTarget: Sendable, Equatable {
                 }
             }
             self.init(
-                isLink: isLink, kind: kind, resolved: resolved, standardStream: standardStream,
+                isLink: isLink, linkOwner: linkOwner, kind: kind, resolved: resolved, standardStream: standardStream,
                 existing: Existing(mode: info.st_mode & 0o7777, owner: info.st_uid, group: info.st_gid))
         }
     }
@@ -249,6 +271,13 @@ public enum OutputTarget: Sendable, Equatable {
         let streams = accepts == .any
         if facts.isDash {
             self = streams ? .standardStream(STDOUT_FILENO) : .refused("is standard output, not a file")
+            return
+        }
+        // Before anything the link leads to: another user's link is never followed.
+        if facts.isLink, let owner = facts.linkOwner, owner != facts.user, owner != 0 {
+            self = .refused(
+                "is a symbolic link owned by uid \(owner), not by the user running mirror (uid \(facts.user)) or root; "
+                    + "it is not followed: remove it, or give another path")
             return
         }
         if streams, let descriptor = facts.standardStream {

@@ -196,6 +196,22 @@ struct OutputPathTests {
         #expect(scenario.directory.listing("textfile") == ["mirror.prom"])
     }
 
+    /// An empty output path is a usage error naming the option (it was accepted, and the run
+    /// ended 0 after failing to rename to "").
+    @Test(arguments: Output.allCases)
+    func anEmptyOutputPathIsAUsageError(output: Output) throws {
+        let scenario = try SyncScenario()
+        let present = try scenario.directory.write(Data("here".utf8), to: "source/present.txt")
+        try scenario.write(text: "version: 1\nallow_file: true\nroot: ./root\nfiles:\n  - url: \"file://\(present)\"\n")
+        let arguments = output == .failedManifest
+            ? ["report", "shard.json", "--failed-manifest", ""]
+            : ["sync", "--quiet", "m.yaml", output.rawValue, ""]
+        let result = try scenario.run(arguments)
+        #expect(result.status == 2, "\(result)")
+        #expect(result.stderr.contains("\(output.rawValue) is empty"), "\(result)")
+        #expect(scenario.directory.listing("root").isEmpty, "nothing was synced: \(result)")
+    }
+
     static func umask() -> mode_t {
         let current = Glibc.umask(0o022)
         Glibc.umask(current)

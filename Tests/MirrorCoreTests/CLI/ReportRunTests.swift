@@ -53,6 +53,31 @@ struct ReportRunTests {
         #expect(roots.stderr.contains("r0.json and r1.json are reports of runs into different roots"), "\(roots)")
     }
 
+    /// Shards of one run that reach one manifest by different paths (a symbolic link to it, or
+    /// a `..` through a link) record its real path, so `mirror report` merges them; they were
+    /// refused as reports of different manifests.
+    @Test func oneManifestReachedThroughALinkOrDotDotIsOneManifest() throws {
+        let scenario = try SyncScenario()
+        let names = (0..<8).map { "f\($0).txt" }
+        for name in names { try scenario.directory.write(Data(name.utf8), to: "source/" + name) }
+        try scenario.write(text: Self.manifest(names, in: scenario), to: "m.yaml")
+        #expect(symlink("m.yaml", scenario.directory.path("link.yaml")) == 0)
+        try FileManager.default.createDirectory(atPath: scenario.directory.path("sub"), withIntermediateDirectories: false)
+        #expect(symlink("..", scenario.directory.path("sub/up")) == 0)
+        let pointer = try #require(realpath(scenario.directory.path("m.yaml"), nil))
+        let real = String(cString: pointer)
+        free(pointer)
+        for (shard, manifest) in [(0, "link.yaml"), (1, "sub/up/m.yaml"), (2, "m.yaml")] {
+            // One root for all: a root relative to sub/up/ is recorded as that path (not resolved).
+            let run = try scenario.run([
+                "sync", "--quiet", manifest, "--root", scenario.directory.path("root"), "--shard", "\(shard)/3", "--report", "r\(shard).json"])
+            #expect(run.status == 0, "\(run)")
+            #expect(scenario.text(of: "r\(shard).json").contains("\"manifest\":\"\(real)\""), "\(scenario.text(of: "r\(shard).json"))")
+        }
+        let merged = try scenario.run(["report", "r0.json", "r1.json", "r2.json"])
+        #expect(merged.status == 0, "\(merged)")
+    }
+
     /// The failed manifest is one to retry with: each failed entry as its manifest wrote it
     /// (its own url, not the mirror tried last; its checksum file, looked up by the url's name;
     /// userinfo and a header as `${VAR}`s, never their values or `***`), written from the

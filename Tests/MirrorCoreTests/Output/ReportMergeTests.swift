@@ -92,6 +92,29 @@ struct ReportMergeTests {
         #expect(try ReportMerge([(path: "r0.json", document: one), (path: "r1.json", document: unloaded)]).status == .usage)
     }
 
+    /// Each field is compared across every report that knows it, not only with the first
+    /// report: a first report whose run could not load its manifest (no root, no SHA-256)
+    /// let reports of different roots, state directories or versions merge.
+    @Test(arguments: [
+        ("/m.yaml", "/elsewhere", nil, "a", "are reports of runs into different roots (/r and /elsewhere)"),
+        ("/m.yaml", "/r", "/state", "a", "are reports of runs with different state directories (ROOT/.mirror and /state)"),
+        ("/m.yaml", "/r", nil, "b", "are reports of runs that read different versions of /m.yaml"),
+    ] as [(String, String, String?, String, String)])
+    func everyReportIsComparedWithTheFirstThatKnowsEachField(
+        manifest: String, root: String, stateDirectory: String?, digit: String, reason: String
+    ) throws {
+        var unloaded = Self.document(2, shard: (0, 3), root: nil, manifest: "/m.yaml", sha256: nil)
+        unloaded.stateDirectory = nil
+        let one = Self.document(0, shard: (1, 3))
+        var other = Self.document(0, shard: (2, 3), root: root, manifest: manifest, sha256: String(repeating: digit, count: 64))
+        other.stateDirectory = stateDirectory
+        #expect {
+            try ReportMerge([(path: "r0.json", document: unloaded), (path: "r1.json", document: one), (path: "r2.json", document: other)])
+        } throws: { error in
+            "\(error)".hasPrefix("r1.json and r2.json \(reason)")
+        }
+    }
+
     /// A failed entry goes into the manifest of failed entries as its manifest wrote it: its
     /// own url (not the mirror tried last), `${VAR}`s unexpanded, its mirrors, checksum file and
     /// headers.
