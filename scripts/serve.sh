@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Serves DIR over HTTP on a random loopback port with nginx, in the background.
 #   scripts/serve.sh DIR RUNDIR [RATE]
-# AUTOINDEX=on lists directories (for clients that crawl them).
+# AUTOINDEX=on lists directories (for clients that crawl them). TLS_CERT=PEM TLS_KEY=PEM serve
+# HTTPS with HTTP/2 (ALPN) instead of plain HTTP. LOG_CONNECTIONS=on adds to each access-log line
+# the protocol (protocol=HTTP/1.1, protocol=HTTP/2.0) and nginx's serial number of the connection
+# (connection=N), so that a client's connections can be counted.
 # RUNDIR receives nginx.conf, logs, nginx.pid and `port`. RATE (e.g. 40m) limits each
 # response's speed so progress is visible. Stop it with: kill "$(cat RUNDIR/nginx.pid)"
 set -euo pipefail
@@ -13,6 +16,15 @@ nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
 user_line=""
 [ "$(id -u)" -eq 0 ] && user_line="user root;"
+listen_options=""
+tls_lines=""
+if [ -n "${TLS_CERT:-}" ] || [ -n "${TLS_KEY:-}" ]; then
+    [ -r "${TLS_CERT:-}" ] && [ -r "${TLS_KEY:-}" ] || { echo "TLS_CERT and TLS_KEY must both name readable files" >&2; exit 1; }
+    listen_options=" ssl http2"
+    tls_lines="ssl_certificate $(realpath "$TLS_CERT"); ssl_certificate_key $(realpath "$TLS_KEY");"
+fi
+log_fields=""
+[ "${LOG_CONNECTIONS:-off}" = on ] && log_fields=' protocol=$server_protocol connection=$connection'
 
 for _ in $(seq 1 20); do
     port=$((20000 + RANDOM % 40000))
@@ -23,7 +35,7 @@ pid $run/nginx.pid;
 error_log $run/error.log;
 events { worker_connections 256; }
 http {
-    log_format mirror '\$request_method \$uri \$status range=\$http_range bytes_sent=\$body_bytes_sent';
+    log_format mirror '\$request_method \$uri \$status range=\$http_range bytes_sent=\$body_bytes_sent$log_fields';
     access_log $run/access.log mirror;
     client_body_temp_path $run/body;
     proxy_temp_path $run/proxy;
@@ -34,7 +46,8 @@ http {
     types { }
     default_type application/octet-stream;
     server {
-        listen 127.0.0.1:$port;
+        listen 127.0.0.1:$port$listen_options;
+        $tls_lines
         root $dir;
         limit_rate $rate;
         autoindex ${AUTOINDEX:-off};
