@@ -21,11 +21,11 @@
 # from a server that caps each connection at 5 MB/s, 40 ms (curl and wget2, one connection
 # each, once); (l) that file uncapped at an 80 ms round trip; (m) over HTTPS with HTTP/2 (a
 # private CA the bench makes) at 40 ms: the LINK_COUNT new files, and a no-op re-check of the
-# 2000 files of (b) (aria2 once there). aria2 at 16 connections in (k) and wget2 at its default of 30 streams per
-# connection in (m) are shown beside, beyond the budget. Besides the time, each row says what
-# nginx logged for that tool: requests by method (and per file), connections, body bytes sent
-# and the protocol; each copy is checked against the server's files. The section prints the
-# load (uptime) at its start and end, and its duration.
+# 2000 files of (b) (aria2 once there). aria2 at 16 connections in (k) and wget2 at its
+# default of 30 streams per connection in (m) are shown beside, beyond the budget. Besides the
+# time, each row says what nginx logged for that tool: requests by method (and per file),
+# connections, body bytes sent and the protocol; each copy is checked against the server's
+# files. The section prints the load (uptime) at its start and end, and its duration.
 set -euo pipefail
 mirror=$(realpath "${1:?usage: bench.sh PATH-TO-MIRROR}")
 sections=${BENCH_SECTIONS:-loopback links}
