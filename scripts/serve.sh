@@ -16,12 +16,10 @@ nginx=$(command -v nginx || echo /usr/sbin/nginx)
 
 user_line=""
 [ "$(id -u)" -eq 0 ] && user_line="user root;"
-listen_options=""
-tls_lines=""
+listen_options="" # the rest of the listen line, and the certificate's directives after it
 if [ -n "${TLS_CERT:-}" ] || [ -n "${TLS_KEY:-}" ]; then
     [ -r "${TLS_CERT:-}" ] && [ -r "${TLS_KEY:-}" ] || { echo "TLS_CERT and TLS_KEY must both name readable files" >&2; exit 1; }
-    listen_options=" ssl http2"
-    tls_lines="ssl_certificate $(realpath "$TLS_CERT"); ssl_certificate_key $(realpath "$TLS_KEY");"
+    listen_options=" ssl http2; ssl_certificate $(realpath "$TLS_CERT"); ssl_certificate_key $(realpath "$TLS_KEY")"
 fi
 log_fields=""
 [ "${LOG_CONNECTIONS:-off}" = on ] && log_fields=' protocol=$server_protocol connection=$connection'
@@ -47,7 +45,6 @@ http {
     default_type application/octet-stream;
     server {
         listen 127.0.0.1:$port$listen_options;
-        $tls_lines
         root $dir;
         limit_rate $rate;
         autoindex ${AUTOINDEX:-off};
