@@ -74,16 +74,19 @@ final class LinkProxy: Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.runWithDefaultSignalMask()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline, process.isRunning {
+        let deadline = ContinuousClock.now + .seconds(30)
+        // Checked once more after the deadline: on a busy machine this task may wake long after
+        // its sleep, and an emulator that came up meanwhile is not a failure.
+        while true {
             if let text = try? String(contentsOfFile: portFile, encoding: .utf8),
                let port = UInt16(text.trimmingCharacters(in: .whitespacesAndNewlines)),
                LoopbackSocket.acceptsConnections(on: try LoopbackAddress("127.0.0.1"), port: port) {
                 return LinkProxy(port: port, process: process, directory: directory)
             }
+            if !process.isRunning || ContinuousClock.now >= deadline { break }
             try await Task.sleep(for: .milliseconds(10))
         }
-        let status = process.isRunning ? "did not write its port within 10 s" : "exited with status \(process.terminationStatus)"
+        let status = process.isRunning ? "did not write its port within 30 s" : "exited with status \(process.terminationStatus)"
         process.terminateAndWait()
         throw Unavailable(description: "linkproxy \(status)")
     }
