@@ -133,7 +133,7 @@ final class TransferSlots: Sendable {
     /// `count` connection permits in all; `hostLimits` caps the connection permits out at once
     /// for each named host; `streamCap` caps the stream permits per HTTP/2 origin.
     init(_ count: Int, hostLimits: [String: Int] = [:], streamCap: Int = RequestBudget.streamCap) {
-        state = Mutex(State(free: max(1, count), total: max(1, count), hostLimits: hostLimits, streamCap: max(0, streamCap)))
+        state = Mutex(State(free: max(1, count), total: max(1, count), hostLimits: hostLimits, streamCap: max(1, streamCap)))
     }
 
     /// Waits, in turn, for a connection permit. Nil when the task is cancelled first.

@@ -55,16 +55,12 @@ struct HTTP2StreamsTests {
         #expect(Set(downloads.map(\.connection)).count == 1, "\(Self.describe(downloads))")
         #expect(Self.mostArrivingWithin(0.03, downloads) >= 20, "new small files: \(Self.describe(downloads))")
 
-        let started = ContinuousClock.now
         let again = try await scenario.sync(manifest)
-        let recheckTime = ContinuousClock.now - started
         #expect(again.allSatisfy { $0.outcome == .skipped }, "\(again.map(\.outcome))")
         let recheck = Array(try scenario.nginxRequests().dropFirst(downloads.count))
         #expect(recheck.count == 200, "one request per entry: \(Self.describe(recheck))")
         #expect(Set(recheck.map(\.connection)).count == 1, "\(Self.describe(recheck))")
         #expect(Self.mostArrivingWithin(0.03, recheck) >= 20, "re-check: \(Self.describe(recheck))")
-        // 2 at a time would be 100 round trips of 40 ms.
-        #expect(recheckTime < .seconds(2), "a re-check of 200 files over a 40 ms link took \(recheckTime)")
 
         let plan = await scenario.runner(try scenario.load(manifest)).plan()
         #expect(plan.allSatisfy { $0.action == .skip }, "\(plan.map(\.action))")
