@@ -128,4 +128,56 @@ struct HTTP2StreamsTests {
         #expect(Self.mostArrivingWithin(0.03, small) >= 10, "the small files ride on streams meanwhile: \(Self.describe(small))")
         #expect(Set(requests.map(\.connection)).count == 1, "\(Self.describe(requests))")
     }
+
+    /// A host's `concurrency` holds its connections and large transfers, not the streams on its
+    /// HTTP/2 connection: a plan of 100 entries of a host limited to 1 still has 20 or more
+    /// requests in flight at once.
+    @Test func aHostsConcurrencyDoesNotHoldBackItsStreams() async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(100, seed: 9_800)
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = ManifestText(top: [
+            "concurrency: 4", "defaults:", "  ca_file: \(ca.caCertificate)", "hosts:", "  127.0.0.1:\(link.port):", "    concurrency: 1",
+        ], entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+        let plan = await scenario.runner(try scenario.load(manifest)).plan()
+        #expect(plan.allSatisfy { $0.action == .download }, "\(plan.map(\.action))")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.count == 100 && requests.allSatisfy { $0.method == "HEAD" }, "\(Self.describe(requests))")
+        #expect(Set(requests.map(\.connection)).count == 1, "\(Self.describe(requests))")
+        #expect(Self.mostArrivingWithin(0.03, requests) >= 20, "\(Self.describe(requests))")
+    }
+
+    /// A Retry-After pause holds every request to the host, those that would ride on streams
+    /// too: 40 entries that nginx answers 503 with `Retry-After: 1`, over HTTP/2. The first
+    /// replies come back together; after them no request reaches nginx until the pause is over,
+    /// and then each entry tries once more.
+    @Test func aRetryAfterPauseHoldsStreamsToo() async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(40, seed: 9_900)
+        let options = NginxOptions(extraServerConfiguration: """
+                location /busy/ {
+                    add_header Retry-After 1 always;
+                    return 503;
+                }
+            """, tls: ca.serverTLS, http2: true)
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = ManifestText(top: ["concurrency: 2", "defaults:", "  ca_file: \(ca.caCertificate)", "  retries: 1"],
+                                    entries: site.keys.sorted().map { .url(link.url("/busy/" + $0), dest: $0) })
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.allSatisfy { $0.failed }, "\(reports.map(\.outcome))")
+        let requests = try scenario.nginxRequests().sorted { $0.startedAt < $1.startedAt }
+        #expect(requests.count == 80, "two attempts each: \(Self.describe(requests))")
+        let first = try #require(requests.first?.startedAt)
+        // The first wave: requests sent before the first 503 came back (one round trip, and the
+        // time to open the connection and learn that it multiplexes). The rest wait out the pause.
+        let early = requests.filter { $0.startedAt < first + 0.5 }
+        let late = requests.filter { $0.startedAt >= first + 0.5 }
+        #expect(late.allSatisfy { $0.startedAt >= first + 0.95 }, "nothing during the pause: \(late.map { $0.startedAt - first })")
+        #expect(early.count + late.count == 80)
+        #expect(Self.mostArrivingWithin(0.03, late) >= 20, "after the pause, the retries ride on streams: \(Self.describe(late))")
+    }
 }
