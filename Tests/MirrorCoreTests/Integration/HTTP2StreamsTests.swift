@@ -180,4 +180,43 @@ struct HTTP2StreamsTests {
         #expect(early.count + late.count == 80)
         #expect(Self.mostArrivingWithin(0.03, late) >= 20, "after the pause, the retries ride on streams: \(Self.describe(late))")
     }
+
+    /// An entry whose GET waits on its stream permit for a connection permit (a `size` pin says
+    /// its body is large) stops when the run is interrupted: it reports the interruption, sends
+    /// nothing and leaves no partial file. With `concurrency: 1`, a slow 4 MiB download holds the
+    /// one connection permit while four pinned 2 MiB entries wait.
+    @Test func anInterruptionStopsAGETWaitingForAConnectionPermit() async throws {
+        let ca = try PrivateCA()
+        let pinned = 2 * 1024 * 1024
+        var site = ["big.bin": randomData(count: 4 * 1024 * 1024, seed: 9_950)]
+        for index in 0..<4 { site["w\(index).bin"] = randomData(count: pinned, seed: 9_960 + UInt64(index)) }
+        let options = NginxOptions(rateLimit: 256 * 1024, tls: ca.serverTLS, http2: true, sendBuffer: 32 * 1024)
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = try scenario.load(ManifestText(top: ["concurrency: 1", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                                      entries: [.url(link.url("/big.bin"))]
+                                                          + (0..<4).map { .url(link.url("/w\($0).bin"), "size: \(pinned)") }))
+        let started = Shared(Set<String>())
+        var settings = SyncScenario.Settings()
+        settings.events = { event in
+            if case .started(let dest, _) = event { started.withLock { _ = $0.insert(dest) } }
+        }
+        let runner = scenario.runner(manifest, settings)
+        let work = Task { try await runner.sync() }
+        // Wait (bounded) until every pinned entry has its stream permit and asks for a connection.
+        for _ in 0..<2400 where started.withLock({ $0.count }) < 5 {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(started.withLock { $0.count } == 5, "every entry began an attempt: \(started.withLock { $0 })")
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelled = ContinuousClock.now
+        work.cancel()
+        let reports = try await work.value
+        #expect(ContinuousClock.now - cancelled < .seconds(10), "the waits were stopped, not waited out")
+        #expect(reports.map(\.outcome) == Array(repeating: .failed(.cancelled), count: 5), "\(reports.map(\.outcome))")
+        #expect(scenario.files().allSatisfy { !$0.hasPrefix("w") }, "no partial file of a waiting entry: \(scenario.files())")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.allSatisfy { !$0.uri.hasPrefix("/w") }, "the waiting GETs were never sent: \(requests)")
+    }
 }
