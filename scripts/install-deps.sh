@@ -23,6 +23,7 @@ test=(
     lighttpd               # a third real server: Range/If-Range
     vsftpd                 # FTP, explicit FTPS (AUTH TLS) and implicit FTPS
     curl                   # the tests' reference client
+    gcc                    # cc: the tests build the link emulator, Benchmarks/linkproxy.c
     groff-base             # make test checks that the man pages format cleanly
     openssl                # the tests make their own CA and TLS certificates
     tinyproxy-bin          # the forward proxy of the proxy tests

@@ -16,7 +16,7 @@ struct CommonOptions: ParsableArguments {
             completion: .directory)
     var stateDir: String?
 
-    @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Requests in flight at once (overrides the manifest's concurrency).", valueName: "n"))
+    @Option(name: [.customShort("j"), .long], help: ArgumentHelp("Connections and large transfers at once (overrides the manifest's concurrency).", valueName: "n"))
     var concurrency: Int?
 
     @Flag(name: .long, help: "Print one JSON object on stdout; human text goes to stderr.")

@@ -10,7 +10,8 @@ struct SyncCommand: AsyncParsableCommand {
         usage: "mirror sync [<options>] <manifest>",
         discussion: """
             Plans each entry as `mirror plan` does and carries the plan out, at most \
-            --concurrency transfers at a time. Downloads go to DEST.part and are renamed to \
+            --concurrency connections and large transfers at a time (probes and small files to \
+            an HTTP/2 server also ride on its connection as streams). Downloads go to DEST.part and are renamed to \
             DEST only when complete and verified (size, and sha256 or sha512 when pinned by the \
             manifest or its checksum file, fetched once per run); a partial file \
             is resumed with a Range request on the next run. A failed entry does not stop the \

@@ -72,4 +72,75 @@ struct TransferSlotsTests {
         c1.release()
         #expect(granted.withLock { $0.map(\.name) } == ["c2", "a2", "b2"])
     }
+
+    private static let origin = OriginKey(url: "https://h2.example/", proxy: nil)!
+
+    /// A light request to an HTTP/2 origin, or `request` to it.
+    private static func want(_ request: RequestBudget.Request = .light, host: String? = nil, multiplexable: Bool = true) -> TransferSlots.Want {
+        TransferSlots.Want(host: host, origin: origin, request: request, multiplexable: multiplexable)
+    }
+
+    /// Before the origin's first reply, its requests take connection permits; once it is known
+    /// to speak HTTP/2, light ones take stream permits, up to the cap, beyond `concurrency`, and
+    /// a waiter queued meanwhile is granted a stream.
+    @Test func lightRequestsRideOnAnHTTP2OriginsStreamsUpToTheCap() throws {
+        let slots = TransferSlots(2, streamCap: 3)
+        let granted = Shared([(name: String, slot: TransferSlots.Slot)]())
+        func ask(_ want: TransferSlots.Want, _ name: String) -> TransferSlots.Slot? {
+            slots.acquire(want) { slot in granted.withLock { $0.append((name, slot)) } }.0
+        }
+        let first = try #require(ask(Self.want(), "first"))
+        #expect(first.budget == .connection, "nothing is known of the origin yet")
+        let second = try #require(ask(Self.want(), "second"))
+        #expect(second.budget == .connection)
+        #expect(ask(Self.want(), "third") == nil, "2 connection permits, both out")
+        slots.learn(Self.origin, speaks: .http2)
+        #expect(granted.withLock { $0.map(\.name) } == ["third"], "the waiter rides on the connection now known to multiplex")
+        #expect(granted.withLock { $0.first?.slot.budget } == .stream)
+        let fourth = try #require(ask(Self.want(), "fourth"))
+        let fifth = try #require(ask(Self.want(), "fifth"))
+        #expect([fourth.budget, fifth.budget] == [.stream, .stream])
+        #expect(slots.inUse == (connections: 2, streams: 3))
+        #expect(ask(Self.want(), "sixth") == nil, "the stream cap is reached")
+        #expect(ask(Self.want(.body(RequestBudget.largeBody)), "large") == nil, "a large GET waits for a connection permit")
+        fourth.release()
+        #expect(granted.withLock { $0.map(\.name) } == ["third", "sixth"], "a stream freed goes to the light waiter only")
+        first.release()
+        #expect(granted.withLock { $0.map(\.name) } == ["third", "sixth", "large"])
+        #expect(granted.withLock { $0.last?.slot.budget } == .connection)
+        #expect(slots.inUse == (connections: 2, streams: 3))
+        second.release()
+        fifth.release()
+        granted.withLock { $0.forEach { $0.slot.release() } }
+        #expect(slots.inUse == (connections: 0, streams: 0), "every permit came back")
+    }
+
+    /// Requests that may not share a connection, or to an origin heard to speak HTTP/1.1, stay
+    /// on connection permits however light they are.
+    @Test func http1AndUnmultiplexableRequestsStayOnConnections() throws {
+        let slots = TransferSlots(1, streamCap: 10)
+        slots.learn(Self.origin, speaks: .http2)
+        let limited = try #require(slots.acquireNow(Self.want(multiplexable: false)))
+        #expect(limited.budget == .connection, "a rate-limited request goes over HTTP/1.1")
+        #expect(slots.acquireNow(Self.want(multiplexable: false)) == nil)
+        #expect(slots.acquireNow(Self.want())?.budget == .stream, "a light request still rides on the stream")
+        slots.learn(Self.origin, speaks: .http1)
+        #expect(slots.acquireNow(Self.want()) == nil, "heard as HTTP/1.1 now: connection permits only")
+        limited.release()
+    }
+
+    /// A host's `concurrency` holds its connection permits, not the streams on its connection.
+    @Test func aHostsLimitBoundsItsConnectionPermitsNotItsStreams() throws {
+        let slots = TransferSlots(4, hostLimits: ["h2.example": 1], streamCap: 5)
+        slots.learn(Self.origin, speaks: .http2)
+        let large = try #require(slots.acquireNow(Self.want(.body(.max), host: "h2.example")))
+        #expect(large.budget == .connection)
+        #expect(slots.acquireNow(Self.want(.body(.max), host: "h2.example")) == nil, "the host's one connection permit is out")
+        let streams = (0..<5).compactMap { _ in slots.acquireNow(Self.want(host: "h2.example")) }
+        #expect(streams.count == 5 && streams.allSatisfy { $0.budget == .stream }, "light requests go beyond the host's limit, up to the cap")
+        #expect(slots.acquireNow(Self.want(host: "h2.example")) == nil)
+        large.release()
+        streams.forEach { $0.release() }
+        #expect(slots.inUse == (connections: 0, streams: 0))
+    }
 }

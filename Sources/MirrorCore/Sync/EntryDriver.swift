@@ -23,6 +23,11 @@ final class EntryDriver: @unchecked Sendable {
     private let sources: [Source]
     private var slot: TransferSlots.Slot?
     private var slotRequest: UInt64?
+    /// A connection permit asked for by a GET that may not go on a stream, while the attempt's
+    /// stream permit is held; the GET starts when it is granted.
+    private var upgradeRequest: UInt64?
+    /// What starts when that permit is granted.
+    private var afterUpgrade: (() -> Void)?
     private var partial: OpenPartial?
     /// The request in flight, to stop it when the run is interrupted.
     private var transferID: UInt64?
@@ -60,6 +65,10 @@ final class EntryDriver: @unchecked Sendable {
         let limitedHost: String?
         /// Its host's `rate_limit`.
         let hostBucket: RateBucket?
+        /// The origin (and proxy) whose HTTP/2 connection its requests may share; nil: no host.
+        let origin: OriginKey?
+        /// Its requests may share a connection (`RequestBudget.multiplexes`).
+        let multiplexable: Bool
 
         init(_ url: RemoteURL, entry: Entry, run: SyncRun) {
             self.url = url
@@ -72,6 +81,14 @@ final class EntryDriver: @unchecked Sendable {
             headers = rule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
             limitedHost = rule?.concurrency == nil ? nil : rule?.key
             hostBucket = rule.flatMap { run.runner.hostBuckets[$0.key] }
+            origin = OriginKey(url: url.string, proxy: run.runner.options.proxies.proxy(for: url.string)?.url)
+            let rateLimited = run.runner.runBucket != nil || hostBucket != nil || entry.settings.rateLimit != nil
+            multiplexable = RequestBudget.multiplexes(url: url.string, rateLimited: rateLimited)
+        }
+
+        /// What a permit for `request` to this source is asked for.
+        func want(_ request: RequestBudget.Request) -> TransferSlots.Want {
+            TransferSlots.Want(host: limitedHost, origin: origin, request: request, multiplexable: multiplexable)
         }
     }
 
@@ -113,6 +130,13 @@ final class EntryDriver: @unchecked Sendable {
             self.slotRequest = nil
             if runner.slots.withdraw(slotRequest) { deliver(.slotDenied) }
         }
+        if let upgradeRequest {
+            self.upgradeRequest = nil
+            if runner.slots.withdraw(upgradeRequest) {
+                afterUpgrade = nil
+                deliver(.transferEnded(.failed(.cancelled, bytes: 0)))
+            }
+        }
         waiting?.cancel()
     }
 
@@ -145,7 +169,7 @@ final class EntryDriver: @unchecked Sendable {
             return awaitHost(sources[index])
         case .acquireSlot:
             if run.isCancelled { return .slotDenied }
-            let (granted, id) = runner.slots.acquire(host: sources[machine.source].limitedHost) { [self] slot in
+            let (granted, id) = runner.slots.acquire(sources[machine.source].want(.light)) { [self] slot in
                 runner.fetcher.engine.post { [self] in
                     slotRequest = nil
                     if run.isCancelled {
@@ -200,7 +224,7 @@ final class EntryDriver: @unchecked Sendable {
             }
         case .transfer(let order):
             closePartial()
-            transfer(order)
+            transferOnItsBudget(order)
         case .finishHash(let size):
             if partial == nil {
                 do {
@@ -430,11 +454,72 @@ final class EntryDriver: @unchecked Sendable {
             let throttle = Throttle(buckets)
             if !throttle.isEmpty { request.throttle = throttle }
         }
-        runner.fetcher.fetch(request, sink: writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
+        // On a stream, a reply that shows a large body must hold a connection permit.
+        let guarded = slot?.budget == .stream ? StreamBodyGuard(writer) { [self] in
+            guard let permit = runner.slots.acquireNow(sources[order.source].want(.body(.max))) else { return false }
+            exchange(for: permit)
+            return true
+        } : nil
+        runner.fetcher.fetch(request, sink: guarded ?? writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
             transferID = nil
             ticket?.finish()
+            if guarded?.needsConnection == true {
+                // Stopped before its first body byte: nothing was written or recorded.
+                if run.isCancelled { return deliver(.transferEnded(.failed(.cancelled, bytes: 0))) }
+                return withConnectionPermit { [self] in
+                    closePartial()
+                    transfer(order)
+                }
+            }
             deliver(.transferEnded(Self.end(of: fetched, writer: writer, source: source, firstByte: firstByte)))
         }
+    }
+
+    /// Starts the GET of `order` on the budget it needs: the attempt holds a stream permit (its
+    /// origin speaks HTTP/2), and a GET expected to bring a large body (`RequestBudget.choose`:
+    /// the probe's size less the offset, or the `size` pin) exchanges it for a connection permit
+    /// first. One whose size nothing says goes on its stream, and its reply's head decides
+    /// (`StreamBodyGuard`).
+    private func transferOnItsBudget(_ order: EntryMachine.TransferOrder) {
+        guard slot?.budget == .stream else { return transfer(order) }
+        let source = sources[order.source]
+        let expected = order.remote?.size ?? entry.size
+        let request = expected.map { RequestBudget.Request.body(max(0, $0 - order.offset)) } ?? .light
+        let heard = source.origin.map(runner.slots.originProtocol) ?? .unknown
+        if RequestBudget.choose(request, origin: heard, multiplexable: source.multiplexable) == .stream { return transfer(order) }
+        withConnectionPermit { [self] in transfer(order) }
+    }
+
+    /// Exchanges the attempt's stream permit for a connection permit, now or when one is free
+    /// (in turn with every other request for one), then runs `then`. The run interrupted
+    /// meanwhile, the transfer ends cancelled without a request.
+    private func withConnectionPermit(_ then: @escaping () -> Void) {
+        let (granted, id) = runner.slots.acquire(sources[machine.source].want(.body(.max))) { [self] permit in
+            runner.fetcher.engine.post { [self] in
+                upgradeRequest = nil
+                let then = afterUpgrade
+                afterUpgrade = nil
+                if run.isCancelled {
+                    permit.release()
+                    return deliver(.transferEnded(.failed(.cancelled, bytes: 0)))
+                }
+                exchange(for: permit)
+                then?()
+            }
+        }
+        if let granted {
+            exchange(for: granted)
+            return then()
+        }
+        afterUpgrade = then
+        upgradeRequest = id
+    }
+
+    /// Holds `permit` in place of the permit held so far, which goes back.
+    private func exchange(for permit: TransferSlots.Slot) {
+        let previous = slot
+        slot = permit
+        previous?.release()
     }
 
     /// How a GET ended, in the machine's terms.

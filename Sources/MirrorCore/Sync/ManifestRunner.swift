@@ -2,7 +2,8 @@ import Glibc
 import Synchronization
 
 /// Carries out `plan` and `sync` for a manifest: probes, decides and transfers each entry,
-/// with at most `concurrency` requests in flight, over one shared transfer engine.
+/// with at most `concurrency` connections and large transfers at once (and light requests
+/// beyond that as streams of HTTP/2 connections), over one shared transfer engine.
 ///
 /// Never prints: everything a user sees comes from the returned reports and `RunEvent`s.
 public final class ManifestRunner: Sendable {
@@ -16,11 +17,13 @@ public final class ManifestRunner: Sendable {
     let stateDirectory: StateDirectory
     /// Where finished files are hashed to the end, fsync'd and renamed.
     let blocking: BlockingPool
-    /// `concurrency` permits for the requests of `sync`.
+    /// `concurrency` connection permits for the requests of `sync` and `plan`, and stream
+    /// permits on HTTP/2 connections (`RequestBudget`).
     let slots: TransferSlots
-    /// Entries `sync` works on at once. `concurrency` of them hold a transfer slot; the others
-    /// wait for one, or are being hashed to the end, fsync'd and renamed, so that the disk
-    /// commits many files together and the network does not wait for the disk.
+    /// Entries `sync` works on at once, besides the `RequestBudget.streamCap` more that
+    /// `SyncRun` adds for HTTP/2 streams. `concurrency` of them hold a connection permit; the
+    /// others wait for one, or are being hashed to the end, fsync'd and renamed, so that the
+    /// disk commits many files together and the network does not wait for the disk.
     let entryWidth: Int
     static let entriesPerTransfer = 4
     /// The run's `rate_limit` (or `--rate-limit`): every transfer of the run takes from it.
@@ -33,11 +36,14 @@ public final class ManifestRunner: Sendable {
     public init(manifest: Manifest, options: RunOptions) {
         self.manifest = manifest
         self.options = options
-        fetcher = Fetcher(engine: TransferEngine(), proxies: options.proxies)
+        let slots = TransferSlots(options.concurrency, hostLimits: manifest.hosts.concurrencyLimits)
+        self.slots = slots
+        var fetcher = Fetcher(engine: TransferEngine(maxHostConnections: options.concurrency), proxies: options.proxies)
+        fetcher.onOriginProtocol = { origin, heard in slots.learn(origin, speaks: heard) }
+        self.fetcher = fetcher
         probe = RemoteProbe(fetcher: fetcher)
         entryWidth = options.concurrency * Self.entriesPerTransfer
         blocking = BlockingPool(limit: entryWidth)
-        slots = TransferSlots(options.concurrency, hostLimits: manifest.hosts.concurrencyLimits)
         runBucket = (options.rateLimit ?? manifest.rateLimit).map { RateBucket(limit: $0) }
         hostBuckets = Dictionary(uniqueKeysWithValues: manifest.hosts.rules.compactMap { rule in
             rule.rateLimit.map { (rule.key, RateBucket(limit: $0)) }

@@ -1,84 +1,160 @@
 import Synchronization
 
-/// The `concurrency` limit of `sync`: permits for the network part of an attempt (probe and
-/// transfer). Entries hold one from before they ask the connectivity gate and the Retry-After
-/// pauses until their request is done, and give it back before their file is hashed to the
-/// end, fsync'd and renamed: more entries than `concurrency` can then be on the disk at once,
-/// and the disk commits them together, while the network never has more requests in flight.
+/// The permits for the network part of an attempt (probe and transfer) of `sync` and `plan`.
+/// Entries hold one from before they ask the connectivity gate and the Retry-After pauses until
+/// their request is done, and give it back before their file is hashed to the end, fsync'd and
+/// renamed: more entries than `concurrency` can then be on the disk at once, and the disk
+/// commits them together.
 ///
-/// A host with its own `concurrency` (`hosts:`) is held to it as well: a permit for it is
-/// granted only while fewer than that many of its permits are out. Waiters are served in turn,
-/// but one whose host is at its limit does not hold up those behind it.
+/// Two budgets (`RequestBudget` decides which a request takes, when it is granted):
+/// - `concurrency` connection permits: connections and large transfers. A host with its own
+///   `concurrency` (`hosts:`) is held to it as well: one of its connection permits is granted
+///   only while fewer than that many are out.
+/// - per origin known to speak HTTP/2, up to `streamCap` stream permits: light requests that
+///   ride on its connection, beyond `concurrency` and beyond a host's limit.
+///
+/// What an origin speaks is learned from its first reply (`learn`); until then its requests
+/// take connection permits, and a waiter that could now have a stream gets one. Waiters are
+/// served in turn, but one that cannot be granted does not hold up those behind it.
 final class TransferSlots: Sendable {
     /// One permit; giving it back twice gives it back once.
     final class Slot: Sendable {
         private let slots: TransferSlots
-        /// The limited host it counts against; nil: none.
-        let host: String?
+        let budget: RequestBudget
+        /// What it was asked for.
+        let want: Want
         private let held = Mutex(true)
 
-        fileprivate init(_ slots: TransferSlots, host: String?) {
+        fileprivate init(_ slots: TransferSlots, budget: RequestBudget, want: Want) {
             self.slots = slots
-            self.host = host
+            self.budget = budget
+            self.want = want
         }
+
+        /// The limited host it counts against; nil: none.
+        var host: String? { want.host }
 
         func release() {
             let wasHeld = held.withLock { held in
                 defer { held = false }
                 return held
             }
-            if wasHeld { slots.giveBack(host: host) }
+            if wasHeld { slots.giveBack(self) }
         }
 
         deinit { release() }
     }
 
+    /// What a permit is asked for.
+    struct Want: Sendable, Equatable {
+        /// The `hosts:` key whose `concurrency` its connection permit counts against; nil: none.
+        var host: String?
+        /// The origin whose connection it may share; nil: none (`file:`).
+        var origin: OriginKey?
+        var request: RequestBudget.Request = .light
+        /// See `RequestBudget.multiplexes`.
+        var multiplexable = false
+
+        init(host: String? = nil, origin: OriginKey? = nil, request: RequestBudget.Request = .light, multiplexable: Bool = false) {
+            self.host = host
+            self.origin = origin
+            self.request = request
+            self.multiplexable = multiplexable
+        }
+    }
+
     private struct State {
         var free: Int
-        /// Permits out per limited host.
+        let total: Int
+        /// Connection permits out per limited host.
         var inUse: [String: Int] = [:]
-        /// Each waiter is told `true` with a permit, or `false` when it is withdrawn.
-        var waiting: [(id: UInt64, host: String?, answer: @Sendable (Bool) -> Void)] = []
+        /// Stream permits out per origin.
+        var streams: [OriginKey: Int] = [:]
+        var protocols: [OriginKey: RequestBudget.OriginProtocol] = [:]
+        /// Each waiter is told its permit's budget, or nil when it is withdrawn.
+        var waiting: [(id: UInt64, want: Want, answer: @Sendable (RequestBudget?) -> Void)] = []
         var nextID: UInt64 = 0
         let hostLimits: [String: Int]
+        let streamCap: Int
 
-        func mayGrant(host: String?) -> Bool {
-            guard free > 0 else { return false }
-            guard let host, let limit = hostLimits[host] else { return true }
-            return inUse[host, default: 0] < limit
+        /// The budget `want` is granted from now; nil: it waits.
+        func grantable(_ want: Want) -> RequestBudget? {
+            let origin = want.origin.flatMap { protocols[$0] } ?? .unknown
+            switch RequestBudget.choose(want.request, origin: origin, multiplexable: want.multiplexable) {
+            case .stream:
+                guard let key = want.origin, streams[key, default: 0] < streamCap else { return nil }
+                return .stream
+            case .connection:
+                guard free > 0 else { return nil }
+                if let host = want.host, let limit = hostLimits[host], inUse[host, default: 0] >= limit { return nil }
+                return .connection
+            }
         }
 
-        mutating func take(host: String?) {
-            free -= 1
-            if let host, hostLimits[host] != nil { inUse[host, default: 0] += 1 }
+        mutating func take(_ budget: RequestBudget, for want: Want) {
+            switch budget {
+            case .stream:
+                if let key = want.origin { streams[key, default: 0] += 1 }
+            case .connection:
+                free -= 1
+                if let host = want.host, hostLimits[host] != nil { inUse[host, default: 0] += 1 }
+            }
+        }
+
+        mutating func putBack(_ budget: RequestBudget, for want: Want) {
+            switch budget {
+            case .stream:
+                if let key = want.origin { streams[key, default: 1] -= 1 }
+            case .connection:
+                free += 1
+                if let host = want.host, hostLimits[host] != nil { inUse[host, default: 1] -= 1 }
+            }
+        }
+
+        /// Grants what is free to the first waiters that may have it.
+        mutating func grantWaiters() -> [(@Sendable (RequestBudget?) -> Void, RequestBudget)] {
+            var granted: [(@Sendable (RequestBudget?) -> Void, RequestBudget)] = []
+            var index = 0
+            while index < waiting.count {
+                if let budget = grantable(waiting[index].want) {
+                    let waiter = waiting.remove(at: index)
+                    take(budget, for: waiter.want)
+                    granted.append((waiter.answer, budget))
+                } else {
+                    index += 1
+                }
+            }
+            return granted
         }
     }
 
     private let state: Mutex<State>
 
-    /// `count` permits in all; `hostLimits` caps the permits out at once for each named host.
-    init(_ count: Int, hostLimits: [String: Int] = [:]) {
-        state = Mutex(State(free: max(1, count), hostLimits: hostLimits))
+    /// `count` connection permits in all; `hostLimits` caps the connection permits out at once
+    /// for each named host; `streamCap` caps the stream permits per HTTP/2 origin.
+    init(_ count: Int, hostLimits: [String: Int] = [:], streamCap: Int = RequestBudget.streamCap) {
+        state = Mutex(State(free: max(1, count), total: max(1, count), hostLimits: hostLimits, streamCap: max(1, streamCap)))
     }
 
-    /// Waits, in turn, for a permit. Nil when the task is cancelled first.
+    /// Waits, in turn, for a connection permit. Nil when the task is cancelled first.
     func acquire() async -> Slot? {
+        let want = Want()
         let id = state.withLock { state in
             defer { state.nextID += 1 }
             return state.nextID
         }
         let granted = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let answer = state.withLock { state -> Bool? in
+            await withCheckedContinuation { (continuation: CheckedContinuation<RequestBudget?, Never>) in
+                let answer = state.withLock { state -> RequestBudget?? in
                     // Checked under the lock the cancellation handler takes too: a task
                     // cancelled before it queued is answered here, one cancelled after is
                     // found in the queue by the handler.
-                    if Task.isCancelled { return false }
-                    if state.mayGrant(host: nil) {
-                        state.take(host: nil)
-                        return true
+                    if Task.isCancelled { return .some(nil) }
+                    if let budget = state.grantable(want) {
+                        state.take(budget, for: want)
+                        return budget
                     }
-                    state.waiting.append((id, nil, { continuation.resume(returning: $0) }))
+                    state.waiting.append((id, want, { continuation.resume(returning: $0) }))
                     return nil
                 }
                 if let answer { continuation.resume(returning: answer) }
@@ -86,24 +162,38 @@ final class TransferSlots: Sendable {
         } onCancel: {
             withdraw(id)
         }
-        return granted ? Slot(self, host: nil) : nil
+        return granted.map { Slot(self, budget: $0, want: want) }
     }
 
-    /// Without waiting: a permit (counted against `host` when it has a limit) now, or
-    /// `granted` is called with one later, in turn (on the thread that gives one back), and the
-    /// id to `withdraw` the request is returned.
-    func acquire(host: String? = nil, orWhenFree granted: @escaping @Sendable (Slot) -> Void) -> (Slot?, UInt64) {
+    /// Without waiting: a permit for `want` now, or `granted` is called with one later, in turn
+    /// (on the thread that gives one back or learns an origin's protocol), and the id to
+    /// `withdraw` the request is returned.
+    func acquire(_ want: Want, orWhenFree granted: @escaping @Sendable (Slot) -> Void) -> (Slot?, UInt64) {
         state.withLock { state -> (Slot?, UInt64) in
             let id = state.nextID
             state.nextID += 1
-            // Every waiter is held back (no permit, or its host at its limit): taking a permit
-            // that is free for this host passes no one.
-            if state.mayGrant(host: host) {
-                state.take(host: host)
-                return (Slot(self, host: host), id)
+            // Every waiter is held back (nothing free for it): taking a permit that is free for
+            // this request passes no one.
+            if let budget = state.grantable(want) {
+                state.take(budget, for: want)
+                return (Slot(self, budget: budget, want: want), id)
             }
-            state.waiting.append((id, host, { [self] held in if held { granted(Slot(self, host: host)) } }))
+            state.waiting.append((id, want, { [self] budget in if let budget { granted(Slot(self, budget: budget, want: want)) } }))
             return (nil, id)
+        }
+    }
+
+    /// A connection permit (counted against `host` when it has a limit), now or later.
+    func acquire(host: String? = nil, orWhenFree granted: @escaping @Sendable (Slot) -> Void) -> (Slot?, UInt64) {
+        acquire(Want(host: host), orWhenFree: granted)
+    }
+
+    /// A permit for `want` if one is free now, without queueing.
+    func acquireNow(_ want: Want) -> Slot? {
+        state.withLock { state -> Slot? in
+            guard let budget = state.grantable(want) else { return nil }
+            state.take(budget, for: want)
+            return Slot(self, budget: budget, want: want)
         }
     }
 
@@ -111,28 +201,42 @@ final class TransferSlots: Sendable {
     /// there (granted meanwhile).
     @discardableResult
     func withdraw(_ id: UInt64) -> Bool {
-        let waiter = state.withLock { state -> (@Sendable (Bool) -> Void)? in
+        let waiter = state.withLock { state -> (@Sendable (RequestBudget?) -> Void)? in
             guard let index = state.waiting.firstIndex(where: { $0.id == id }) else { return nil }
             return state.waiting.remove(at: index).answer
         }
-        waiter?(false)
+        waiter?(nil)
         return waiter != nil
+    }
+
+    /// `origin` answered as `heard`. Learning that it speaks HTTP/2 grants stream permits to
+    /// the light requests waiting for it.
+    func learn(_ origin: OriginKey, speaks heard: RequestBudget.OriginProtocol) {
+        let granted = state.withLock { state -> [(@Sendable (RequestBudget?) -> Void, RequestBudget)] in
+            guard state.protocols[origin] != heard else { return [] }
+            state.protocols[origin] = heard
+            return heard == .http2 ? state.grantWaiters() : []
+        }
+        for (answer, budget) in granted { answer(budget) }
+    }
+
+    /// What `origin` was last heard to speak.
+    func originProtocol(_ origin: OriginKey) -> RequestBudget.OriginProtocol {
+        state.withLock { $0.protocols[origin] ?? .unknown }
+    }
+
+    /// Permits out now: connection permits, and stream permits of every origin together.
+    var inUse: (connections: Int, streams: Int) {
+        state.withLock { state in (state.total - state.free, state.streams.values.reduce(0, +)) }
     }
 
     /// Returns a permit and grants what it frees to the first waiters that may have it: a
     /// permit of a limited host may let one of its waiters in while the run has others free.
-    private func giveBack(host: String?) {
-        let granted = state.withLock { state -> [@Sendable (Bool) -> Void] in
-            state.free += 1
-            if let host, state.hostLimits[host] != nil { state.inUse[host, default: 0] -= 1 }
-            var granted: [@Sendable (Bool) -> Void] = []
-            while let index = state.waiting.firstIndex(where: { state.mayGrant(host: $0.host) }) {
-                let waiter = state.waiting.remove(at: index)
-                state.take(host: waiter.host)
-                granted.append(waiter.answer)
-            }
-            return granted
+    private func giveBack(_ slot: Slot) {
+        let granted = state.withLock { state -> [(@Sendable (RequestBudget?) -> Void, RequestBudget)] in
+            state.putBack(slot.budget, for: slot.want)
+            return state.grantWaiters()
         }
-        for answer in granted { answer(true) }
+        for (answer, budget) in granted { answer(budget) }
     }
 }

@@ -9,6 +9,9 @@ import FoundationEssentials
 struct Fetcher: Sendable {
     let engine: TransferEngine
     let proxies: ProxyEnvironment
+    /// Told which protocol each hop's origin (through its proxy) answered with, when the hop
+    /// could have shared a connection (`RequestBudget.multiplexes`).
+    var onOriginProtocol: (@Sendable (OriginKey, RequestBudget.OriginProtocol) -> Void)?
     static let maxRedirects = 10
 
     struct Result: Sendable {
@@ -27,6 +30,11 @@ struct Fetcher: Sendable {
         func hop(_ request: TransferRequest) {
             var request = request
             request.proxy = proxies.proxy(for: request.url)?.url
+            request.onReplyProtocol = nil
+            if let onOriginProtocol, RequestBudget.multiplexes(url: request.url, rateLimited: request.throttle != nil),
+               let origin = OriginKey(url: request.url, proxy: request.proxy) {
+                request.onReplyProtocol = { onOriginProtocol(origin, $0) }
+            }
             let id = engine.start(request, sink: sink) { outcome in
                 switch Self.next(after: outcome, of: request, original: original, hops: &hops) {
                 case .done(let result): completion(result)

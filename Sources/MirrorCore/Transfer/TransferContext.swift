@@ -82,7 +82,7 @@ final class TransferContext {
             // back only the disk. Over HTTP/1.1 a pause stops reading the socket, and TCP stops
             // the server.
             try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1, "CURLOPT_HTTP_VERSION")
-        } else if request.url.utf8.starts(with: "https:".utf8) || request.url.utf8.starts(with: "HTTPS:".utf8) {
+        } else if RequestBudget.multiplexes(url: request.url, rateLimited: false) {
             try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
         }
         // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
@@ -362,6 +362,14 @@ final class TransferContext {
 
     private func decideDisposition() -> BodyDisposition {
         let head = currentHead()
+        if sawHTTPStatusLine, let onReplyProtocol = request.onReplyProtocol {
+            // The final reply's, not a proxy's answer to CONNECT.
+            switch easy.infoLong(CURLINFO_HTTP_VERSION) {
+            case CURL_HTTP_VERSION_2_0: onReplyProtocol(.http2)
+            case CURL_HTTP_VERSION_1_0, CURL_HTTP_VERSION_1_1: onReplyProtocol(.http1)
+            default: break
+            }
+        }
         let decided: BodyDisposition
         if head.isRedirect || sink == nil {
             decided = .discard

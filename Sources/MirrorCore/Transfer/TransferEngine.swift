@@ -12,9 +12,12 @@ import Synchronization
 final class TransferEngine: Sendable {
     private let loop: MultiLoop
 
-    init() {
+    /// `maxHostConnections`: libcurl opens at most this many connections to one host (nil:
+    /// no limit), queueing a request that would need another until one is free; see
+    /// `MultiLoop.init`.
+    init(maxHostConnections: Int? = nil) {
         _ = curlGlobalInitialization
-        loop = MultiLoop()
+        loop = MultiLoop(maxHostConnections: maxHostConnections)
         let loop = self.loop
         DetachedThread.start { loop.run() }
     }
@@ -72,9 +75,18 @@ private final class MultiLoop: @unchecked Sendable {
     /// take turns at the bandwidth they share. Touched only on the loop thread.
     private var throttled: [UnsafeMutableRawPointer] = []
 
-    init() {
+    /// Streams share an HTTP/2 connection up to `RequestBudget.streamCap` (libcurl keeps to
+    /// the server's own limit when it is lower). The run's permits keep connections and large
+    /// transfers to `concurrency`; light requests that ride on streams are many more, and when a
+    /// server allows fewer streams than that, or a redirect takes them to a server that does not
+    /// multiplex, `maxHostConnections` keeps libcurl from opening a connection for each.
+    init(maxHostConnections: Int?) {
         guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         multi = handle
+        mirror_multi_setopt_long(handle, CURLMOPT_MAX_CONCURRENT_STREAMS, RequestBudget.streamCap)
+        if let maxHostConnections {
+            mirror_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, maxHostConnections))
+        }
     }
 
     func post(_ work: @escaping @Sendable () -> Void) {

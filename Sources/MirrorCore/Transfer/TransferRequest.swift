@@ -29,6 +29,9 @@ struct TransferRequest: Sendable {
     var proxy: String?
     /// The rate limits the body is received under; nil: none.
     var throttle: Throttle?
+    /// Told, on the engine's thread, which HTTP version the server answered with, once the
+    /// head of its reply is in.
+    var onReplyProtocol: (@Sendable (RequestBudget.OriginProtocol) -> Void)?
 
     init(
         url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,

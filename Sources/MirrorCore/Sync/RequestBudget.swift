@@ -1,0 +1,83 @@
+/// Which budget a request of `sync` or `plan` takes: one of the run's `concurrency` permits
+/// (`connection`), or a stream on the HTTP/2 connection its origin already speaks (`stream`).
+/// The one place that decides it; `TransferSlots` counts what it decides.
+///
+/// `concurrency` (and a host's, under `hosts:`) counts connections and large transfers. A
+/// light request to an origin known to speak HTTP/2 rides on that origin's connection as one
+/// more stream, up to `streamCap` at once per origin (libcurl keeps to the server's own
+/// SETTINGS_MAX_CONCURRENT_STREAMS when it is lower): a re-check of thousands of files is then
+/// a handful of round trips instead of thousands divided by `concurrency`. Everything else takes
+/// a connection permit, as before: HTTP/1.1, `http://`, FTP and `file:` (one request per
+/// connection), a transfer under a rate limit (forced to HTTP/1.1), any request to an origin
+/// whose first reply has not arrived yet, and a GET whose body is expected to be large.
+enum RequestBudget: Equatable, Sendable {
+    case connection
+    case stream
+
+    /// How an origin (scheme, host, port and the proxy in between) was last heard to answer.
+    enum OriginProtocol: Equatable, Sendable {
+        /// No reply yet: its requests are held to the connection budget.
+        case unknown
+        case http1
+        case http2
+    }
+
+    /// The request about to be made, as far as its weight is known before it is sent.
+    enum Request: Equatable, Sendable {
+        /// The first request of an attempt: a probe (a HEAD, or a one-byte range GET), or the GET
+        /// of a file whose size nothing says yet (a new file). Light until its reply's head says
+        /// otherwise (`staysOnStream`).
+        case light
+        /// A GET expected to bring this many bytes (the probe's size less the resume offset, or
+        /// the entry's `size` pin).
+        case body(Int64)
+    }
+
+    /// Streams at once per origin, at most: libcurl's `CURLMOPT_MAX_CONCURRENT_STREAMS`, which
+    /// the engine sets to it.
+    static let streamCap = 100
+    /// A body of this many bytes or more is a large transfer: it takes a connection permit.
+    static let largeBody: Int64 = 1 << 20
+
+    /// The budget for `request` to an origin heard to answer as `origin`; `multiplexable`: the
+    /// request may share a connection at all (`multiplexes(url:rateLimited:)`).
+    static func choose(_ request: Request, origin: OriginProtocol, multiplexable: Bool) -> RequestBudget {
+        guard multiplexable, origin == .http2 else { return .connection }
+        switch request {
+        case .light: return .stream
+        case .body(let bytes): return bytes < largeBody ? .stream : .connection
+        }
+    }
+
+    /// Once the head of a reply to a GET sent on a stream is in, before its first body byte:
+    /// whether the body may come on that stream. A success whose body is large, or of no stated
+    /// length, needs a connection permit: it takes a free one, or the request is stopped there
+    /// and sent again once it holds one. Other replies (304, a redirect, an error page) bring
+    /// nothing worth a permit.
+    static func staysOnStream(status: Int, bodyLength: Int64?) -> Bool {
+        guard (200..<300).contains(status) else { return true }
+        guard let bodyLength else { return false }
+        return bodyLength < largeBody
+    }
+
+    /// Whether a request may share a connection with others: over TLS (`https`, where ALPN
+    /// offers HTTP/2) and not under a rate limit (a paused HTTP/2 stream keeps its window open,
+    /// so a limited transfer goes over HTTP/1.1). `TransferContext` asks for multiplexing, or
+    /// forces HTTP/1.1, by the same answer.
+    static func multiplexes(url: String, rateLimited: Bool) -> Bool {
+        !rateLimited && RemoteProbe.scheme(of: url) == "https"
+    }
+}
+
+/// What a request's protocol is learned for: scheme, host and port of its URL, and the proxy it
+/// goes through (a tunnel to the same origin may answer otherwise).
+struct OriginKey: Hashable, Sendable, CustomStringConvertible {
+    let description: String
+
+    /// Nil for a URL with no host (`file:`).
+    init?(url: String, proxy: String?) {
+        guard let host = HostKey(url: url) else { return nil }
+        let scheme = RemoteProbe.scheme(of: url)
+        description = "\(scheme)://\(host.host.lowercased()):\(host.port)" + (proxy.map { " via \($0)" } ?? "")
+    }
+}

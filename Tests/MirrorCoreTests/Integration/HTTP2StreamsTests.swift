@@ -1,0 +1,222 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// `concurrency` counts connections and large transfers: to an HTTP/2 server, probes and small
+/// files ride on one connection as streams, far more than `concurrency` at once, while over
+/// HTTP/1.1 and under a rate limit nothing changes. nginx on loopback behind the link emulator
+/// (`LinkProxy`, 20 ms each way), so that requests in flight together reach nginx together.
+struct HTTP2StreamsTests {
+    static let delay = Duration.milliseconds(20)
+
+    /// The most requests nginx read within `window` seconds of each other. A request sent after
+    /// another's reply reaches nginx at least one round trip (40 ms) after that one: requests that
+    /// arrive closer together than that were in flight at once.
+    static func mostArrivingWithin(_ window: Double, _ requests: [LoggedRequest]) -> Int {
+        let starts = requests.map(\.startedAt).sorted()
+        var most = 0
+        var low = 0
+        for high in starts.indices {
+            while starts[high] - starts[low] >= window { low += 1 }
+            most = max(most, high - low + 1)
+        }
+        return most
+    }
+
+    private static func smallSite(_ count: Int, seed: UInt64) -> [String: Data] {
+        var site: [String: Data] = [:]
+        for index in 0..<count { site[String(format: "f%03d.bin", index)] = randomData(count: 2_000, seed: seed + UInt64(index)) }
+        return site
+    }
+
+    private static func describe(_ requests: [LoggedRequest]) -> String {
+        "\(requests.count) requests on connections \(Set(requests.map(\.connection)).sorted()), "
+            + "at most \(mostArrivingWithin(0.03, requests)) arriving within 30 ms: "
+            + requests.prefix(12).map { "\($0.method) \($0.uri) \($0.protocol) @\($0.startedAt)" }.joined(separator: "; ")
+    }
+
+    /// `concurrency: 2` over HTTPS to nginx with HTTP/2: a first sync of 200 new small files, a
+    /// no-op re-check of them, and a plan each have far more than 2 requests in flight at once,
+    /// all on one connection.
+    @Test func overHTTP2ManyMoreThanConcurrencyRideOnOneConnection() async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(200, seed: 9_000)
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = ManifestText(top: ["concurrency: 2", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                    entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+
+        let first = try await scenario.sync(manifest)
+        #expect(first.allSatisfy { $0.outcome == .transferred }, "\(first.map(\.outcome))")
+        for (name, data) in site { #expect(scenario.local(name)?.fingerprint == data.fingerprint, "\(name)") }
+        let downloads = try scenario.nginxRequests()
+        #expect(downloads.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(Self.describe(downloads))")
+        #expect(Set(downloads.map(\.connection)).count == 1, "\(Self.describe(downloads))")
+        #expect(Self.mostArrivingWithin(0.03, downloads) >= 20, "new small files: \(Self.describe(downloads))")
+
+        let again = try await scenario.sync(manifest)
+        #expect(again.allSatisfy { $0.outcome == .skipped }, "\(again.map(\.outcome))")
+        let recheck = Array(try scenario.nginxRequests().dropFirst(downloads.count))
+        #expect(recheck.count == 200, "one request per entry: \(Self.describe(recheck))")
+        #expect(Set(recheck.map(\.connection)).count == 1, "\(Self.describe(recheck))")
+        #expect(Self.mostArrivingWithin(0.03, recheck) >= 20, "re-check: \(Self.describe(recheck))")
+
+        let plan = await scenario.runner(try scenario.load(manifest)).plan()
+        #expect(plan.allSatisfy { $0.action == .skip }, "\(plan.map(\.action))")
+        let planned = Array(try scenario.nginxRequests().dropFirst(downloads.count + recheck.count))
+        #expect(planned.count == 200 && planned.allSatisfy { $0.method == "HEAD" }, "\(Self.describe(planned))")
+        #expect(Set(planned.map(\.connection)).count == 1, "\(Self.describe(planned))")
+        #expect(Self.mostArrivingWithin(0.03, planned) >= 20, "plan: \(Self.describe(planned))")
+    }
+
+    /// Over HTTP/1.1 (plain http) and under a rate limit (forced to HTTP/1.1 even where HTTP/2
+    /// is offered), `concurrency: 2` is still 2 requests in flight at most, on at most 2
+    /// connections at a time.
+    @Test(arguments: [false, true])
+    func overHTTP1OrUnderARateLimitConcurrencyBoundsRequests(rateLimited: Bool) async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(40, seed: 9_400)
+        let options = rateLimited ? NginxOptions(tls: ca.serverTLS, http2: true) : NginxOptions()
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let top = ["concurrency: 2", "defaults:", "  ca_file: \(ca.caCertificate)"] + (rateLimited ? ["rate_limit: 100MiB"] : [])
+        let manifest = ManifestText(top: top, entries: site.keys.sorted().map { .url(link.url("/" + $0, scheme: rateLimited ? "https" : "http")) })
+
+        let first = try await scenario.sync(manifest)
+        #expect(first.allSatisfy { $0.outcome == .transferred }, "\(first.map(\.outcome))")
+        let again = try await scenario.sync(manifest)
+        #expect(again.allSatisfy { $0.outcome == .skipped }, "\(again.map(\.outcome))")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.count == 80, "\(Self.describe(requests))")
+        #expect(Self.mostArrivingWithin(0.03, requests) <= 2, "\(Self.describe(requests))")
+        #expect(Self.mostArrivingWithin(0.03, requests) == 2, "both permits in use: \(Self.describe(requests))")
+        if rateLimited {
+            #expect(requests.filter { $0.method == "GET" }.allSatisfy { $0.protocol == "HTTP/1.1" }, "\(Self.describe(requests))")
+        }
+    }
+
+    /// A new file whose size nothing said goes out on a stream; when its reply shows a large
+    /// body and no connection permit is free, it is stopped before its first byte and sent again
+    /// once it holds one. With `concurrency: 1`, three 1.25 MiB files (nginx sends each at
+    /// 1 MiB/s after the first MiB) listed before 30 small ones: the small ones all ride on the
+    /// connection meanwhile, and no two large bodies are sent at once.
+    @Test func aStreamThatTurnsOutLargeWaitsForAConnectionPermit() async throws {
+        let ca = try PrivateCA()
+        var site = Self.smallSite(30, seed: 9_600)
+        let large = 1_310_720
+        for index in 0..<3 { site["large\(index).bin"] = randomData(count: large, seed: 9_700 + UInt64(index)) }
+        let options = NginxOptions(rateLimit: 1024 * 1024, tls: ca.serverTLS, http2: true, sendBuffer: 32 * 1024)
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let names = site.keys.filter { $0.hasPrefix("large") }.sorted() + site.keys.filter { !$0.hasPrefix("large") }.sorted()
+        let manifest = ManifestText(top: ["concurrency: 1", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                    entries: names.map { .url(link.url("/" + $0)) })
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
+        for (name, data) in site { #expect(scenario.local(name)?.fingerprint == data.fingerprint, "\(name)") }
+
+        let requests = try scenario.nginxRequests()
+        let completeLarge = requests.filter { $0.uri.hasPrefix("/large") && $0.bodyBytesSent == large }
+        #expect(completeLarge.count == 3, "\(requests)")
+        #expect(HostSettingsTests.mostAtOnce(completeLarge) == 1,
+                "one large body at a time: \(completeLarge.map { "\($0.uri) \($0.startedAt)-\($0.endedAt)" })")
+        let small = requests.filter { !$0.uri.hasPrefix("/large") }
+        #expect(small.count == 30)
+        #expect(Self.mostArrivingWithin(0.03, small) >= 10, "the small files ride on streams meanwhile: \(Self.describe(small))")
+        #expect(Set(requests.map(\.connection)).count == 1, "\(Self.describe(requests))")
+    }
+
+    /// A host's `concurrency` holds its connections and large transfers, not the streams on its
+    /// HTTP/2 connection: a plan of 100 entries of a host limited to 1 still has 20 or more
+    /// requests in flight at once.
+    @Test func aHostsConcurrencyDoesNotHoldBackItsStreams() async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(100, seed: 9_800)
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = ManifestText(top: [
+            "concurrency: 4", "defaults:", "  ca_file: \(ca.caCertificate)", "hosts:", "  127.0.0.1:\(link.port):", "    concurrency: 1",
+        ], entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+        let plan = await scenario.runner(try scenario.load(manifest)).plan()
+        #expect(plan.allSatisfy { $0.action == .download }, "\(plan.map(\.action))")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.count == 100 && requests.allSatisfy { $0.method == "HEAD" }, "\(Self.describe(requests))")
+        #expect(Set(requests.map(\.connection)).count == 1, "\(Self.describe(requests))")
+        #expect(Self.mostArrivingWithin(0.03, requests) >= 20, "\(Self.describe(requests))")
+    }
+
+    /// A Retry-After pause holds every request to the host, those that would ride on streams
+    /// too: 40 entries that nginx answers 503 with `Retry-After: 1`, over HTTP/2. The first
+    /// replies come back together; after them no request reaches nginx until the pause is over,
+    /// and then each entry tries once more.
+    @Test func aRetryAfterPauseHoldsStreamsToo() async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(40, seed: 9_900)
+        let options = NginxOptions(extraServerConfiguration: """
+                location /busy/ {
+                    add_header Retry-After 1 always;
+                    return 503;
+                }
+            """, tls: ca.serverTLS, http2: true)
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = ManifestText(top: ["concurrency: 2", "defaults:", "  ca_file: \(ca.caCertificate)", "  retries: 1"],
+                                    entries: site.keys.sorted().map { .url(link.url("/busy/" + $0), dest: $0) })
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.allSatisfy { $0.failed }, "\(reports.map(\.outcome))")
+        let requests = try scenario.nginxRequests().sorted { $0.startedAt < $1.startedAt }
+        #expect(requests.count == 80, "two attempts each: \(Self.describe(requests))")
+        let first = try #require(requests.first?.startedAt)
+        // The first wave: requests sent before the first 503 came back (one round trip, and the
+        // time to open the connection and learn that it multiplexes). The rest wait out the pause.
+        let early = requests.filter { $0.startedAt < first + 0.5 }
+        let late = requests.filter { $0.startedAt >= first + 0.5 }
+        #expect(late.allSatisfy { $0.startedAt >= first + 0.95 }, "nothing during the pause: \(late.map { $0.startedAt - first })")
+        #expect(early.count + late.count == 80)
+        #expect(Self.mostArrivingWithin(0.03, late) >= 20, "after the pause, the retries ride on streams: \(Self.describe(late))")
+    }
+
+    /// An entry whose GET waits on its stream permit for a connection permit (a `size` pin says
+    /// its body is large) stops when the run is interrupted: it reports the interruption, sends
+    /// nothing and leaves no partial file. With `concurrency: 1`, a slow 4 MiB download holds the
+    /// one connection permit while four pinned 2 MiB entries wait.
+    @Test func anInterruptionStopsAGETWaitingForAConnectionPermit() async throws {
+        let ca = try PrivateCA()
+        let pinned = 2 * 1024 * 1024
+        var site = ["big.bin": randomData(count: 4 * 1024 * 1024, seed: 9_950)]
+        for index in 0..<4 { site["w\(index).bin"] = randomData(count: pinned, seed: 9_960 + UInt64(index)) }
+        let options = NginxOptions(rateLimit: 256 * 1024, tls: ca.serverTLS, http2: true, sendBuffer: 32 * 1024)
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = try scenario.load(ManifestText(top: ["concurrency: 1", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                                      entries: [.url(link.url("/big.bin"))]
+                                                          + (0..<4).map { .url(link.url("/w\($0).bin"), "size: \(pinned)") }))
+        let started = Shared(Set<String>())
+        var settings = SyncScenario.Settings()
+        settings.events = { event in
+            if case .started(let dest, _) = event { started.withLock { _ = $0.insert(dest) } }
+        }
+        let runner = scenario.runner(manifest, settings)
+        let work = Task { try await runner.sync() }
+        // Wait (bounded) until every pinned entry has its stream permit and asks for a connection.
+        for _ in 0..<2400 where started.withLock({ $0.count }) < 5 {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(started.withLock { $0.count } == 5, "every entry began an attempt: \(started.withLock { $0 })")
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelled = ContinuousClock.now
+        work.cancel()
+        let reports = try await work.value
+        #expect(ContinuousClock.now - cancelled < .seconds(10), "the waits were stopped, not waited out")
+        #expect(reports.map(\.outcome) == Array(repeating: .failed(.cancelled), count: 5), "\(reports.map(\.outcome))")
+        #expect(scenario.files().allSatisfy { !$0.hasPrefix("w") }, "no partial file of a waiting entry: \(scenario.files())")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.allSatisfy { !$0.uri.hasPrefix("/w") }, "the waiting GETs were never sent: \(requests)")
+    }
+}

@@ -1,0 +1,73 @@
+import Testing
+@testable import MirrorCore
+
+/// `RequestBudget`: which budget each request takes, as a table.
+struct RequestBudgetTests {
+    private static let large = RequestBudget.largeBody
+
+    struct Row: Sendable, CustomStringConvertible {
+        var request: RequestBudget.Request
+        var origin: RequestBudget.OriginProtocol
+        var multiplexable: Bool
+        var expected: RequestBudget
+        var why: String
+        var description: String { why }
+    }
+
+    static let rows: [Row] = [
+        Row(request: .light, origin: .http2, multiplexable: true, expected: .stream,
+            why: "a probe, a conditional or unsized GET to an HTTP/2 origin rides on its connection"),
+        Row(request: .body(0), origin: .http2, multiplexable: true, expected: .stream, why: "an empty body is small"),
+        Row(request: .body(large - 1), origin: .http2, multiplexable: true, expected: .stream, why: "just under the large size"),
+        Row(request: .body(large), origin: .http2, multiplexable: true, expected: .connection, why: "a large body is a large transfer"),
+        Row(request: .body(.max), origin: .http2, multiplexable: true, expected: .connection, why: "the largest body"),
+        Row(request: .light, origin: .unknown, multiplexable: true, expected: .connection,
+            why: "before the origin's first reply: the connection budget"),
+        Row(request: .body(10), origin: .unknown, multiplexable: true, expected: .connection, why: "small, but the origin is not known yet"),
+        Row(request: .light, origin: .http1, multiplexable: true, expected: .connection, why: "HTTP/1.1: one request per connection"),
+        Row(request: .body(10), origin: .http1, multiplexable: true, expected: .connection, why: "a small GET over HTTP/1.1"),
+        Row(request: .light, origin: .http2, multiplexable: false, expected: .connection,
+            why: "not multiplexable (http://, ftp, file:, a rate limit): never a stream"),
+        Row(request: .body(10), origin: .http2, multiplexable: false, expected: .connection, why: "a small rate-limited GET"),
+    ]
+
+    @Test(arguments: rows)
+    func chooses(_ row: Row) {
+        #expect(RequestBudget.choose(row.request, origin: row.origin, multiplexable: row.multiplexable) == row.expected, "\(row.why)")
+    }
+
+    @Test func aReplyOnAStreamKeepsItOnlyWithASmallStatedBody() {
+        let cases: [(status: Int, length: Int64?, stays: Bool, why: String)] = [
+            (200, 1000, true, "a small file"),
+            (206, Self.large - 1, true, "a small remainder"),
+            (200, Self.large, false, "a large file needs a connection"),
+            (206, Self.large * 4, false, "a large remainder"),
+            (200, nil, false, "no stated length: it may be anything"),
+            (304, nil, true, "not modified: no body"),
+            (302, nil, true, "a redirect's body is read and dropped"),
+            (404, nil, true, "an error page is small and dropped"),
+            (503, 1 << 30, true, "an error's body is dropped, whatever it says"),
+        ]
+        for item in cases {
+            #expect(RequestBudget.staysOnStream(status: item.status, bodyLength: item.length) == item.stays, "\(item.why)")
+        }
+    }
+
+    @Test func onlyHTTPSWithoutARateLimitMayShareAConnection() {
+        #expect(RequestBudget.multiplexes(url: "https://example.org/a", rateLimited: false))
+        #expect(RequestBudget.multiplexes(url: "HTTPS://example.org/a", rateLimited: false))
+        #expect(!RequestBudget.multiplexes(url: "https://example.org/a", rateLimited: true), "a rate limit forces HTTP/1.1")
+        #expect(!RequestBudget.multiplexes(url: "http://example.org/a", rateLimited: false), "no ALPN, no HTTP/2 offered")
+        #expect(!RequestBudget.multiplexes(url: "ftp://example.org/a", rateLimited: false))
+        #expect(!RequestBudget.multiplexes(url: "file:///tmp/a", rateLimited: false))
+    }
+
+    @Test func anOriginIsItsSchemeHostPortAndProxy() throws {
+        let plain = try #require(OriginKey(url: "https://Example.org/a", proxy: nil))
+        #expect(plain == OriginKey(url: "https://example.org:443/b", proxy: nil), "default port and case")
+        #expect(plain != OriginKey(url: "https://example.org:8443/a", proxy: nil))
+        #expect(plain != OriginKey(url: "http://example.org/a", proxy: nil))
+        #expect(plain != OriginKey(url: "https://example.org/a", proxy: "http://proxy:3128"), "through a proxy is another way there")
+        #expect(OriginKey(url: "file:///tmp/a", proxy: nil) == nil)
+    }
+}
