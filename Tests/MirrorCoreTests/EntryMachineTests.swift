@@ -69,7 +69,7 @@ struct EntryMachineTests {
                                              hadPartialRecord: hadRecord))
     }
 
-    static func receive(remote: RemoteFile, action: Action, source: Int = 0) -> Effect {
+    static func receive(remote: RemoteFile?, action: Action, source: Int = 0) -> Effect {
         .receiveBody(EntryMachine.TransferOrder(source: source, action: action, offset: 0, remote: remote, startedFrom: nil,
                                                 hadPartialRecord: false))
     }
@@ -649,6 +649,19 @@ struct EntryMachineTests {
             step(.committed(.success(identity)), [
                 .finish(.succeeded(.transferred, action: changedReplace, size: 100, sha256: other)),
             ], .done),
+        ]),
+        Row(name: "conditional GET answered 200 with no length: a body that ends with its connection is measured, as after no probe",
+            steps: askConditionally + [
+            step(.replied(.available(RemoteFile(size: nil, etag: "\"b\""))), [
+                .announce(.answered(.available(RemoteFile(size: nil, etag: "\"b\"")))),
+                .announce(.decided(.replace(reason: "the remote file changed: ETag changed from \"a\" to \"b\""))),
+                receive(remote: nil, action: .replace(reason: "the remote file changed: ETag changed from \"a\" to \"b\"")),
+            ], .transferring),
+            step(.transferEnded(.written(position: 60, total: nil, bytes: 60, restartedFromZero: false, head: .init(etag: "\"b\""))),
+                 [.measureBody(source: 0)], .measuringBody),
+            step(.bodyMeasured(.available(RemoteFile(size: 100, etag: "\"b\""))), [
+                .releaseSlot, .backOff(attempt: 1, failure: .partialBody(received: 60, expected: 100), retryAfter: nil),
+            ], .backingOff),
         ]),
         Row(name: "conditional GET answered 200 against the size pin: a failure, nothing written, not retried", retries: 2,
             pins: Pins(size: 100), steps: askConditionally + [

@@ -347,7 +347,10 @@ struct EntryMachine {
             action = decided
             let announce: [Effect] = [.announce(.answered(facts)), .announce(.decided(decided))]
             if decided.startsFromZero {
-                let order = TransferOrder(source: source, action: decided, offset: 0, remote: remoteFile, startedFrom: nil,
+                // A reply with no length has said no size: as after no probe, a body that ends
+                // with its connection is measured before it is accepted (`measureBody`).
+                let told = remoteFile?.size == nil ? nil : remoteFile
+                let order = TransferOrder(source: source, action: decided, offset: 0, remote: told, startedFrom: nil,
                                           hadPartialRecord: hadPartialRecord)
                 self.order = order
                 phase = .transferring

@@ -119,7 +119,7 @@ struct ConditionalGetTests {
         // The same ETag sent weak, as a server may for a young file: compared weakly.
         for etag in ["\"v1\"", "W/\"v1\""] {
             let (scenario, manifest) = try await Self.syncedOnce()
-            scenario.server.route("/f.bin", reply: .file(Self.v1, etag: etag, lastModified: Self.date1))
+            scenario.server.route("/f.bin", reply: .file(Self.v1, etag: etag, lastModified: Self.date1, honorConditions: false))
             let inode = Self.inode(scenario.rootPath("f.bin"))
             let watch = try WriteWatch(scenario.root)
 
@@ -143,6 +143,7 @@ struct ConditionalGetTests {
         scenario.server.route("/f.bin", reply: .file(Self.v1, lastModified: Self.date1))
         let manifest = try scenario.load(.files(.init(scenario.server.url("/f.bin"), dest: "f.bin", lines: ["retries: 0"])))
         _ = try await scenario.sync(manifest)
+        scenario.server.route("/f.bin", reply: .file(Self.v1, lastModified: Self.date1, honorConditions: false))
         scenario.server.clearRequests()
         let inode = Self.inode(scenario.rootPath("f.bin"))
 
@@ -158,7 +159,7 @@ struct ConditionalGetTests {
 
     @Test func a200WithAnotherETagReplacesDEST() async throws {
         let (scenario, manifest) = try await Self.syncedOnce()
-        scenario.server.route("/f.bin", reply: .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2))
+        scenario.server.route("/f.bin", reply: .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2, honorConditions: false))
 
         let reports = try await scenario.sync(manifest)
 

@@ -59,8 +59,7 @@ struct StateTests {
         server.clearRequests()
         let again = try await scenario.sync(manifest())
         #expect(again[0].outcome == .skipped)
-        // One conditional GET. This server ignores the condition and sends v2 again: its head
-        // names the recorded version, so the body is not taken.
+        // One conditional GET, answered 304.
         #expect(server.requests.map(\.method) == ["GET"])
         #expect(server.requests.first?.headers["If-None-Match"] == "\"v2\"")
         #expect(scenario.files() == ["f.bin"])
