@@ -6,6 +6,8 @@ import Glibc
 /// (`EntryMachineTests`). `EntryDriver` carries out the effects and feeds the outcomes back.
 ///
 /// The rules it owns, beside the `Planner`'s decision for each attempt:
+/// - whether an attempt probes, or sends one conditional GET whose reply's head stands for the
+///   probe's answer (`conditionalValidators`, `replied`), and whether that reply's body is taken;
 /// - attempts, retries and back-off, falling back to the next source, giving up;
 /// - which failures leave the partial file, which delete it, and which make the next attempt
 ///   restart rather than resume;
