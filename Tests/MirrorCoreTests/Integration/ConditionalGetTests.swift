@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import MirrorCore
 
@@ -184,6 +185,37 @@ struct ConditionalGetTests {
         #expect(Self.inode(scenario.rootPath("f.bin")) == inode)
         #expect(scenario.local("f.bin")?.fingerprint == Self.v1.fingerprint)
         #expect(scenario.files() == ["f.bin"])
+    }
+
+    /// The events of a re-run are those a probe's answer would have led to: `probed` with what
+    /// the reply stands for (a 304: the recorded facts), then `decided`.
+    @Test func eventsAreThoseOfTheProbesPath() async throws {
+        let (scenario, manifest) = try await Self.syncedOnce()
+        let events = Mutex<[String]>([])
+        let settings = SyncScenario.Settings(events: { event in
+            let line: String? = switch event {
+            case .started(let dest, _): "started \(dest)"
+            case .probed(let dest, _, let facts): "probed \(dest) \(facts)"
+            case .decided(let dest, let action): "decided \(dest) \(action)"
+            case .finished(let report): "finished \(report.dest) \(report.outcome)"
+            default: nil
+            }
+            if let line { events.withLock { $0.append(line) } }
+        })
+        let recorded = RemoteFacts.available(RemoteFile(size: 200_000, etag: "\"v1\"", lastModified: Self.date1))
+        _ = try await scenario.sync(manifest, settings)
+        #expect(events.withLock { $0 } == [
+            "started f.bin", "probed f.bin \(recorded)", "decided f.bin \(Action.skip)", "finished f.bin \(EntryReport.Outcome.skipped)",
+        ])
+
+        events.withLock { $0 = [] }
+        scenario.server.route("/f.bin", reply: .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2))
+        _ = try await scenario.sync(manifest, settings)
+        let changed = RemoteFacts.available(RemoteFile(size: 200_000, etag: "\"v2\"", lastModified: Self.date2))
+        let replace = Action.replace(reason: "the remote file changed: ETag changed from \"v1\" to \"v2\"")
+        #expect(events.withLock { $0 } == [
+            "started f.bin", "probed f.bin \(changed)", "decided f.bin \(replace)", "finished f.bin \(EntryReport.Outcome.transferred)",
+        ])
     }
 
     @Test func aFailedConditionalGetIsRetriedAsOne() async throws {
