@@ -21,6 +21,8 @@ struct EntryMachineTests {
         var sources = 1
         var retries = 2
         var pins = Pins()
+        /// The sources that answer HTTP conditions; nil: all of them (http and https URLs).
+        var conditional: Set<Int>?
         var steps: [Step]
         var testDescription: String { name }
     }
@@ -67,6 +69,19 @@ struct EntryMachineTests {
                                              hadPartialRecord: hadRecord))
     }
 
+    static func receive(remote: RemoteFile?, action: Action, source: Int = 0) -> Effect {
+        .receiveBody(EntryMachine.TransferOrder(source: source, action: action, offset: 0, remote: remote, startedFrom: nil,
+                                                hadPartialRecord: false))
+    }
+
+    /// Up to the conditional GET of `equalDest`, which the store vouches for as `file`.
+    static let askConditionally: [Step] = begin + [
+        step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false),
+             [.conditionalGet(source: 0, ifNoneOf: validators)], .askingConditionally),
+    ]
+    static let changed = RemoteFile(size: 100, etag: "\"b\"", lastModified: "Mon, 07 Nov 1994 08:49:37 GMT")
+    static let changedReplace = Action.replace(reason: "the remote file changed: ETag changed from \"a\" to \"b\"")
+
     /// A new file downloaded whole, up to its hash.
     static let freshDownload: [Step] = begin + [
         step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
@@ -93,7 +108,7 @@ struct EntryMachineTests {
         step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
     ]
 
-    static let rows: [Row] = [
+    static let rows: [Row] = conditionalRows + [
         Row(name: "interrupted before it began: nothing is touched", steps: [
             step(.start(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
         ]),
@@ -108,7 +123,8 @@ struct EntryMachineTests {
                 .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
             ], .done),
         ]),
-        Row(name: "DEST verified by the store and the server unchanged: skip, nothing recorded", steps: begin + [
+        Row(name: "DEST verified by the store, from an ftp or file: source (no conditions): probe, unchanged, skip", conditional: [],
+            steps: begin + [
             step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
             step(.probed(.available(file)), [
                 .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
@@ -212,13 +228,15 @@ struct EntryMachineTests {
                 .finish(.succeeded(.skipped, action: .replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\""), size: 100, sha256: pin)),
             ], .done),
         ]),
-        Row(name: "DEST changed while the same bytes downloaded: it is replaced after all", steps: begin + [
+        Row(name: "DEST changed while the same bytes downloaded (a 200 to the conditional GET): it is replaced after all", steps: begin + [
             step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: CompleteVersion(
                 validators: RemoteValidators(etag: "\"old\"", lastModified: nil, size: 100), sha256: pin, local: identity)),
-                recordUnreadable: false), [.probe(source: 0)], .probing),
-            step(.probed(.available(file)), [
+                recordUnreadable: false),
+                 [.conditionalGet(source: 0, ifNoneOf: RemoteValidators(etag: "\"old\"", lastModified: nil, size: 100))], .askingConditionally),
+            step(.replied(.available(file)), [
+                .announce(.answered(.available(file))),
                 .announce(.decided(.replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\""))),
-                download(remote: file, action: .replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\"")),
+                receive(remote: file, action: .replace(reason: "the remote file changed: ETag changed from \"old\" to \"a\"")),
             ], .transferring),
             step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
                  [.releaseSlot, .finishHash(size: 100)], .finishingHash),
@@ -589,9 +607,156 @@ struct EntryMachineTests {
         ]),
     ]
 
+    /// The conditional GET: one request where the store vouches for DEST, judged from its head
+    /// by the planner as the probe's answer would have been.
+    static let conditionalRows: [Row] = [
+        Row(name: "conditional GET answered 304: the recorded facts, a skip; the body (none) is abandoned", steps: askConditionally + [
+            step(.replied(.available(file)), [
+                .announce(.answered(.available(file))), .announce(.decided(.skip)), .abandonBody,
+            ], .abandoningReply),
+            step(.transferEnded(.abandoned), [
+                .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "conditional GET answered 200 with the recorded ETag sent weak: a skip, the body stopped", steps: askConditionally + [
+            step(.replied(.available(RemoteFile(size: 100, etag: "W/\"a\"", lastModified: lastModified))), [
+                .announce(.answered(.available(RemoteFile(size: 100, etag: "W/\"a\"", lastModified: lastModified)))),
+                .announce(.decided(.skip)), .abandonBody,
+            ], .abandoningReply),
+            step(.transferEnded(.abandoned), [
+                .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "a skip judged from the head stands when the run is interrupted before the request ends", steps: askConditionally + [
+            step(.replied(.available(file)), [
+                .announce(.answered(.available(file))), .announce(.decided(.skip)), .abandonBody,
+            ], .abandoningReply),
+            step(.runCancelled, [], .abandoningReply),
+            step(.transferEnded(.failed(.cancelled, bytes: 0)), [
+                .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "conditional GET answered 200 with another ETag: replace, its body written from 0 and committed", steps: askConditionally + [
+            step(.replied(.available(changed)), [
+                .announce(.answered(.available(changed))), .announce(.decided(changedReplace)),
+                receive(remote: changed, action: changedReplace),
+            ], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false,
+                                         head: .init(etag: changed.etag, lastModified: changed.lastModified))),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: other, sizeOnDisk: 100))),
+                 [.commit(validators: RemoteValidators(changed), sha256: other)], .committing),
+            step(.committed(.success(identity)), [
+                .finish(.succeeded(.transferred, action: changedReplace, size: 100, sha256: other)),
+            ], .done),
+        ]),
+        Row(name: "conditional GET answered 200 with no length: a body that ends with its connection is measured, as after no probe",
+            steps: askConditionally + [
+            step(.replied(.available(RemoteFile(size: nil, etag: "\"b\""))), [
+                .announce(.answered(.available(RemoteFile(size: nil, etag: "\"b\"")))),
+                .announce(.decided(.replace(reason: "the remote file changed: ETag changed from \"a\" to \"b\""))),
+                receive(remote: nil, action: .replace(reason: "the remote file changed: ETag changed from \"a\" to \"b\"")),
+            ], .transferring),
+            step(.transferEnded(.written(position: 60, total: nil, bytes: 60, restartedFromZero: false, head: .init(etag: "\"b\""))),
+                 [.measureBody(source: 0)], .measuringBody),
+            step(.bodyMeasured(.available(RemoteFile(size: 100, etag: "\"b\""))), [
+                .releaseSlot, .backOff(attempt: 1, failure: .partialBody(received: 60, expected: 100), retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "conditional GET answered 200 against the size pin: a failure, nothing written, not retried", retries: 2,
+            pins: Pins(size: 100), steps: askConditionally + [
+            step(.replied(.available(RemoteFile(size: 150, etag: "\"b\""))), [
+                .announce(.answered(.available(RemoteFile(size: 150, etag: "\"b\"")))),
+                .announce(.decided(.fail(.sizePinConflict(pinned: 100, remote: 150)))), .abandonBody,
+            ], .abandoningReply),
+            step(.transferEnded(.abandoned), [
+                .releaseSlot,
+                .finish(.failed(.sizePinConflict(pinned: 100, remote: 150), action: .fail(.sizePinConflict(pinned: 100, remote: 150)),
+                                inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "conditional GET answered 503 with Retry-After: the host paused, retried as a conditional GET", retries: 1,
+            steps: askConditionally + [
+            step(.replied(.unavailable(unavailable503)), [
+                .announce(.answered(.unavailable(unavailable503))), .announce(.decided(.fail(unavailable503))), .abandonBody,
+            ], .abandoningReply),
+            step(.transferEnded(.abandoned), [
+                .pauseHost(source: 0, retryAfter: "5"), .releaseSlot, .backOff(attempt: 1, failure: unavailable503, retryAfter: "5"),
+            ], .backingOff),
+            step(.backOffEnded(cancelled: false), [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false),
+                 [.conditionalGet(source: 0, ifNoneOf: validators)], .askingConditionally),
+        ]),
+        Row(name: "conditional GET refused: fails as the probe would have, retried", retries: 1,
+            steps: askConditionally + [
+            step(.transferEnded(.failed(refused, bytes: 0)), [
+                .announce(.answered(.unavailable(refused))), .announce(.decided(.fail(refused))), .releaseSlot,
+                .backOff(attempt: 1, failure: refused, retryAfter: nil),
+            ], .backingOff),
+        ]),
+        Row(name: "conditional GET timed out: the network is checked, as after a probe", retries: 1,
+            steps: askConditionally + [
+            step(.transferEnded(.failed(timeout, bytes: 0)), [
+                .announce(.answered(.unavailable(timeout))), .announce(.decided(.fail(timeout))), .releaseSlot,
+                .checkConnectivity(source: 0),
+            ], .checkingConnectivity),
+            step(.connectivityChecked(.reachable), [.backOff(attempt: 1, failure: timeout, retryAfter: nil)], .backingOff),
+        ]),
+        Row(name: "conditional GET that ends with no response at all: a failure, given up after no retries", retries: 0,
+            steps: askConditionally + [
+            step(.transferEnded(.noResponse(bytes: 0)), [
+                .announce(.answered(.unavailable(EntryMachine.noResponse))), .announce(.decided(.fail(EntryMachine.noResponse))),
+                .releaseSlot, .finish(.failed(EntryMachine.noResponse, action: .fail(EntryMachine.noResponse), inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "conditional GET interrupted before it was sent: cancelled, never retried", steps: askConditionally + [
+            step(.runCancelled, [], .askingConditionally),
+            step(.transferEnded(.notStarted(.cancelled, mustRestart: false)), [
+                .announce(.answered(.unavailable(.cancelled))), .announce(.decided(.fail(.cancelled))), .releaseSlot,
+                .finish(.failed(.cancelled, action: .fail(.cancelled), inspectPartial: true)),
+            ], .done),
+        ]),
+        Row(name: "a verified DEST whose record names no version (no ETag, no Last-Modified) keeps the probe", steps: begin + [
+            step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: CompleteVersion(
+                validators: RemoteValidators(etag: nil, lastModified: nil, size: 100), sha256: pin, local: identity)),
+                recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "a verified DEST with a record of a partial download keeps the probe", steps: begin + [
+            step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: verified, partial: validators),
+                            recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "a verified DEST beside a partial file keeps the probe", steps: begin + [
+            step(.inspected(LocalFacts(destination: .file(size: 100), partial: .file(size: 10), destinationIdentity: identity),
+                            record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "a digest pin decides, not the server's validators: a verified DEST that fails it keeps the probe",
+            pins: Pins(digest: other), steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "an ftp main URL keeps the probe; its http mirror is asked conditionally", sources: 2, retries: 0, conditional: [1],
+            steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.unavailable(notFound)), [
+                .announce(.decided(.fail(notFound))), .releaseSlot, .announce(.fallingBack(source: 1, after: notFound)),
+                .awaitHost(source: 1),
+            ], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false),
+                 [.conditionalGet(source: 1, ifNoneOf: validators)], .askingConditionally),
+        ]),
+        Row(name: "plan keeps its HEAD for a DEST the store vouches for", mode: .plan, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+    ]
+
     @Test(arguments: rows)
     func transitions(_ row: Row) {
-        var machine = EntryMachine(mode: row.mode, sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+        var machine = row.machine
         for (index, step) in row.steps.enumerated() {
             let effects = machine.handle(step.event)
             #expect(effects == step.effects, "step \(index + 1): \(step.event)")
@@ -603,7 +768,7 @@ struct EntryMachineTests {
     /// The slot is given back exactly once per grant, on every path in the table.
     @Test(arguments: rows)
     func theSlotIsGivenBackOncePerGrant(_ row: Row) {
-        var machine = EntryMachine(mode: row.mode, sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+        var machine = row.machine
         var held = 0
         for step in row.steps {
             if case .slotGranted = step.event { held += 1 }
@@ -621,7 +786,7 @@ struct EntryMachineTests {
     @Test func everyHandledTransitionIsInTheTable() {
         var seen = Set<String>()
         for row in Self.rows {
-            var machine = EntryMachine(mode: row.mode, sourceCount: row.sources, retries: row.retries, pins: row.pins, sizePin: row.pins.size)
+            var machine = row.machine
             for step in row.steps {
                 seen.insert("\(machine.phase) \(Self.name(of: step.event))")
                 _ = machine.handle(step.event)
@@ -633,6 +798,7 @@ struct EntryMachineTests {
             "hashingDestination destinationHashed", "hashingForRecord destinationHashed", "preparing prepared",
             "transferring transferEnded", "measuringBody bodyMeasured", "finishingHash hashed", "keeping kept",
             "keeping keepRefused", "committing committed", "checkingConnectivity connectivityChecked", "backingOff backOffEnded",
+            "askingConditionally replied", "askingConditionally transferEnded", "abandoningReply transferEnded",
         ]
         for transition in handled {
             #expect(seen.contains(transition), "no row covers \(transition)")
@@ -641,5 +807,12 @@ struct EntryMachineTests {
 
     static func name(of event: Event) -> String {
         String(describing: event).prefix { $0 != "(" }.description
+    }
+}
+
+extension EntryMachineTests.Row {
+    var machine: EntryMachine {
+        EntryMachine(mode: mode, sourceCount: sources, retries: retries, pins: pins, sizePin: pins.size,
+                     conditionalSources: conditional ?? Set(0..<sources))
     }
 }

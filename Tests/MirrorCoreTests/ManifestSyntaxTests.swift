@@ -272,7 +272,7 @@ func acceptedURLs(_ url: String, _ role: URLRules.Role) throws {
     try HeaderRules.checkName("X-Api-Key")
     try HeaderRules.checkName("Authorization")
     try HeaderRules.checkName("x!#$%&'*+-.^_`|~1")
-    for reserved in ["Range", "if-range", "ACCEPT-ENCODING", "Host", "Content-Length"] {
+    for reserved in ["Range", "if-range", "If-None-Match", "IF-MODIFIED-SINCE", "ACCEPT-ENCODING", "Host", "Content-Length"] {
         #expect(throws: ValueProblem.self) { try HeaderRules.checkName(reserved) }
     }
     #expect(throws: ValueProblem("header name `X:Y` is not a valid HTTP token: `:` at position 2 is not allowed")) {

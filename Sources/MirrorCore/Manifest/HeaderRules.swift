@@ -18,6 +18,8 @@ enum HeaderRules {
     static let reserved: [String: String] = [
         "range": "mirror sets Range itself to resume partial downloads",
         "if-range": "mirror sets If-Range itself so that a resumed download never mixes two versions of a file",
+        "if-none-match": "mirror sets If-None-Match itself to ask for a file only if it is no longer the version on disk",
+        "if-modified-since": "mirror sets If-Modified-Since itself to ask for a file only if it is no longer the version on disk",
         "accept-encoding": "mirror sends none and saves the bytes as the server sends them: asking for a compressed reply would store compressed bytes whose size and checksum change with the server's compression",
         "host": "mirror derives Host from each URL, including mirrors and redirects",
         "content-length": "mirror sends no request body",

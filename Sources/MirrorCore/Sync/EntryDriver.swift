@@ -34,6 +34,8 @@ final class EntryDriver: @unchecked Sendable {
     /// A wait in progress (host, back-off, network), to end it when the run is interrupted.
     private var waiting: Task<Void, Never>?
     private var finished = false
+    /// What the machine said of the conditional GET's body while its head was judged.
+    private var bodyOrder: EntryMachine.TransferOrder?
     /// `RunEvent.started` was sent, at the first attempt.
     private var announcedStart = false
     private let onFinish: (EntryResult) -> Void
@@ -46,9 +48,13 @@ final class EntryDriver: @unchecked Sendable {
         self.run = run
         self.onFinish = onFinish
         paths = run.runner.manifest.paths(for: entry)
-        sources = ([entry.url] + entry.mirrors).map { Source($0, entry: entry, run: run) }
+        let sources = ([entry.url] + entry.mirrors).map { Source($0, entry: entry, run: run) }
+        self.sources = sources
         entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0) }
-        machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins, sizePin: entry.size)
+        // http and https URLs answer conditions; ftp and file URLs keep the probe.
+        let conditional = Set(sources.indices.filter { sources[$0].protocols == RedirectRule.protocols(forScheme: "http") })
+        machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins,
+                               sizePin: entry.size, conditionalSources: conditional)
     }
 
     /// A source URL and what is derived from it, parsed once.
@@ -201,7 +207,7 @@ final class EntryDriver: @unchecked Sendable {
             return .probed(.unavailable(.cancelled))
         case .measureBody where run.isCancelled:
             return .bodyMeasured(.unavailable(.cancelled))
-        case .transfer where run.isCancelled:
+        case .transfer where run.isCancelled, .conditionalGet where run.isCancelled:
             return .transferEnded(.notStarted(.cancelled, mustRestart: false))
         case .probe(let index):
             let source = sources[index]
@@ -225,6 +231,13 @@ final class EntryDriver: @unchecked Sendable {
         case .transfer(let order):
             closePartial()
             transferOnItsBudget(order)
+        case .conditionalGet(let index, let recorded):
+            closePartial()
+            conditionalGet(index, ifNoneOf: recorded)
+        case .receiveBody(let order):
+            bodyOrder = order
+        case .abandonBody:
+            bodyOrder = nil
         case .finishHash(let size):
             if partial == nil {
                 do {
@@ -306,6 +319,8 @@ final class EntryDriver: @unchecked Sendable {
         switch notice {
         case .decided(let action):
             runner.emit(.decided(dest: entry.dest, action))
+        case .answered(let facts):
+            runner.emit(.probed(dest: entry.dest, url: sources[machine.source].url.display, facts))
         case .fallingBack(let index, let failure):
             runner.emit(.fallingBack(dest: entry.dest, to: sources[index].url.display, after: failure))
         }
@@ -405,16 +420,14 @@ final class EntryDriver: @unchecked Sendable {
         let source = sources[order.source].url
         let protocols = sources[order.source].protocols
         let headers = sources[order.source].headers
-        let buckets = [runner.runBucket, sources[order.source].hostBucket, entryBucket].compactMap { $0 }
         let offset = order.offset
         let fd: Int32
+        let hasher: TrailingHasher
         do {
-            fd = try runner.rootDirectory.openPartial(paths, truncate: offset == 0, durable: runner.options.durable)
+            (fd, hasher) = try openPartial(truncate: offset == 0)
         } catch {
             return deliver(.transferEnded(.notStarted(error, mustRestart: false)))
         }
-        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: runner.options.durable)
-        partial = OpenPartial(fd: fd, hasher: hasher)
 
         let resumeGuard = offset > 0 ? ResumeGuard.choose(recorded: order.startedFrom, current: order.remote) : nil
         let validator = resumeGuard?.ifRange
@@ -437,41 +450,113 @@ final class EntryDriver: @unchecked Sendable {
         }
         let firstByte = offset - Int64(overlap.count)
 
-        let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - offset })
-        let writer = PartialFileWriter(
-            fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: order.remote?.size,
-            pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
-            startedFrom: validator == nil ? nil : order.startedFrom, overlap: overlap,
-            onStart: TransferStartRecord(
-                store: store, dest: entry.dest, url: source.display, paths: paths, rootDirectory: runner.rootDirectory,
-                continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
-            ).write
-        )
+        let writer = makeWriter(order, fd: fd, hasher: hasher, firstByte: firstByte, validator: validator, overlap: overlap)
         var request = TransferRequest(get: source, settings: entry.settings, headers: headers, protocols: protocols)
         request.rangeFirst = firstByte > 0 || offset > 0 ? firstByte : nil
         request.ifRange = validator
-        if !buckets.isEmpty {
-            let throttle = Throttle(buckets)
-            if !throttle.isEmpty { request.throttle = throttle }
-        }
-        // On a stream, a reply that shows a large body must hold a connection permit.
-        let guarded = slot?.budget == .stream ? StreamBodyGuard(writer) { [self] in
-            guard let permit = runner.slots.acquireNow(sources[order.source].want(.body(.max))) else { return false }
-            exchange(for: permit)
-            return true
-        } : nil
+        request.throttle = throttle(for: order.source)
+        let guarded = streamGuard(writer)
         runner.fetcher.fetch(request, sink: guarded ?? writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
             transferID = nil
-            ticket?.finish()
+            writer.progress?.finish()
             if guarded?.needsConnection == true {
                 // Stopped before its first body byte: nothing was written or recorded.
-                if run.isCancelled { return deliver(.transferEnded(.failed(.cancelled, bytes: 0))) }
-                return withConnectionPermit { [self] in
+                return sendAgainOnAConnection { [self] in
                     closePartial()
                     transfer(order)
                 }
             }
             deliver(.transferEnded(Self.end(of: fetched, writer: writer, source: source, firstByte: firstByte)))
+        }
+    }
+
+    /// On a stream, a reply that shows a large body must hold a connection permit: the guard
+    /// takes a free one, or stops the request before its sink sees the head.
+    private func streamGuard(_ sink: any ResponseBodySink) -> StreamBodyGuard? {
+        guard slot?.budget == .stream else { return nil }
+        return StreamBodyGuard(sink) { [self] in
+            guard let permit = runner.slots.acquireNow(sources[machine.source].want(.body(.max))) else { return false }
+            exchange(for: permit)
+            return true
+        }
+    }
+
+    /// A request its stream guard stopped is sent again once the attempt holds a connection
+    /// permit; interrupted meanwhile, the transfer ends cancelled.
+    private func sendAgainOnAConnection(_ send: @escaping () -> Void) {
+        if run.isCancelled { return deliver(.transferEnded(.failed(.cancelled, bytes: 0))) }
+        withConnectionPermit(send)
+    }
+
+    /// Opens the partial file for writing (emptied when `truncate`) with a hasher that follows
+    /// what is written; the attempt keeps both until it ends or commits.
+    private func openPartial(truncate: Bool) throws(TransferFailure) -> (Int32, TrailingHasher) {
+        let fd = try runner.rootDirectory.openPartial(paths, truncate: truncate, durable: runner.options.durable)
+        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: runner.options.durable)
+        partial = OpenPartial(fd: fd, hasher: hasher)
+        return (fd, hasher)
+    }
+
+    /// The writer of `order`'s body into the open partial file, from `firstByte`, with its
+    /// progress ticket and the store's record of the version it starts.
+    private func makeWriter(
+        _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher, firstByte: Int64, validator: String?, overlap: [UInt8]
+    ) -> PartialFileWriter {
+        let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - order.offset })
+        return PartialFileWriter(
+            fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: order.remote?.size,
+            pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
+            startedFrom: validator == nil ? nil : order.startedFrom, overlap: overlap,
+            onStart: TransferStartRecord(
+                store: store, dest: entry.dest, url: sources[order.source].url.display, paths: paths, rootDirectory: runner.rootDirectory,
+                continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
+            ).write
+        )
+    }
+
+    /// The run's, the host's and the entry's rate limits for a GET from source `index`; nil: none.
+    private func throttle(for index: Int) -> Throttle? {
+        let buckets = [runner.runBucket, sources[index].hostBucket, entryBucket].compactMap { $0 }
+        guard !buckets.isEmpty else { return nil }
+        let throttle = Throttle(buckets)
+        return throttle.isEmpty ? nil : throttle
+    }
+
+    /// One GET of the file on the condition that it is not the version `recorded` names. Its
+    /// reply's head goes to the machine (`replied`) before any body byte, on the engine's
+    /// thread; the partial file is opened only when the machine wants the body (`receiveBody`),
+    /// so a 304, or a 200 of the version already on disk, writes nothing. Answers
+    /// `transferEnded`.
+    private func conditionalGet(_ index: Int, ifNoneOf recorded: RemoteValidators) {
+        let source = sources[index]
+        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        request.ifNoneMatch = recorded.etag
+        request.ifModifiedSince = recorded.lastModified
+        request.throttle = throttle(for: index)
+        let sink = ConditionalBodySink { [self] head throws(TransferFailure) in
+            bodyOrder = nil
+            deliver(.replied(ConditionalReply.remoteFacts(of: head, recorded: recorded)))
+            guard let order = bodyOrder else { return nil }
+            bodyOrder = nil
+            let (fd, hasher) = try openPartial(truncate: true)
+            return makeWriter(order, fd: fd, hasher: hasher, firstByte: 0, validator: nil, overlap: [])
+        }
+        // Guarded before the machine hears the head: a large body is not judged until the
+        // attempt holds a connection permit, and a 304 or an error page passes at once.
+        let guarded = streamGuard(sink)
+        runner.fetcher.fetch(request, sink: guarded ?? sink, onStart: { [self] in transferID = $0 }) { [self] fetched in
+            transferID = nil
+            if guarded?.needsConnection == true {
+                return sendAgainOnAConnection { [self] in conditionalGet(index, ifNoneOf: recorded) }
+            }
+            if let writer = sink.writer {
+                writer.progress?.finish()
+                return deliver(.transferEnded(Self.end(of: fetched, writer: writer, source: source.url, firstByte: 0)))
+            }
+            if let failure = fetched.redirectFailure ?? sink.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source.url) {
+                return deliver(.transferEnded(.failed(failure, bytes: 0)))
+            }
+            deliver(.transferEnded(sink.head == nil ? .noResponse(bytes: 0) : .abandoned))
         }
     }
 

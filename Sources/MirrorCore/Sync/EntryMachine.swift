@@ -6,6 +6,8 @@ import Glibc
 /// (`EntryMachineTests`). `EntryDriver` carries out the effects and feeds the outcomes back.
 ///
 /// The rules it owns, beside the `Planner`'s decision for each attempt:
+/// - whether an attempt probes, or sends one conditional GET whose reply's head stands for the
+///   probe's answer (`conditionalValidators`, `replied`), and whether that reply's body is taken;
 /// - attempts, retries and back-off, falling back to the next source, giving up;
 /// - which failures leave the partial file, which delete it, and which make the next attempt
 ///   restart rather than resume;
@@ -20,6 +22,11 @@ struct EntryMachine {
         case waitingForSlot
         case inspecting
         case probing
+        /// The conditional GET is sent; its reply is not judged yet.
+        case askingConditionally
+        /// The conditional GET's reply was judged without its body (a skip or a failure): the
+        /// request is ending.
+        case abandoningReply
         case hashingDestination
         case hashingForRecord
         case preparing
@@ -51,6 +58,10 @@ struct EntryMachine {
         case inspected(LocalFacts, record: StateRecord?, recordUnreadable: Bool)
         case inspectionFailed(TransferFailure)
         case probed(RemoteFacts)
+        /// The head of the conditional GET's reply, as the remote facts it stands for
+        /// (`ConditionalReply.remoteFacts`); told from the reply sink's `begin`, before any body
+        /// byte, on the engine's thread.
+        case replied(RemoteFacts)
         case destinationHashed(Result<String, TransferFailure>)
         /// The partial file is ready for the transfer (a copy of `DEST` made, a record cleared).
         case prepared(TransferFailure?)
@@ -88,6 +99,14 @@ struct EntryMachine {
         /// Answers `inspected` or `inspectionFailed`.
         case inspect
         case probe(source: Int)
+        /// GET the file from source `source` on the condition that it is no longer the version
+        /// `ifNoneOf` names (`If-None-Match` with its ETag, `If-Modified-Since` with its
+        /// Last-Modified). Its reply's head is told as `replied`, then its end as `transferEnded`.
+        case conditionalGet(source: Int, ifNoneOf: RemoteValidators)
+        /// Write the conditional GET's body into the partial file, as `order` says (from byte 0).
+        case receiveBody(TransferOrder)
+        /// Take no byte of the conditional GET's body: stop it (a 2xx) or read it to its end.
+        case abandonBody
         case hashDestination
         /// Copy the first `length` bytes of `DEST` into the partial file; `clearingRecord`
         /// first removes the store's partial record (refusing when that fails). Answers `prepared`.
@@ -115,6 +134,9 @@ struct EntryMachine {
     /// What the machine tells the run's listeners, beside what the driver sees for itself.
     enum Notice: Equatable {
         case decided(Action)
+        /// What the conditional GET's reply (or its failure) says of the remote file: what a
+        /// probe would have been told.
+        case answered(RemoteFacts)
         case fallingBack(source: Int, after: TransferFailure)
     }
 
@@ -170,6 +192,8 @@ struct EntryMachine {
         case failed(TransferFailure, bytes: Int64, restartedFromZero: Bool = false)
         case noResponse(bytes: Int64, restartedFromZero: Bool = false)
         case rejected(TransferFailure, bytes: Int64, restartedFromZero: Bool = false)
+        /// The conditional GET's body was not taken (`abandonBody`).
+        case abandoned
         case alreadyComplete(total: Int64, head: ResponseHeadSummary)
         /// The body was written up to `position`; `total` is what the reply said the file holds;
         /// `restartedFromZero` when a range was asked for and the whole file came.
@@ -196,6 +220,9 @@ struct EntryMachine {
     let retries: Int
     let pins: Pins
     let sizePin: Int64?
+    /// The sources that answer HTTP conditions (http and https URLs; not ftp or file): an
+    /// attempt on one of them whose `DEST` the store vouches for is one conditional GET.
+    let conditionalSources: Set<Int>
     /// Outages waited out without spending a retry, at most: a server that keeps vanishing
     /// and coming back must still run out of attempts.
     static let maxForgivenOutages = 20
@@ -229,8 +256,9 @@ struct EntryMachine {
     /// next attempt's reply is compared with when that attempt has no probe of its own.
     private var lastServed: (source: Int, validators: RemoteValidators)?
 
-    init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?) {
+    init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: Set<Int> = []) {
         self.mode = mode
+        self.conditionalSources = conditionalSources
         self.sourceCount = max(1, sourceCount)
         self.retries = retries
         self.pins = pins
@@ -304,8 +332,51 @@ struct EntryMachine {
                 action = .download
                 return [.announce(.decided(.download))] + startTransfer(offset: 0, remote: nil, startedFrom: nil)
             }
+            if let recorded = conditionalValidators {
+                // The probe's answer would only be compared with these: the GET asks the server
+                // to compare them itself, and sends the new version in the same reply.
+                phase = .askingConditionally
+                return [.conditionalGet(source: source, ifNoneOf: recorded)]
+            }
             phase = .probing
             return [.probe(source: source)]
+
+        case (.askingConditionally, .replied(let facts)):
+            // The decision a probe answering `facts` would have led to, by the same planner.
+            guard let local else { return unexpected(event) }
+            remote = facts
+            let decided = Planner.decide(local: local, remote: facts, pins: pins, state: record)
+            action = decided
+            let announce: [Effect] = [.announce(.answered(facts)), .announce(.decided(decided))]
+            if decided.startsFromZero {
+                // A reply with no length has said no size: as after no probe, a body that ends
+                // with its connection is measured before it is accepted (`measureBody`).
+                let told = remoteFile?.size == nil ? nil : remoteFile
+                let order = TransferOrder(source: source, action: decided, offset: 0, remote: told, startedFrom: nil,
+                                          hadPartialRecord: hadPartialRecord)
+                self.order = order
+                phase = .transferring
+                return announce + [.receiveBody(order)]
+            }
+            // A skip or a failure: the body is not wanted, and what follows waits for the end
+            // of the request.
+            phase = .abandoningReply
+            return announce + [.abandonBody]
+        case (.askingConditionally, .transferEnded(let end)):
+            // No reply was judged: the request failed as the probe would have.
+            let failure: TransferFailure
+            switch end {
+            case .notStarted(let refused, _): failure = refused
+            case .failed(let failed, _, _), .rejected(let failed, _, _): failure = failed
+            case .noResponse: failure = Self.noResponse
+            case .abandoned, .alreadyComplete, .written: return unexpected(event)
+            }
+            remote = .unavailable(failure)
+            action = .fail(failure)
+            return [.announce(.answered(.unavailable(failure))), .announce(.decided(action))] + attemptFailed(failure)
+        case (.abandoningReply, .transferEnded):
+            // Judged from the head: however the abandoned body ended, the decision stands.
+            return carryOut(action)
 
         case (.probing, .probed(let facts)):
             remote = facts
@@ -481,11 +552,16 @@ struct EntryMachine {
         }
         action = decided
         if mode == .plan { return planned() }
-        let announce: [Effect] = [.announce(.decided(decided))]
+        return [.announce(.decided(decided))] + carryOut(decided)
+    }
+
+    /// What `decided` (already announced) makes the attempt do.
+    private mutating func carryOut(_ decided: Action) -> [Effect] {
+        guard let local else { return unexpected(.probed(.unavailable(.cancelled))) }
         switch decided {
         case .skip:
             let verified = Planner.verifiedVersion(local: local, state: record)
-            var effects = announce
+            var effects: [Effect] = []
             if local.partial.size != nil { effects.append(.removePartial) }
             if remoteFile != nil, local.destinationIdentity != nil, verified == nil || pins.comparable(verified?.sha256) == nil {
                 // First sight of this DEST (or of its hash in the pin's algorithm): remember what
@@ -499,13 +575,13 @@ struct EntryMachine {
             if local.partial.size != nil { effects.append(.record(.clearPartial)) }
             return effects + succeed(.skipped, size: local.destination.size, sha256: verified?.sha256)
         case .fail(let failure):
-            return announce + attemptFailed(failure)
+            return attemptFailed(failure)
         case .download, .restart, .replace:
             // A new download: what the store said about an earlier partial file is void.
             let clear: [Effect] = record?.partial != nil ? [.record(.clearPartial)] : []
-            return announce + clear + startTransfer(offset: 0, remote: remoteFile, startedFrom: nil)
+            return clear + startTransfer(offset: 0, remote: remoteFile, startedFrom: nil)
         case .resume(let from, .partial):
-            return announce + startTransfer(offset: from, remote: remoteFile, startedFrom: record?.partial)
+            return startTransfer(offset: from, remote: remoteFile, startedFrom: record?.partial)
         case .resume(let from, .destination):
             // Continue a copy of the short DEST as the partial file: DEST itself stays as it is
             // until a complete, verified file is renamed over it. The copy is resumed with the
@@ -514,13 +590,27 @@ struct EntryMachine {
             order = TransferOrder(source: source, action: decided, offset: from, remote: remoteFile, startedFrom: nil,
                                   hadPartialRecord: hadPartialRecord)
             phase = .preparing
-            return announce + [.prepare(copyLength: from, clearingRecord: hadPartialRecord)]
+            return [.prepare(copyLength: from, clearingRecord: hadPartialRecord)]
         case .finish(let size):
             // Only the disk from here on.
             committing = (size, RemoteValidators(etag: remoteFile?.etag, lastModified: remoteFile?.lastModified, size: size), "")
             phase = .finishingHash
-            return announce + releaseSlot() + [.finishHash(size: size)]
+            return releaseSlot() + [.finishHash(size: size)]
         }
+    }
+
+    /// The validators to send with a conditional GET, when this attempt is one: the source
+    /// answers HTTP conditions, no partial file or record of one is there to continue, no
+    /// digest pin decides (with one, the store's hash or DEST's decides, never the server's
+    /// validators), and the store vouches for `DEST` as a version it names by an ETag or a
+    /// Last-Modified. A probe's answer would then be judged only against these, and a reply
+    /// that says the version is still the one on disk is a skip (`Planner.decide`).
+    private var conditionalValidators: RemoteValidators? {
+        guard mode == .sync, conditionalSources.contains(source), pins.digest == nil, !hadPartialRecord,
+              let local, local.partial == .missing,
+              let verified = Planner.verifiedVersion(local: local, state: record), verified.validators.namesVersion
+        else { return nil }
+        return verified.validators
     }
 
     /// `plan`: the decision is all there is.
@@ -570,13 +660,15 @@ struct EntryMachine {
         case .noResponse(let bytes, let restartedFromZero):
             self.bytes = self.bytes.saturatingAdding(bytes)
             if restartedFromZero { action = Self.wholeFileRestart }
-            return attemptFailed(.curl(code: 0, message: "the server sent no response", osErrno: 0), cleanup: [.removePartialIfEmpty])
+            return attemptFailed(Self.noResponse, cleanup: [.removePartialIfEmpty])
         case .rejected(let failure, let bytes, let restartedFromZero):
             self.bytes = self.bytes.saturatingAdding(bytes)
             if restartedFromZero { action = Self.wholeFileRestart }
             return attemptFailed(failure)
         case .alreadyComplete(let total, let head):
             return readyToCommit(size: total, head: head)
+        case .abandoned:
+            return unexpected(.transferEnded(end))
         case .written(let position, let total, let bytes, let restartedFromZero, let head):
             self.bytes = self.bytes.saturatingAdding(bytes)
             if restartedFromZero { action = Self.wholeFileRestart }
@@ -590,6 +682,8 @@ struct EntryMachine {
             return checkLength(position: position, total: total, head: head)
         }
     }
+
+    static let noResponse = TransferFailure.curl(code: 0, message: "the server sent no response", osErrno: 0)
 
     static let wholeFileRestart = Action.restart(reason: "the server answered the range request with the whole file")
 

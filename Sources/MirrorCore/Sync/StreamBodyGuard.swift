@@ -1,15 +1,16 @@
-/// Stands before the partial file's writer for a GET sent as a stream of an HTTP/2 connection.
+/// Stands before the sink of a GET sent as a stream of an HTTP/2 connection (the partial file's
+/// writer, or a conditional GET's sink, which judges the head after this guard lets it on).
 /// When the reply's head shows a body that may not come on a stream
 /// (`RequestBudget.staysOnStream`: a large or unstated length), it takes a connection permit if
 /// one is free (`takeConnection`); otherwise it stops the request before the writer sees
 /// anything, and `needsConnection` says the GET is to be sent again once one is held.
 final class StreamBodyGuard: ResponseBodySink, @unchecked Sendable {
-    private let writer: PartialFileWriter
+    private let inner: any ResponseBodySink
     private let takeConnection: () -> Bool
     private(set) var needsConnection = false
 
-    init(_ writer: PartialFileWriter, takeConnection: @escaping () -> Bool) {
-        self.writer = writer
+    init(_ inner: any ResponseBodySink, takeConnection: @escaping () -> Bool) {
+        self.inner = inner
         self.takeConnection = takeConnection
     }
 
@@ -21,12 +22,12 @@ final class StreamBodyGuard: ResponseBodySink, @unchecked Sendable {
             needsConnection = true
             return .abort
         }
-        return writer.begin(head)
+        return inner.begin(head)
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> Bool { writer.write(bytes) }
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool { inner.write(bytes) }
 
     func end() {
-        if !needsConnection { writer.end() }
+        if !needsConnection { inner.end() }
     }
 }

@@ -4,8 +4,9 @@ import FoundationEssentials
 /// decides what travels to each new location: at most `maxRedirects` hops, only to http/https
 /// (ftp/ftps only when the original URL was ftp), and the manifest's headers, any URL
 /// credentials and the netrc login only while scheme, host and port stay the same (default
-/// ports filled in): to that same origin they go along, to any other none. Each hop goes
-/// through the proxy that `proxies` chooses for its URL.
+/// ports filled in): to that same origin they go along, to any other none. A GET's conditions
+/// (`If-None-Match`, `If-Modified-Since`, `Range` with `If-Range`) go to every hop. Each hop
+/// goes through the proxy that `proxies` chooses for its URL.
 struct Fetcher: Sendable {
     let engine: TransferEngine
     let proxies: ProxyEnvironment

@@ -11,6 +11,11 @@ struct TransferRequest: Sendable {
     var rangeLast: Int64?
     /// Validator sent as `If-Range` with a range request.
     var ifRange: String?
+    /// The conditions of a GET that wants the file only if it is not the version these name:
+    /// an ETag sent as `If-None-Match`, a date sent as `If-Modified-Since`. They name no secret
+    /// and go to every hop of a redirect.
+    var ifNoneMatch: String?
+    var ifModifiedSince: String?
     var timeout: Duration
     /// Stall guard: abandon the transfer when it averages under `minSpeed` bytes/s over a
     /// `minSpeedTime` window.

@@ -115,9 +115,16 @@ struct ShardTests {
         }
         let rest = try scenario.run(["sync", "m.yaml", "--json"])
         #expect(rest.status == 0, "\(rest)")
-        // Shards 1 and 2 are known from their stores; only 0 and 3 are fetched now.
-        let gets = try scenario.nginxRequests().filter { $0.method == "GET" }
-        #expect(gets.count == Self.site.count, "\(gets)")
+        // Shards 1 and 2 are known from their stores: their files are asked for once, on the
+        // condition that they changed, and answered 304; only 0 and 3 are fetched now. Every
+        // file is fetched once in all, and nothing is probed.
+        let requests = try scenario.nginxRequests()
+        #expect(requests.allSatisfy { $0.method == "GET" }, "\(requests)")
+        let fetched = requests.filter { $0.status == 200 }.map(\.uri)
+        #expect(fetched.count == Self.site.count && Set(fetched).count == Self.site.count, "\(requests)")
+        let unchanged = requests.filter { $0.status == 304 }.map(\.uri)
+        #expect(!unchanged.isEmpty && Set(unchanged).count == unchanged.count, "\(requests)")
+        #expect(requests.count == fetched.count + unchanged.count, "\(requests)")
     }
 
     @Test func shardAutoReadsTheEngineAndWithoutShardTheEnvironmentIsIgnored() throws {

@@ -40,6 +40,9 @@ struct FaultReply: Sendable {
         /// False: the range is served even when `If-Range` names another version, the way a
         /// broken cache or server splices new bytes onto an old partial file.
         var honorIfRange: Bool
+        /// False: `If-None-Match` and `If-Modified-Since` are ignored and the file comes back
+        /// with 200, as from a server (or cache) that does not implement conditional GETs.
+        var honorConditions = true
     }
 
     /// Stop sending for `duration` once `afterBodyBytes` bytes of the body are out.
@@ -90,12 +93,12 @@ extension FaultReply {
     /// otherwise the whole file comes back with 200. Multi-range requests get the whole file.
     static func file(_ data: Data, etag: String? = nil, lastModified: String? = nil,
                      honorRange: Bool = true, acceptRanges: Bool = true,
-                     honorIfRange: Bool = true) -> FaultReply {
+                     honorIfRange: Bool = true, honorConditions: Bool = true) -> FaultReply {
         // Rebased so that offsets into the file are offsets into the Data, even for a slice.
         let rebased = data.startIndex == 0 ? data : Data(data)
         return FaultReply(.file(StaticFile(data: rebased, etag: etag, lastModified: lastModified,
                                            honorRange: honorRange, acceptRanges: acceptRanges,
-                                           honorIfRange: honorIfRange)))
+                                           honorIfRange: honorIfRange, honorConditions: honorConditions)))
     }
 
     /// Any status with these headers and body. Content-Length is added unless `headers` has one

@@ -75,6 +75,14 @@ import Testing
         #expect(response.headers["Content-Length"] == nil)
     }
 
+    @Test func aFileThatIgnoresConditionsAnswers200() {
+        let conditions: HeaderFields = ["If-None-Match": "\"v1\"", "If-Modified-Since": "Sun, 06 Nov 1994 08:49:37 GMT"]
+        let response = FaultReply.file(data, etag: "\"v1\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", honorConditions: false)
+            .prepare(for: request(headers: conditions))
+        #expect(response.status == 200)
+        #expect(response.headers["Content-Length"] == "1000")
+    }
+
     @Test func aCutKeepsTheFullContentLengthAndClosesTheConnection() {
         let response = FaultReply.file(data).cut(afterBodyBytes: 100).prepare(for: request())
         #expect(response.headers["Content-Length"] == "1000")

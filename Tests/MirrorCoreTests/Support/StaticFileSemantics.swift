@@ -101,7 +101,7 @@ extension FaultReply.StaticFile {
             headers["Allow"] = "GET, HEAD"
             return (405, headers, Data())
         }
-        if ConditionalRequest.isNotModified(request, etag: etag, lastModified: lastModified) {
+        if honorConditions, ConditionalRequest.isNotModified(request, etag: etag, lastModified: lastModified) {
             return (304, headers, Data())
         }
         // Range is defined for GET only; HEAD describes the whole representation.
