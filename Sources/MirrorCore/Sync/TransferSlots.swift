@@ -107,6 +107,16 @@ final class TransferSlots: Sendable {
         }
     }
 
+    /// A permit now, only if one is free for `host` and no one waits for it: what a segmented
+    /// download asks for to add a connection, never ahead of an entry that waits its turn.
+    func acquireIfIdle(host: String? = nil) -> Slot? {
+        state.withLock { state -> Slot? in
+            guard state.waiting.isEmpty, state.mayGrant(host: host) else { return nil }
+            state.take(host: host)
+            return Slot(self, host: host)
+        }
+    }
+
     /// Takes a waiting request out of the queue, answering it no; false when it was no longer
     /// there (granted meanwhile).
     @discardableResult

@@ -11,6 +11,9 @@ struct TransferRequest: Sendable {
     var rangeLast: Int64?
     /// Validator sent as `If-Range` with a range request.
     var ifRange: String?
+    /// A segment of a segmented download: over a connection of its own (HTTP/1.1), never
+    /// multiplexed onto an HTTP/2 connection with the others.
+    var ownConnection = false
     var timeout: Duration
     /// Stall guard: abandon the transfer when it averages under `minSpeed` bytes/s over a
     /// `minSpeedTime` window.
