@@ -29,6 +29,11 @@ struct SegmentedDownload: Equatable {
         var minPiece: Int64 = 1 << 20
         /// Bytes written between two `fdatasync`s of the file (and records of the map).
         var checkpointBytes: Int64 = 32 << 20
+
+        /// For a file of `total` bytes: a checkpoint every eighth of it, from 1 MiB to 32 MiB.
+        static func forFile(of total: Int64) -> Limits {
+            Limits(checkpointBytes: min(32 << 20, max(1 << 20, total / 8)))
+        }
     }
 
     /// How a stream's request ended.
@@ -120,15 +125,15 @@ struct SegmentedDownload: Equatable {
     private var hashedTo: Int64 = 0
 
     /// The entry's GET of the whole file is under way as stream 0 and has written `position`.
-    static func fresh(total: Int64, leadPosition: Int64, folded: Bool = false, mayRestart: Bool = true, limits: Limits = Limits()) -> SegmentedDownload {
-        var download = SegmentedDownload(total: total, durable: [], folded: folded, mayRestart: mayRestart, limits: limits)
+    static func fresh(total: Int64, leadPosition: Int64, folded: Bool = false, mayRestart: Bool = true, limits: Limits? = nil) -> SegmentedDownload {
+        var download = SegmentedDownload(total: total, durable: [], folded: folded, mayRestart: mayRestart, limits: limits ?? .forFile(of: total))
         download.streams[0] = Stream(first: 0, position: leadPosition, end: total, extraSlot: false, isLead: true)
         return download
     }
 
     /// A `.part` with `durable` on disk; `start()` sets stream 0 going.
-    static func resumed(total: Int64, durable: [ByteRange], folded: Bool = false, mayRestart: Bool = true, limits: Limits = Limits()) -> SegmentedDownload {
-        SegmentedDownload(total: total, durable: ByteRanges.merged(durable), folded: folded, mayRestart: mayRestart, limits: limits)
+    static func resumed(total: Int64, durable: [ByteRange], folded: Bool = false, mayRestart: Bool = true, limits: Limits? = nil) -> SegmentedDownload {
+        SegmentedDownload(total: total, durable: ByteRanges.merged(durable), folded: folded, mayRestart: mayRestart, limits: limits ?? .forFile(of: total))
     }
 
     private init(total: Int64, durable: [ByteRange], folded: Bool, mayRestart: Bool, limits: Limits) {

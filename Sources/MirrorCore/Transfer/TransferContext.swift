@@ -261,6 +261,8 @@ final class TransferContext {
     /// The response headers mirror reads; the others are skipped before any string is made.
     static let wantedHeaders: [[UInt8]] = [
         "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after", "transfer-encoding",
+        // A segmented download asks whether ranges are offered and how old the version is.
+        "accept-ranges", "date",
     ].map { Array($0.utf8) }
 
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
