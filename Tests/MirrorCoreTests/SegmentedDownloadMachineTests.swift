@@ -23,7 +23,15 @@ struct SegmentedDownloadMachineTests {
         var testDescription: String { name }
     }
 
+    /// A fresh download whose lead was found slow enough to split.
     static func fresh(lead: Int64 = 0, folded: Bool = false, mayRestart: Bool = true) -> SegmentedDownload {
+        var machine = paced(lead: lead, folded: folded, mayRestart: mayRestart)
+        _ = machine.handle(.leadPaced(secondsLeft: 10))
+        return machine
+    }
+
+    /// A fresh download whose lead is still paced.
+    static func paced(lead: Int64 = 0, folded: Bool = false, mayRestart: Bool = true) -> SegmentedDownload {
         .fresh(total: 100, leadPosition: lead, folded: folded, mayRestart: mayRestart, limits: limits)
     }
 
@@ -32,6 +40,18 @@ struct SegmentedDownloadMachineTests {
     }
 
     static let rows: [Row] = [
+        Row(name: "a lead with little left at its pace stays one stream, recording nothing", start: paced(), steps: [
+            (.leadPaced(secondsLeft: 1.5), []),
+            (.slotOffered, [.declineSlot]),
+            (.progressed(stream: 0, position: 60), []),
+            (.streamEnded(stream: 0, .reachedEnd, position: 100), []),
+        ], phase: .pacing),
+        Row(name: "a slow lead starts the segments once, then slots split it", start: paced(), steps: [
+            (.progressed(stream: 0, position: 20), []),
+            (.leadPaced(secondsLeft: 30), [.startSegments]),
+            (.leadPaced(secondsLeft: 30), []),
+            (.slotOffered, [.request(stream: 1, first: 60, last: 99)]),
+        ], phase: .running),
         Row(name: "a free slot splits the lead in half", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
         ], phase: .running),

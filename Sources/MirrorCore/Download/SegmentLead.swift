@@ -33,6 +33,12 @@ final class SegmentLead: ResponseBodySink, @unchecked Sendable {
 
     func write(_ incoming: UnsafeRawBufferPointer) -> Bool {
         guard let transfer, let end = transfer.leadEnd else { return writer.write(incoming) }
+        if !transfer.isSegmenting {
+            // Still a plain download, paced.
+            guard writer.write(incoming) else { return false }
+            report(to: transfer)
+            return true
+        }
         let room = end - writer.position
         if room <= 0 {
             reachedEnd = true
@@ -46,12 +52,15 @@ final class SegmentLead: ResponseBodySink, @unchecked Sendable {
             // The rest is other streams': stop, unless the body ends here anyway.
             return end == transfer.version.total && fits
         }
+        report(to: transfer)
+        return true
+    }
+
+    private func report(to transfer: SegmentedTransfer) {
         if writer.flushedPosition - reportedAt >= SegmentedTransfer.reportEvery {
             reportedAt = writer.flushedPosition
-            let position = reportedAt
-            transfer.postLeadProgress(position)
+            transfer.postLeadProgress(reportedAt)
         }
-        return true
     }
 
     func end() {

@@ -22,14 +22,17 @@ enum SegmentReply {
         guard head.status == 200, head.contradiction == nil, let total = head.contentLength, total >= segmentMin, total > 0,
               !head.isEncoded, acceptsByteRanges(head)
         else { return nil }
-        let etag = head.etag.flatMap { EntityTag($0).isWeak ? nil : $0 }
+        // The ETag as sent (a weak one too: it names the version the partial record names);
+        // only a strong one goes into `If-Match`.
+        let etag = head.etag
+        let strongETag = etag.flatMap { EntityTag($0).isWeak ? nil : $0 }
         let lastModified = head.lastModified
         let settled: Bool = {
             guard let lastModified, let modified = HTTPDate.parse(lastModified),
                   let dated = head["date"], let date = HTTPDate.parse(dated) else { return false }
             return date - modified >= settledAge
         }()
-        guard etag != nil || settled || pinned else { return nil }
+        guard strongETag != nil || settled || pinned else { return nil }
         let version = SegmentVersion(url: url, total: total, etag: etag, lastModified: lastModified)
         // A range request must be able to name the version it asks for.
         return version.precondition == nil ? nil : version
@@ -88,7 +91,9 @@ enum SegmentReply {
     /// that differs from the version's (ETags strongly compared: the bytes must be the same).
     private static func otherVersion(_ head: ResponseHead, _ version: SegmentVersion) -> String? {
         guard head.isSuccess else { return nil }
-        if let etag = version.etag, let sent = head.etag, !EntityTag.stronglyMatch(etag, sent) {
+        // A weak ETag (only with a pin that checks the whole file) is compared weakly.
+        if let etag = version.etag, let sent = head.etag,
+           !(EntityTag(etag).isWeak ? EntityTag.weaklyMatch(etag, sent) : EntityTag.stronglyMatch(etag, sent)) {
             return "ETag changed from \(etag) to \(sent)"
         }
         if let modified = version.lastModified, let sent = head.lastModified, modified != sent {

@@ -7,8 +7,9 @@
 ///
 /// Two shapes start it:
 /// - `fresh`: the entry's plain GET (stream 0, the *lead*) answered 200 with a size of at least
-///   `segment_min` and a version that range requests can name; it goes on from byte 0, and
-///   every slot offered takes a piece of what it has not reached yet.
+///   `segment_min` and a version that range requests can name; it goes on from byte 0 alone
+///   until its pace shows the rest would take long enough (`leadPaced`), then every slot
+///   offered takes a piece of what it has not reached yet.
 /// - `resumed`: a `.part` whose map (`SegmentMap`) says which ranges are on disk; stream 0
 ///   (on the entry's slot) fetches the largest missing range, further slots the others.
 ///
@@ -29,6 +30,10 @@ struct SegmentedDownload: Equatable {
         var minPiece: Int64 = 1 << 20
         /// Bytes written between two `fdatasync`s of the file (and records of the map).
         var checkpointBytes: Int64 = 32 << 20
+        /// The lead is split only when, at its pace so far, it still has this long to go: a
+        /// file that one connection brings in a moment gains nothing from more, and its digest
+        /// would wait for the ranges after the lead's.
+        var minSecondsLeft = 2.0
 
         /// For a file of `total` bytes: a checkpoint every eighth of it, from 1 MiB to 32 MiB.
         static func forFile(of total: Int64) -> Limits {
@@ -50,6 +55,8 @@ struct SegmentedDownload: Equatable {
     }
 
     enum Event: Equatable {
+        /// At the lead's pace so far, it would need this long for the rest of the file.
+        case leadPaced(secondsLeft: Double)
         /// An extra transfer slot is held for this download.
         case slotOffered
         /// `stream` has written its range up to `position` (exclusive).
@@ -62,6 +69,9 @@ struct SegmentedDownload: Equatable {
     }
 
     enum Effect: Equatable {
+        /// The lead is worth splitting: record the map (before any byte out of order),
+        /// allocate the file, and offer slots from now on.
+        case startSegments
         /// Start (or go on with) `stream`: a range request for bytes `first...last`.
         case request(stream: Int, first: Int64, last: Int64)
         /// Stop `stream`'s request now; its end is not reported.
@@ -86,6 +96,9 @@ struct SegmentedDownload: Equatable {
     }
 
     enum Phase: Equatable {
+        /// Fresh shape: the lead runs alone, as a plain download, until its pace shows that
+        /// splitting is worth it (`leadPaced`); no map, no checkpoint.
+        case pacing
         case running
         /// Every byte is written; the last checkpoint is under way.
         case finishing
@@ -127,6 +140,7 @@ struct SegmentedDownload: Equatable {
     /// The entry's GET of the whole file is under way as stream 0 and has written `position`.
     static func fresh(total: Int64, leadPosition: Int64, folded: Bool = false, mayRestart: Bool = true, limits: Limits? = nil) -> SegmentedDownload {
         var download = SegmentedDownload(total: total, durable: [], folded: folded, mayRestart: mayRestart, limits: limits ?? .forFile(of: total))
+        download.phase = .pacing
         download.streams[0] = Stream(first: 0, position: leadPosition, end: total, extraSlot: false, isLead: true)
         return download
     }
@@ -178,6 +192,11 @@ struct SegmentedDownload: Equatable {
 
     mutating func handle(_ event: Event) -> [Effect] {
         switch event {
+        case .leadPaced(let secondsLeft):
+            guard phase == .pacing, secondsLeft >= limits.minSecondsLeft else { return [] }
+            phase = .running
+            return [.startSegments]
+
         case .slotOffered:
             guard wantsStream else { return [.declineSlot] }
             let id = nextStream
@@ -185,7 +204,13 @@ struct SegmentedDownload: Equatable {
             return assign(stream: id, extraSlot: true)
 
         case .progressed(let id, let position):
-            guard phase == .running, var stream = streams[id], position > stream.position else { return [] }
+            guard phase == .running || phase == .pacing, var stream = streams[id], position > stream.position else { return [] }
+            if phase == .pacing {
+                // Nothing is recorded yet: the lead is a plain download.
+                stream.position = min(position, stream.end)
+                streams[id] = stream
+                return []
+            }
             sinceCheckpoint += position - stream.position
             stream.position = min(position, stream.end)
             streams[id] = stream
@@ -196,7 +221,8 @@ struct SegmentedDownload: Equatable {
             return effects
 
         case .streamEnded(let id, let end, let position):
-            guard var stream = streams.removeValue(forKey: id) else { return [] }
+            // While pacing the lead's end is the entry's own, not the machine's.
+            guard phase != .pacing, var stream = streams.removeValue(forKey: id) else { return [] }
             stream.position = max(stream.position, min(position, stream.end))
             written = ByteRanges.merged(written + [ByteRange(stream.first, stream.position)])
             guard phase == .running else { return stream.extraSlot ? [.releaseSlot(stream: id)] : [] }
@@ -260,7 +286,7 @@ struct SegmentedDownload: Equatable {
                 } else if sinceCheckpoint >= limits.checkpointBytes {
                     effects += startCheckpoint()
                 }
-            case .completed, .failed:
+            case .pacing, .completed, .failed:
                 break
             }
             return effects

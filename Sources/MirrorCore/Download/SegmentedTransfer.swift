@@ -41,6 +41,10 @@ final class SegmentedTransfer: @unchecked Sendable {
     private var slots: [Int: TransferSlots.Slot] = [:]
     private var offered: TransferSlots.Slot?
     private var over = false
+    /// The map is recorded and the download is in segments: its end is this object's to tell.
+    private(set) var isSegmenting = false
+    /// When the lead's pace began to be measured, and where it was then.
+    private let pacedFrom: (milliseconds: Int64, position: Int64)
     private let onEnd: (SegmentedTransfer, EntryMachine.TransferEnd) -> Void
     /// Body bytes the range requests wrote (the lead's are counted by its writer).
     private(set) var bytes: Int64 = 0
@@ -55,15 +59,26 @@ final class SegmentedTransfer: @unchecked Sendable {
         self.environment = environment
         self.onEnd = onEnd
         head = EntryMachine.ResponseHeadSummary(etag: version.etag, lastModified: version.lastModified)
+        pacedFrom = (MonotonicClock.milliseconds(), machine.streams[0]?.position ?? 0)
     }
 
     /// Where the lead (stream 0 of a fresh download) stops.
     var leadEnd: Int64? { machine.end(of: 0) }
 
-    /// Records the map, allocates the file to its full size, and sets the streams going.
-    /// False (nothing started) when the map cannot be recorded: a `.part` written out of order
-    /// without one could be taken by its size.
-    func begin(resumed: Bool) -> Bool {
+    /// A resumed download: records the map, allocates the file, and sets the streams going.
+    /// False (nothing started) when the map cannot be recorded.
+    func resume() -> Bool {
+        guard recordMapAndAllocate() else { return false }
+        isSegmenting = true
+        perform(machine.start())
+        offerSlots()
+        return true
+    }
+
+    /// Before the first byte out of order: the map that says which bytes are written, and the
+    /// file at its full size. False when the map cannot be recorded: a `.part` written out of
+    /// order without one could be taken by its size.
+    private func recordMapAndAllocate() -> Bool {
         guard let store = environment.store else { return false }
         do {
             try store.saveSegmentMap(SegmentMap(version: version, durable: machine.durable), for: environment.dest)
@@ -72,8 +87,6 @@ final class SegmentedTransfer: @unchecked Sendable {
             return false
         }
         allocate()
-        if resumed { perform(machine.start()) }
-        offerSlots()
         return true
     }
 
@@ -87,18 +100,32 @@ final class SegmentedTransfer: @unchecked Sendable {
 
     /// The run is interrupted: every request stops, and the download ends as cancelled.
     func cancel() {
-        guard !over else { return }
+        guard isSegmenting, !over else { return }
         finish(.failed(.cancelled, bytes: bytes))
     }
 
     /// Whether the download has ended (and said so).
     var isOver: Bool { over }
 
+    /// The lead ended while it was still paced, as a plain download whose end the entry hears
+    /// as any: nothing more is done here.
+    func abandon() {
+        guard !isSegmenting else { return }
+        over = true
+    }
+
     // MARK: Events
 
-    /// The lead wrote up to `position` (from inside libcurl's callback: posted).
+    /// The lead wrote up to `position` (from inside libcurl's callback: posted), and its pace
+    /// so far says how long the rest would take on it alone.
     func postLeadProgress(_ position: Int64) {
-        environment.fetcher.engine.post { [self] in deliver(.progressed(stream: 0, position: position)) }
+        let elapsed = MonotonicClock.milliseconds() - pacedFrom.milliseconds
+        let done = position - pacedFrom.position
+        let secondsLeft = done > 0 ? Double(version.total - position) * Double(max(1, elapsed)) / 1000 / Double(done) : .infinity
+        environment.fetcher.engine.post { [self] in
+            deliver(.leadPaced(secondsLeft: secondsLeft))
+            deliver(.progressed(stream: 0, position: position))
+        }
     }
 
     /// The lead's request is over (it reached its end, or failed).
@@ -115,7 +142,7 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// Takes each free slot the download can use now, one at a time.
     private func offerSlots() {
         var tries = 0
-        while !over, machine.wantsStream, tries < machine.limits.maxStreams,
+        while !over, isSegmenting, machine.wantsStream, tries < machine.limits.maxStreams,
               let slot = environment.slots.acquireIfIdle(host: environment.limitedHost) {
             tries += 1
             offered = slot
@@ -128,6 +155,9 @@ final class SegmentedTransfer: @unchecked Sendable {
     private func perform(_ effects: [SegmentedDownload.Effect]) {
         for effect in effects {
             switch effect {
+            case .startSegments:
+                // Without a map the lead just goes on alone, as any download.
+                isSegmenting = recordMapAndAllocate()
             case .request(let stream, let first, let last):
                 if let slot = offered {
                     slots[stream] = slot

@@ -459,12 +459,14 @@ final class EntryDriver: @unchecked Sendable {
         let lead = offset == 0 ? segmentLead(order, writer: writer, request: request, hasher: hasher, ticket: ticket) : nil
         runner.fetcher.fetch(request, sink: lead ?? writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
             transferID = nil
-            if let segmented = lead?.transfer {
+            if let segmented = lead?.transfer, segmented.isSegmenting {
                 // The segmented download reports the end, once every stream is done.
                 if !segmented.isOver, let lead { segmented.leadEnded(Self.leadEnd(of: fetched, lead: lead), position: writer.position) }
                 return
             }
             lead?.finished = true
+            lead?.transfer?.abandon()
+            if let lead, segmented === lead.transfer { segmented = nil }
             ticket?.finish()
             deliver(.transferEnded(Self.end(of: fetched, writer: writer, source: source, firstByte: firstByte)))
         }
@@ -507,12 +509,11 @@ final class EntryDriver: @unchecked Sendable {
                 guard !lead.finished, transferID != nil, !run.isCancelled else { return }
                 let machine = SegmentedDownload.fresh(
                     total: version.total, leadPosition: lead.position, mayRestart: segmentRestarts == 0)
+                // It paces the lead first, and splits it only when the rest would take long.
                 let transfer = segmentedTransfer(version, machine: machine, source: source, request: request, fd: writer.fd,
                                                  hasher: hasher, ticket: ticket, leadBytes: { writer.bytesWritten })
-                if transfer.begin(resumed: false) {
-                    lead.transfer = transfer
-                    segmented = transfer
-                }
+                lead.transfer = transfer
+                segmented = transfer
             }
         })
     }
@@ -540,7 +541,7 @@ final class EntryDriver: @unchecked Sendable {
         let transfer = segmentedTransfer(map.version, machine: machine, source: source, request: request, fd: fd,
                                          hasher: hasher, ticket: ticket, leadBytes: { 0 })
         segmented = transfer
-        if !transfer.begin(resumed: true) {
+        if !transfer.resume() {
             segmented = nil
             ticket?.finish()
             deliver(.transferEnded(.notStarted(.localConflict("cannot record the segment map of \(paths.partial); not resuming it"), mustRestart: true)))

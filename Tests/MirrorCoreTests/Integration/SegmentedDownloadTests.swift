@@ -14,6 +14,24 @@ struct SegmentedDownloadTests {
         requests.filter { $0.method == "GET" && $0.uri == path }
     }
 
+    /// The most requests nginx was serving at one moment.
+    static func mostAtOnce(_ requests: [LoggedRequest]) -> Int {
+        var edges: [(at: Double, step: Int)] = []
+        for request in requests {
+            edges.append((request.startedAt, 1))
+            edges.append((request.endedAt, -1))
+        }
+        // An end before a start at the same moment: a connection handed on is not two.
+        edges.sort { ($0.at, $0.step) < ($1.at, $1.step) }
+        var current = 0
+        var most = 0
+        for edge in edges {
+            current += edge.step
+            most = max(most, current)
+        }
+        return most
+    }
+
     /// A 16 MiB file at `concurrency: 4` from a server that sends 2 MiB/s per connection comes
     /// over 4 connections: the entry's GET of the whole file, then range requests for the rest,
     /// each with `If-Match` (nginx's strong ETag) and a `Range`; the file is byte-identical, and
@@ -30,7 +48,10 @@ struct SegmentedDownloadTests {
         #expect(scenario.files() == ["big.bin"], "no .part left")
 
         let gets = Self.gets(try scenario.nginxRequests(), "/big.bin")
-        #expect(Set(gets.map(\.connection)).count == 4, "\(gets)")
+        // Four at once, never more: a stream cut short by a split stops mid-body, and its next
+        // range needs a new connection.
+        #expect(Self.mostAtOnce(gets) == 4, "\(gets)")
+        #expect(Set(gets.map(\.connection)).count >= 4, "\(gets)")
         let lead = try #require(gets.first { $0.range == nil }, "the entry's own GET: \(gets)")
         #expect(lead.ifMatch == nil)
         let ranges = gets.filter { $0.range != nil }
@@ -70,7 +91,7 @@ struct SegmentedDownloadTests {
                 }
             """
         let scenario = try SyncScenario(.nginx(site: ["a.bin": first], options: NginxOptions(
-            rateLimit: 4 * Self.mebibyte, extraServerConfiguration: rangeless)))
+            rateLimit: 2 * Self.mebibyte, extraServerConfiguration: rangeless)))
         let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [
             .init(scenario.url("/rangeless/a.bin")),
         ])
@@ -80,7 +101,7 @@ struct SegmentedDownloadTests {
         let gets = Self.gets(try scenario.nginxRequests(), "/rangeless/a.bin")
         let ranged = gets.filter { $0.range != nil }
         #expect(!ranged.isEmpty && ranged.allSatisfy { $0.status == 200 && $0.ifMatch != nil }, "\(gets)")
-        #expect(gets.filter { $0.range == nil }.count == 1, "the entry's own GET was not started over: \(gets)")
+        #expect(gets.filter { $0.range == nil }.count == 1, "the entry's own GET was not started over: \(gets) \(reports)")
 
     }
 }
