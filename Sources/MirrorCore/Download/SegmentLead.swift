@@ -13,6 +13,9 @@ final class SegmentLead: ResponseBodySink, @unchecked Sendable {
     /// The request is over (as one stream): too late to split it.
     var finished = false
     private var reportedAt: Int64 = 0
+    private var pacedAt: Int64 = 0
+    /// Bytes between two looks at the lead's pace while it runs alone.
+    static let paceEvery: Int64 = 256 << 10
 
     init(writer: PartialFileWriter, splittable: @escaping (ResponseHead) -> SegmentVersion?, onSplittable: @escaping (SegmentLead, SegmentVersion) -> Void) {
         self.writer = writer
@@ -34,8 +37,12 @@ final class SegmentLead: ResponseBodySink, @unchecked Sendable {
     func write(_ incoming: UnsafeRawBufferPointer) -> Bool {
         guard let transfer, let end = transfer.leadEnd else { return writer.write(incoming) }
         if !transfer.isSegmenting {
-            // Still a plain download, paced.
+            // Still a plain download, paced: the pace needs no durability, only bytes received.
             guard writer.write(incoming) else { return false }
+            if writer.position - pacedAt >= Self.paceEvery {
+                pacedAt = writer.position
+                transfer.postLeadPace(pacedAt)
+            }
             report(to: transfer)
             return true
         }

@@ -116,16 +116,20 @@ final class SegmentedTransfer: @unchecked Sendable {
 
     // MARK: Events
 
-    /// The lead wrote up to `position` (from inside libcurl's callback: posted), and its pace
-    /// so far says how long the rest would take on it alone.
-    func postLeadProgress(_ position: Int64) {
+    /// The lead running alone has received `position` bytes (from inside libcurl's callback:
+    /// posted): its pace so far says how long the rest would take on it alone.
+    func postLeadPace(_ position: Int64) {
         let elapsed = MonotonicClock.milliseconds() - pacedFrom.milliseconds
         let done = position - pacedFrom.position
         let secondsLeft = done > 0 ? Double(version.total - position) * Double(max(1, elapsed)) / 1000 / Double(done) : .infinity
-        environment.fetcher.engine.post { [self] in
-            deliver(.leadPaced(secondsLeft: secondsLeft))
-            deliver(.progressed(stream: 0, position: position))
-        }
+        // Only the pace: the bytes received may still be in the writer's buffer, and a position
+        // given to the machine must be on the file (a checkpoint would record it).
+        environment.fetcher.engine.post { [self] in deliver(.leadPaced(secondsLeft: secondsLeft)) }
+    }
+
+    /// The lead, one stream of several, has written up to `position` (posted, as above).
+    func postLeadProgress(_ position: Int64) {
+        environment.fetcher.engine.post { [self] in deliver(.progressed(stream: 0, position: position)) }
     }
 
     /// The lead's request is over (it reached its end, or failed).
