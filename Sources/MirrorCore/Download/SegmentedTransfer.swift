@@ -124,7 +124,17 @@ final class SegmentedTransfer: @unchecked Sendable {
         let secondsLeft = done > 0 ? Double(version.total - position) * Double(max(1, elapsed)) / 1000 / Double(done) : .infinity
         // Only the pace: the bytes received may still be in the writer's buffer, and a position
         // given to the machine must be on the file (a checkpoint would record it).
-        environment.fetcher.engine.post { [self] in deliver(.leadPaced(secondsLeft: secondsLeft)) }
+        environment.fetcher.engine.post { [self] in
+            guard !over, !isSegmenting else { return }
+            // With no slot free, a split would gain nothing yet: no map, no allocation.
+            guard let slot = environment.slots.acquireIfIdle(host: environment.limitedHost) else { return }
+            offered = slot
+            perform(machine.handle(.leadPaced(secondsLeft: secondsLeft)))
+            if isSegmenting { perform(machine.handle(.slotOffered)) }
+            offered?.release()
+            offered = nil
+            offerSlots()
+        }
     }
 
     /// The lead, one stream of several, has written up to `position` (posted, as above).

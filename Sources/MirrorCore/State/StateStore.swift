@@ -447,12 +447,25 @@ private final class Connection {
     /// The maps of segmented partial files (see `SegmentMap`).
     private static let segmentTable = "segment_maps"
 
+    /// Whether the store holds any segment map: looked at once, so that a run of entries none
+    /// of which is segmented asks nothing more per entry.
+    private var anySegmentMap: Bool?
+
     func segmentMap(_ dest: String) throws(StoreError) -> SegmentMap? {
         try ensureOpen()
-        let exists = try Self.prepare(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '\(Self.segmentTable)'")
-        let hasTable = sqlite3_step(exists) == SQLITE_ROW
-        sqlite3_finalize(exists)
-        guard hasTable else { return nil }
+        if anySegmentMap == nil {
+            let exists = try Self.prepare(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '\(Self.segmentTable)'")
+            let hasTable = sqlite3_step(exists) == SQLITE_ROW
+            sqlite3_finalize(exists)
+            if hasTable {
+                let any = try Self.prepare(db, "SELECT 1 FROM \(Self.segmentTable) LIMIT 1")
+                anySegmentMap = sqlite3_step(any) == SQLITE_ROW
+                sqlite3_finalize(any)
+            } else {
+                anySegmentMap = false
+            }
+        }
+        guard anySegmentMap == true else { return nil }
         let select = try Self.prepare(db, "SELECT url, total, etag, last_modified, durable FROM \(Self.segmentTable) WHERE dest = ?1")
         defer { sqlite3_finalize(select) }
         bind(select, 1, dest)
@@ -477,6 +490,7 @@ private final class Connection {
         bind(statement, 6, ByteRanges.encode(map.durable))
         let step = sqlite3_step(statement)
         guard step == SQLITE_DONE else { throw failure(step) }
+        anySegmentMap = true
     }
 
     func removeSegmentMap(_ dest: String) throws(StoreError) {
