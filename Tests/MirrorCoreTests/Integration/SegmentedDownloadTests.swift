@@ -35,7 +35,7 @@ struct SegmentedDownloadTests {
     /// A 16 MiB file at `concurrency: 4` from a server that sends 2 MiB/s per connection comes
     /// over 4 connections: the entry's GET of the whole file, then range requests for the rest,
     /// each with `If-Match` (nginx's strong ETag) and a `Range`; the file is byte-identical, and
-    /// the run takes well under the 8 s one connection would.
+    /// the transfers take well under the 8 s one connection would.
     @Test func aLargeFileComesOverAsManyConnectionsAsThereAreSlots() async throws {
         let data = randomData(count: 16 * Self.mebibyte, seed: 71)
         let scenario = try SyncScenario(.nginx(site: ["big.bin": data], options: NginxOptions(rateLimit: 2 * Self.mebibyte)))
@@ -60,7 +60,10 @@ struct SegmentedDownloadTests {
             #expect(request.status == 206, "\(request)")
             #expect(request.ifMatch != nil && request.ifMatch?.hasPrefix("W/") == false, "every range names the version: \(request)")
         }
-        #expect(elapsed < .seconds(5), "16 MiB at 2 MiB/s per connection over 4 connections took \(elapsed)")
+        // On the wire, as nginx saw it (the disk's fsyncs, slow when other tests write, apart):
+        // well under the 8 s one connection needs.
+        let wire = (gets.map(\.endedAt).max() ?? 0) - (gets.map(\.startedAt).min() ?? 0)
+        #expect(wire < 6, "16 MiB at 2 MiB/s per connection over 4 connections took \(wire) s on the wire (\(elapsed) in all)")
         let store = try #require(StateStore.open(root: scenario.root, mode: .readWrite).store)
         #expect(try store.segmentMap(for: "big.bin") == nil, "the map goes once the file is whole")
         store.close()
