@@ -78,6 +78,14 @@ struct SegmentedDownloadMachineTests {
             (.progressed(stream: 0, position: 40), []),
             (.checkpointed, [.recordMap([ByteRange(0, 35)])]),
         ], phase: .running),
+        Row(name: "a checkpoint falls due: one starts when bytes are unrecorded, none while one runs or none are", start: fresh(), steps: [
+            (.checkpointDue, []),
+            (.progressed(stream: 0, position: 5), []),
+            (.checkpointDue, [.checkpoint]),
+            (.checkpointDue, []),
+            (.checkpointed, [.recordMap([ByteRange(0, 5)])]),
+            (.checkpointDue, []),
+        ], phase: .running),
         Row(name: "bytes written during a checkpoint start the next one when it is done", start: fresh(), steps: [
             (.progressed(stream: 0, position: 30), [.checkpoint]),
             (.progressed(stream: 0, position: 65), []),

@@ -34,6 +34,8 @@ struct SegmentedDownload: Equatable {
         /// file that one connection brings in a moment gains nothing from more, and its digest
         /// would wait for the ranges after the lead's.
         var minSecondsLeft = 2.0
+        /// A checkpoint at least this often while bytes come in, however slowly.
+        static let checkpointInterval: Duration = .seconds(5)
 
         /// For a file of `total` bytes: a checkpoint every eighth of it, from 1 MiB to 32 MiB.
         static func forFile(of total: Int64) -> Limits {
@@ -66,6 +68,8 @@ struct SegmentedDownload: Equatable {
         /// The `checkpoint` asked for is done: the bytes written before it are on disk.
         case checkpointed
         case checkpointFailed(TransferFailure)
+        /// `checkpointInterval` has passed since the last checkpoint began.
+        case checkpointDue
     }
 
     enum Effect: Equatable {
@@ -290,6 +294,11 @@ struct SegmentedDownload: Equatable {
                 break
             }
             return effects
+
+        case .checkpointDue:
+            // Slow streams too lose at most this long of work.
+            guard phase == .running, pendingCheckpoint == nil, sinceCheckpoint > 0 else { return [] }
+            return startCheckpoint()
 
         case .checkpointFailed(let failure):
             guard pendingCheckpoint != nil, phase == .running || phase == .finishing else { return [] }

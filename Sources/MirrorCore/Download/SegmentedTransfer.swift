@@ -43,6 +43,8 @@ final class SegmentedTransfer: @unchecked Sendable {
     private var over = false
     /// The map is recorded and the download is in segments: its end is this object's to tell.
     private(set) var isSegmenting = false
+    /// When the last checkpoint began (the download's start before the first).
+    private var lastCheckpoint = MonotonicClock.milliseconds()
     /// When the lead's pace began to be measured, and where it was then.
     private let pacedFrom: (milliseconds: Int64, position: Int64)
     private let onEnd: (SegmentedTransfer, EntryMachine.TransferEnd) -> Void
@@ -150,6 +152,10 @@ final class SegmentedTransfer: @unchecked Sendable {
     private func deliver(_ event: SegmentedDownload.Event) {
         guard !over else { return }
         perform(machine.handle(event))
+        if case .progressed = event, isSegmenting,
+           MonotonicClock.milliseconds() - lastCheckpoint >= SegmentedDownload.Limits.checkpointInterval.milliseconds {
+            perform(machine.handle(.checkpointDue))
+        }
         offerSlots()
     }
 
@@ -276,6 +282,7 @@ final class SegmentedTransfer: @unchecked Sendable {
     }
 
     private func checkpoint() {
+        lastCheckpoint = MonotonicClock.milliseconds()
         guard environment.durable else { return deliver(.checkpointed) }
         let fd = environment.fd
         let path = environment.paths.partial
