@@ -14,6 +14,12 @@ static inline int mirror_start_writeback(int fd, long long offset, long long len
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
 }
 
+/// Allocates a file's blocks up to `length` (mode 0: the size grows too), so that writes at
+/// any offset find their space; fails with EOPNOTSUPP where the file system cannot.
+static inline int mirror_allocate(int fd, long long length) {
+    return fallocate(fd, 0, 0, length);
+}
+
 /// open(2) with O_PATH: a descriptor that locates a file without opening it, so that neither
 /// a FIFO (which would block) nor a device (which might act on an open) is opened.
 static inline int mirror_open_location(const char *path) {

@@ -74,6 +74,11 @@ struct SyncCommand: AsyncParsableCommand {
     var noFsync = false
 
     @Option(name: .long, help: ArgumentHelp(
+        "Fetch a file at least this large (1MiB or more: 64MiB, 1GiB) over several connections at once when its server offers ranges of one named version, or `off`. Replaces every segment_min of the manifest.",
+        valueName: "size"))
+    var segmentMin: String?
+
+    @Option(name: .long, help: ArgumentHelp(
         "Write the run's metrics in the Prometheus text format to this file (for node_exporter's textfile collector) on every exit (a regular file is replaced atomically; - is stdout).",
         valueName: "path"), completion: .file())
     var metricsFile: String?
@@ -82,6 +87,13 @@ struct SyncCommand: AsyncParsableCommand {
 
     func validate() throws {
         if metricsFile == "" { throw ValidationError("--metrics-file is empty; give a file, or - for stdout") }
+        if let segmentMin {
+            do {
+                _ = try SegmentMinimum.parse(segmentMin)
+            } catch {
+                throw ValidationError("--segment-min: \(error)")
+            }
+        }
     }
 
     func run() async throws {
@@ -111,6 +123,7 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
         runOptions.rateLimit = rateLimit.limit
+        runOptions.segmentMin = segmentMin.flatMap { try? SegmentMinimum.parse($0) }
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         // A progress block would break the one-object-a-line log.

@@ -353,3 +353,36 @@ func aStateDirectoryThatCannotBeIsAnError(line: String?, override: String?, expe
     #expect(error.diagnostics.count == 1)
     #expect(error.diagnostics.first?.description.hasPrefix(expected) == true, "\(error.diagnostics)")
 }
+
+/// `segment_min`: the top level's applies under `defaults`', an entry's over both; `off` is
+/// `Int64.max`; the default is 64 MiB.
+@Test func segmentMinLayersTopLevelDefaultsAndEntry() throws {
+    let manifest = try parse("""
+        version: 1
+        segment_min: 16MiB
+        defaults:
+          retries: 1
+        files:
+          - url: https://example.org/a
+          - url: https://example.org/b
+            segment_min: off
+          - url: https://example.org/c
+            segment_min: 2GiB
+        """)
+    #expect(manifest.entries.map(\.settings.segmentMin) == [16 << 20, .max, 2 << 30])
+    let overridden = try parse("""
+        version: 1
+        segment_min: 16MiB
+        defaults:
+          segment_min: 8MiB
+        files:
+          - url: https://example.org/a
+        """)
+    #expect(overridden.entries[0].settings.segmentMin == 8 << 20)
+    let plain = try parse("version: 1\nfiles:\n  - url: https://example.org/a\n")
+    #expect(plain.entries[0].settings.segmentMin == 64 << 20)
+    #expect(throws: (any Error).self) { try parse("version: 1\nsegment_min: 100KiB\nfiles:\n  - url: https://example.org/a\n") }
+    #expect(try SegmentMinimum.parse("off") == .max)
+    #expect(try SegmentMinimum.parse("32MiB") == 32 << 20)
+    #expect(throws: SegmentMinimum.Problem.self) { try SegmentMinimum.parse("512KiB") }
+}

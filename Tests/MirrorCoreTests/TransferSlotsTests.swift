@@ -3,6 +3,26 @@ import Testing
 @testable import MirrorCore
 
 struct TransferSlotsTests {
+    /// A segmented download's extra slot: only a free one, never ahead of an entry that waits,
+    /// and counted against the host's limit.
+    @Test func anIdleSlotIsTakenOnlyWhenNoOneWaits() throws {
+        let slots = TransferSlots(2, hostLimits: ["h": 1])
+        let first = try #require(slots.acquireIfIdle(host: "h"))
+        #expect(slots.acquireIfIdle(host: "h") == nil, "the host is at its limit")
+        let second = try #require(slots.acquireIfIdle())
+        #expect(slots.acquireIfIdle() == nil, "none free")
+        let waiter = Mutex<TransferSlots.Slot?>(nil)
+        let (granted, _) = slots.acquire(host: nil) { slot in waiter.withLock { $0 = slot } }
+        #expect(granted == nil)
+        #expect(slots.acquireIfIdle() == nil)
+        second.release()
+        // The waiter got the freed permit; nothing is idle.
+        #expect(waiter.withLock { $0 } != nil)
+        #expect(slots.acquireIfIdle() == nil)
+        first.release()
+        waiter.withLock { $0?.release() }
+    }
+
     @Test func noMoreThanTheCountAreHeldAtOnce() async {
         let slots = TransferSlots(3)
         let held = Shared((now: 0, most: 0, done: 0))

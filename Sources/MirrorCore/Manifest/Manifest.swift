@@ -88,6 +88,7 @@ public struct TransferSettings: Sendable, Equatable {
         var rateLimit: RateLimit?
         var ownHeaderNames: [String] = []
         var checksums: RemoteURL?
+        var segmentMin: Int64 = TransferSettings.defaultSegmentMin
     }
 
     /// Changed only through `values`, which copies it first unless this is its only holder.
@@ -187,6 +188,15 @@ public struct TransferSettings: Sendable, Equatable {
         set { values.checksums = newValue }
     }
 
+    /// `segment_min`: a file at least this large, from a server that offers ranges of one
+    /// named version, is fetched over several connections at once (see `SegmentedDownload`);
+    /// `Int64.max` (`off`): never.
+    public var segmentMin: Int64 {
+        get { values.segmentMin }
+        set { values.segmentMin = newValue }
+    }
+
+    public static let defaultSegmentMin: Int64 = 64 << 20
     public static let defaultRetries = 5
     public static let defaultTimeout: Duration = .seconds(30)
     public static let defaultMinSpeedTime: Duration = .seconds(30)

@@ -64,6 +64,17 @@ extension ManifestDecoder {
         return bytes
     }
 
+    /// A `segment_min`: a size of at least 1 MiB (units allowed), or `off` (`Int64.max`).
+    mutating func segmentMin(_ node: YAMLNode, key: String) -> Int64? {
+        if node.plainText == "off" { return .max }
+        guard let bytes = byteCount(node, key: key, allowUnits: true) else { return nil }
+        guard bytes >= SegmentMinimum.floor else {
+            report("expected a size of at least 1MiB or `off`, found \(bytes) bytes: smaller files gain nothing from more connections", at: node, key: key)
+            return nil
+        }
+        return bytes
+    }
+
     /// A `rate_limit`: a rate, `off`, or a timetable (see `RateLimitSyntax`).
     mutating func rateLimit(_ node: YAMLNode, key: String) -> RateLimit? {
         guard let text = node.text, !text.isEmpty else {

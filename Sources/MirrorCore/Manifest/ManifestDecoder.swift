@@ -110,7 +110,8 @@ struct ManifestDecoder {
         let connectivity = top?["connectivity"].flatMap { decodeConnectivity($0) } ?? ConnectivitySettings()
         let rateLimit = top?["rate_limit"].flatMap { self.rateLimit($0, key: "rate_limit") }
         let hosts = top?["hosts"].flatMap { decodeHosts($0) } ?? HostRules()
-        let environmentSettings = settingsFromEnvironment()
+        var environmentSettings = settingsFromEnvironment()
+        if let node = top?["segment_min"], let value = segmentMin(node, key: "segment_min") { environmentSettings.segmentMin = value }
         let baseSettings = defaults?.applied(to: environmentSettings) ?? environmentSettings
 
         let files = top?["files"]
@@ -131,7 +132,8 @@ struct ManifestDecoder {
         let top = checkedMapping(node, path: "", section: .topLevel)
         let allowFile = top?["allow_file"].flatMap { boolean($0, key: "allow_file") } ?? false
         let defaults = top?["defaults"].flatMap { decodeTransferOverrides($0, path: "defaults") }
-        let environmentSettings = settingsFromEnvironment()
+        var environmentSettings = settingsFromEnvironment()
+        if let node = top?["segment_min"], let value = segmentMin(node, key: "segment_min") { environmentSettings.segmentMin = value }
         return EntryContext(defaults: defaults?.applied(to: environmentSettings) ?? environmentSettings, allowFile: allowFile)
     }
 
@@ -293,6 +295,9 @@ struct ManifestDecoder {
         }
         if let node = mapping["min_speed"] {
             overrides.minSpeed = byteCount(node, key: mapping.path(of: "min_speed"), allowUnits: true)
+        }
+        if let node = mapping["segment_min"] {
+            overrides.segmentMin = segmentMin(node, key: mapping.path(of: "segment_min"))
         }
         if let node = mapping["min_speed_time"] {
             overrides.minSpeedTime = duration(node, key: mapping.path(of: "min_speed_time"))

@@ -12,6 +12,8 @@ struct TransferOverrides: Equatable {
     /// `ca_file`, made absolute.
     var caFile: String?
     var checksums: Checksums?
+    /// `segment_min`; `Int64.max` for `off`.
+    var segmentMin: Int64?
 
     /// `checksums`: a checksum file's URL, or `none`, which takes away the one `defaults` names.
     enum Checksums: Equatable {
@@ -31,6 +33,7 @@ struct TransferOverrides: Equatable {
         if let maxSize { settings.maxSize = maxSize }
         if let minSpeed { settings.minSpeed = minSpeed == 0 ? nil : minSpeed }
         if let minSpeedTime { settings.minSpeedTime = minSpeedTime }
+        if let segmentMin { settings.segmentMin = segmentMin }
         switch checksums {
         case .noFile?: settings.checksums = nil
         case .file(let url)?: settings.checksums = url

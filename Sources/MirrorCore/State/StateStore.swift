@@ -215,6 +215,21 @@ public final class StateStore: Sendable {
         try connection.withLock { connection throws(StoreError) in try connection.trashNotes() }
     }
 
+    /// The segment map of `dest`'s `.part` (see `SegmentMap`), if one is recorded.
+    func segmentMap(for dest: String) throws(StoreError) -> SegmentMap? {
+        try connection.withLock { connection throws(StoreError) in try connection.segmentMap(dest) }
+    }
+
+    /// Records `map` as `dest`'s, replacing any other.
+    func saveSegmentMap(_ map: SegmentMap, for dest: String) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.saveSegmentMap(map, dest: dest) }
+    }
+
+    /// Forgets `dest`'s segment map: its `.part` is gone, complete, or no longer segmented.
+    func removeSegmentMap(for dest: String) throws(StoreError) {
+        try connection.withLock { connection throws(StoreError) in try connection.removeSegmentMap(dest) }
+    }
+
     /// Updates the record of `dest` in place; `change` receives nil when there is none.
     public func update(dest: String, url: String, _ change: (inout StateRecord) -> Void) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in
@@ -312,6 +327,14 @@ private final class Connection {
                     CREATE TABLE IF NOT EXISTS \(Self.trashTable) (
                         path TEXT PRIMARY KEY NOT NULL,
                         size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL
+                    ) WITHOUT ROWID
+                    """)
+                // Added within schema 1, as the trash notes.
+                try Self.execute(db, """
+                    CREATE TABLE IF NOT EXISTS \(Self.segmentTable) (
+                        dest TEXT PRIMARY KEY NOT NULL,
+                        url TEXT NOT NULL, total INTEGER NOT NULL, etag TEXT, last_modified TEXT,
+                        durable TEXT NOT NULL
                     ) WITHOUT ROWID
                     """)
             }
@@ -419,6 +442,59 @@ private final class Connection {
                 size: sqlite3_column_int64(select, 1), modifiedNanoseconds: sqlite3_column_int64(select, 2),
                 inode: UInt64(bitPattern: sqlite3_column_int64(select, 3)))))
         }
+    }
+
+    /// The maps of segmented partial files (see `SegmentMap`).
+    private static let segmentTable = "segment_maps"
+
+    /// Whether the store holds any segment map: looked at once, so that a run of entries none
+    /// of which is segmented asks nothing more per entry.
+    private var anySegmentMap: Bool?
+
+    func segmentMap(_ dest: String) throws(StoreError) -> SegmentMap? {
+        try ensureOpen()
+        if anySegmentMap == nil {
+            let exists = try Self.prepare(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '\(Self.segmentTable)'")
+            let hasTable = sqlite3_step(exists) == SQLITE_ROW
+            sqlite3_finalize(exists)
+            if hasTable {
+                let any = try Self.prepare(db, "SELECT 1 FROM \(Self.segmentTable) LIMIT 1")
+                anySegmentMap = sqlite3_step(any) == SQLITE_ROW
+                sqlite3_finalize(any)
+            } else {
+                anySegmentMap = false
+            }
+        }
+        guard anySegmentMap == true else { return nil }
+        let select = try Self.prepare(db, "SELECT url, total, etag, last_modified, durable FROM \(Self.segmentTable) WHERE dest = ?1")
+        defer { sqlite3_finalize(select) }
+        bind(select, 1, dest)
+        let step = sqlite3_step(select)
+        if step == SQLITE_DONE { return nil }
+        guard step == SQLITE_ROW else { throw failure(step) }
+        // A map that cannot be read is a map all the same: its `.part` must not be taken by size.
+        let durable = ByteRanges.decode(text(select, 4) ?? "") ?? []
+        let version = SegmentVersion(url: text(select, 0) ?? "", total: sqlite3_column_int64(select, 1), etag: text(select, 2), lastModified: text(select, 3))
+        return SegmentMap(version: version, durable: durable)
+    }
+
+    func saveSegmentMap(_ map: SegmentMap, dest: String) throws(StoreError) {
+        try ensureOpen()
+        let statement = try Self.prepare(db, "INSERT OR REPLACE INTO \(Self.segmentTable) (dest, url, total, etag, last_modified, durable) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+        defer { sqlite3_finalize(statement) }
+        bind(statement, 1, dest)
+        bind(statement, 2, map.version.url)
+        bind(statement, 3, map.version.total)
+        bind(statement, 4, map.version.etag)
+        bind(statement, 5, map.version.lastModified)
+        bind(statement, 6, ByteRanges.encode(map.durable))
+        let step = sqlite3_step(statement)
+        guard step == SQLITE_DONE else { throw failure(step) }
+        anySegmentMap = true
+    }
+
+    func removeSegmentMap(_ dest: String) throws(StoreError) {
+        try change("DELETE FROM \(Self.segmentTable) WHERE dest = ?1", text: dest)
     }
 
     private func rowCount() throws(StoreError) -> Int {

@@ -39,6 +39,14 @@ final class EntryDriver: @unchecked Sendable {
     /// `RunEvent.started` was sent, at the first attempt.
     private var announcedStart = false
     private let onFinish: (EntryResult) -> Void
+    /// The segmented download in progress, if the attempt's transfer is one.
+    private var segmented: SegmentedTransfer?
+    /// What inspection found of a segment map: one that describes the `.part` (resumable in
+    /// segments), or only that a row is there to remove before the `.part` is written.
+    private var segmentMap: SegmentMap?
+    private var segmentMapSeen = false
+    /// Downloads of this entry started over because the server's version changed mid-way.
+    private var segmentRestarts = 0
 
     /// Bytes re-requested before the resume point when no validator vouches for the partial file.
     static let overlapLength: Int64 = 64 * 1024
@@ -129,6 +137,7 @@ final class EntryDriver: @unchecked Sendable {
     /// Stops what the entry waits for; the machine hears of it as a cancelled step.
     func cancel() {
         deliver(.runCancelled)
+        segmented?.cancel()
         if let transferID { runner.fetcher.engine.cancel(transferID) }
         if let slotRequest {
             // A request still in the queue is answered here; one granted meanwhile is answered
@@ -258,6 +267,7 @@ final class EntryDriver: @unchecked Sendable {
         case .record(let change):
             record(change)
         case .removePartial:
+            removeSegmentMap()
             runner.rootDirectory.removePartial(paths)
         case .removePartialIfEmpty:
             // An empty partial file holds nothing worth resuming: leave no trace of a failed start.
@@ -369,13 +379,22 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     private func inspect() -> EntryMachine.Event {
-        let local: LocalFacts
+        var local: LocalFacts
         do {
             local = try LocalFacts.inspect(paths, in: runner.rootDirectory)
         } catch {
             return .inspectionFailed(error)
         }
         let (record, unreadable) = runner.readRecord(of: entry, in: store, siblings: run.siblings, onDisk: local.destinationIdentity)
+        segmentMap = nil
+        segmentMapSeen = false
+        if let map = try? store?.segmentMap(for: entry.dest) {
+            // The map, not the size, says what a segmented `.part` holds.
+            segmentMapSeen = true
+            let resumable = SegmentMap.resumable(map, partial: local.partial, record: record?.partial)
+            segmentMap = resumable
+            if case .file = local.partial { local.partial = .file(size: resumable?.prefix ?? 0) }
+        }
         return .inspected(local, record: record, recordUnreadable: unreadable)
     }
 
@@ -417,6 +436,13 @@ final class EntryDriver: @unchecked Sendable {
     /// GETs the file from `order.offset` into the partial file; answers `transferEnded`. The
     /// file stays open for the hash and the commit that follow.
     private func transfer(_ order: EntryMachine.TransferOrder) {
+        if let map = segmentMap, order.offset > 0, order.offset == map.prefix, case .resume(_, .partial) = order.action,
+           map.version.url == sources[order.source].url.display, map.version.matches(order.startedFrom),
+           !isFolded(sources[order.source]) {
+            return resumeSegments(order, map: map)
+        }
+        // Any other start writes the `.part` as one stream from `offset`: no map describes it.
+        if segmentMapSeen { removeSegmentMap() }
         let source = sources[order.source].url
         let protocols = sources[order.source].protocols
         let headers = sources[order.source].headers
@@ -455,10 +481,22 @@ final class EntryDriver: @unchecked Sendable {
         request.rangeFirst = firstByte > 0 || offset > 0 ? firstByte : nil
         request.ifRange = validator
         request.throttle = throttle(for: order.source)
-        let guarded = streamGuard(writer)
-        runner.fetcher.fetch(request, sink: guarded ?? writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
+        let ticket = writer.progress
+        let lead = offset == 0 ? segmentLead(order, writer: writer, request: request, hasher: hasher, ticket: ticket) : nil
+        // The stream guard judges the head first: a large body on an HTTP/2 stream needs a
+        // connection permit before the lead may split it or the writer take it.
+        let guarded = streamGuard(lead ?? writer)
+        runner.fetcher.fetch(request, sink: guarded ?? lead ?? writer, onStart: { [self] in transferID = $0 }) { [self] fetched in
             transferID = nil
-            writer.progress?.finish()
+            if let segmented = lead?.transfer, segmented.isSegmenting {
+                // The segmented download reports the end, once every stream is done.
+                if !segmented.isOver, let lead { segmented.leadEnded(Self.leadEnd(of: fetched, lead: lead), position: writer.position) }
+                return
+            }
+            lead?.finished = true
+            lead?.transfer?.abandon()
+            if let lead, segmented === lead.transfer { segmented = nil }
+            ticket?.finish()
             if guarded?.needsConnection == true {
                 // Stopped before its first body byte: nothing was written or recorded.
                 return sendAgainOnAConnection { [self] in
@@ -605,6 +643,115 @@ final class EntryDriver: @unchecked Sendable {
         let previous = slot
         slot = permit
         previous?.release()
+    }
+
+    // MARK: Segments
+
+    private func segmentMinimum() -> Int64 { runner.options.segmentMin ?? entry.settings.segmentMin }
+
+    private func isFolded(_ source: Source) -> Bool {
+        source.host.map { run.segmentPoliteness.isFolded($0.description) } ?? true
+    }
+
+    private func removeSegmentMap() {
+        segmentMap = nil
+        segmentMapSeen = false
+        guard let store else { return }
+        do {
+            try store.removeSegmentMap(for: entry.dest)
+        } catch {
+            runner.storeWriteFailed("writing \(store.path): \(error)")
+        }
+    }
+
+    /// The entry's GET of the whole file, watched for a reply worth splitting; nil when this
+    /// download stays one stream whatever the reply (segments off, no store for a map, not
+    /// HTTP, a host that asked for fewer connections).
+    private func segmentLead(_ order: EntryMachine.TransferOrder, writer: PartialFileWriter, request: TransferRequest,
+                             hasher: TrailingHasher, ticket: ProgressTicket?) -> SegmentLead? {
+        let source = sources[order.source]
+        let minimum = segmentMinimum()
+        guard run.mode == .sync, minimum < .max, store != nil, source.protocols == "http,https", !isFolded(source) else { return nil }
+        let url = source.url.display
+        let pinned = entry.pins.digest != nil
+        return SegmentLead(writer: writer, splittable: { head in
+            SegmentReply.version(ofLead: head, url: url, segmentMin: minimum, pinned: pinned)
+        }, onSplittable: { [self] lead, version in
+            // Not inside libcurl's callback: the segments start requests.
+            runner.fetcher.engine.post { [self] in
+                guard !lead.finished, transferID != nil, !run.isCancelled else { return }
+                let machine = SegmentedDownload.fresh(
+                    total: version.total, leadPosition: lead.position, mayRestart: segmentRestarts == 0)
+                // It paces the lead first, and splits it only when the rest would take long.
+                let transfer = segmentedTransfer(version, machine: machine, source: source, request: request, fd: writer.fd,
+                                                 hasher: hasher, ticket: ticket, leadBytes: { writer.bytesWritten })
+                lead.transfer = transfer
+                segmented = transfer
+            }
+        })
+    }
+
+    /// Continues a segmented `.part` from its map: the missing ranges, in segments.
+    private func resumeSegments(_ order: EntryMachine.TransferOrder, map: SegmentMap) {
+        let source = sources[order.source]
+        let fd: Int32
+        do {
+            fd = try runner.rootDirectory.openPartial(paths, truncate: false, durable: runner.options.durable)
+        } catch {
+            return deliver(.transferEnded(.notStarted(error, mustRestart: false)))
+        }
+        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: runner.options.durable)
+        partial = OpenPartial(fd: fd, hasher: hasher)
+        let missing = ByteRanges.gaps(in: map.durable, total: map.version.total).reduce(0) { $0 + $1.count }
+        let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: missing)
+        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        request.throttle = throttle(for: order.source)
+        let machine = SegmentedDownload.resumed(total: map.version.total, durable: map.durable, mayRestart: segmentRestarts == 0)
+        let transfer = segmentedTransfer(map.version, machine: machine, source: source, request: request, fd: fd,
+                                         hasher: hasher, ticket: ticket, leadBytes: { 0 })
+        segmented = transfer
+        if !transfer.resume() {
+            segmented = nil
+            ticket?.finish()
+            deliver(.transferEnded(.notStarted(.localConflict("cannot record the segment map of \(paths.partial); not resuming it"), mustRestart: true)))
+        }
+    }
+
+    private func segmentedTransfer(
+        _ version: SegmentVersion, machine: SegmentedDownload, source: Source, request: TransferRequest, fd: Int32,
+        hasher: TrailingHasher, ticket: ProgressTicket?, leadBytes: @escaping () -> Int64
+    ) -> SegmentedTransfer {
+        let environment = SegmentedTransfer.Environment(
+            dest: entry.dest, paths: paths, fd: fd, hasher: hasher, request: request, fetcher: runner.fetcher, slots: runner.slots,
+            limitedHost: source.limitedHost, blocking: runner.blocking, store: store, rootDirectory: runner.rootDirectory,
+            durable: runner.options.durable, progress: ticket, politeness: run.segmentPoliteness,
+            host: source.host?.description ?? "", onStoreProblem: { [runner] in runner.storeWriteFailed($0) },
+            stopLead: { [self] in if let transferID { runner.fetcher.engine.cancel(transferID) } })
+        return SegmentedTransfer(version: version, machine: machine, environment: environment) { [self] transfer, end in
+            ticket?.finish()
+            if segmented === transfer { segmented = nil }
+            if case .failed(.rangeMismatch, _, _) = end { segmentRestarts += 1 }
+            deliver(.transferEnded(Self.adding(leadBytes(), to: end)))
+        }
+    }
+
+    /// `end` with the lead's bytes counted too.
+    private static func adding(_ lead: Int64, to end: EntryMachine.TransferEnd) -> EntryMachine.TransferEnd {
+        switch end {
+        case .failed(let failure, let bytes, let restarted): return .failed(failure, bytes: bytes + lead, restartedFromZero: restarted)
+        case .written(let position, let total, let bytes, let restarted, let head):
+            return .written(position: position, total: total, bytes: bytes + lead, restartedFromZero: restarted, head: head)
+        default: return end
+        }
+    }
+
+    /// How the lead's request ended, for the segmented download.
+    private static func leadEnd(of fetched: Fetcher.Result, lead: SegmentLead) -> SegmentedDownload.StreamEnd {
+        if lead.reachedEnd { return .reachedEnd }
+        if let failure = fetched.redirectFailure ?? lead.writer.failure { return .failed(failure) }
+        if let failure = fetched.outcome.transportFailure { return SegmentedTransfer.streamEnd(after: failure) }
+        if let total = lead.transfer?.version.total, lead.writer.position >= total { return .reachedEnd }
+        return .failed(.partialBody(received: lead.writer.position, expected: lead.transfer?.version.total ?? 0))
     }
 
     /// How a GET ended, in the machine's terms.

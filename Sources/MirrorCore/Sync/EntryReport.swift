@@ -105,6 +105,9 @@ public struct RunOptions: Sendable {
     /// `--rate-limit`: replaces the manifest's top-level `rate_limit` (an `off` one lifts it);
     /// nil: the manifest's holds.
     public var rateLimit: RateLimit?
+    /// `--segment-min`: replaces every `segment_min` of the manifest (`Int64.max`: `off`);
+    /// nil: the manifest's hold.
+    public var segmentMin: Int64?
 
     public init(
         concurrency: Int, retryPolicy: RetryPolicy = .standard,

@@ -19,6 +19,8 @@ final class SyncRun: @unchecked Sendable {
     let conditions: HostConditions
     let mode: EntryMachine.Mode
     let groupCommit: GroupCommit
+    /// Hosts that asked for one connection per file (see `SegmentPoliteness`).
+    let segmentPoliteness = SegmentPoliteness()
     private let entries: [Entry]
     /// Entries pinned from their checksum files, by index: they run in place of `entries`' own.
     private var pinned: [Int: Entry] = [:]

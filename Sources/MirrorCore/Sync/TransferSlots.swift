@@ -197,6 +197,18 @@ final class TransferSlots: Sendable {
         }
     }
 
+    /// A connection permit now, only if one is free for `host` and no one waits for a permit:
+    /// what a segmented download asks for to add a connection, never ahead of an entry that
+    /// waits its turn. Segments are never streams (each has its own connection).
+    func acquireIfIdle(host: String? = nil) -> Slot? {
+        let want = Want(host: host, request: .body(.max))
+        return state.withLock { state -> Slot? in
+            guard state.waiting.isEmpty, let budget = state.grantable(want), budget == .connection else { return nil }
+            state.take(budget, for: want)
+            return Slot(self, budget: budget, want: want)
+        }
+    }
+
     /// Takes a waiting request out of the queue, answering it no; false when it was no longer
     /// there (granted meanwhile).
     @discardableResult

@@ -31,6 +31,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     private(set) var placement: BodyPlacement?
     /// Size of the file's valid content so far.
     private(set) var position: Int64
+    /// Where the bytes in the file (not counting those still buffered) end.
+    var flushedPosition: Int64 { position - Int64(buffered) }
     /// Body bytes written by this request.
     private(set) var bytesWritten: Int64 = 0
     private(set) var failure: TransferFailure?

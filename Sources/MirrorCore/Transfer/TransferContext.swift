@@ -76,11 +76,11 @@ final class TransferContext {
         // than open one connection per request. Only over TLS, the one way HTTP/2 is offered
         // here (ALPN): to an http:// host libcurl would hold every request after the first until
         // that one ended, a connection at a time.
-        if request.throttle != nil {
+        if request.throttle != nil || request.ownConnection {
             // A paused HTTP/2 stream (libcurl 7.88) keeps its flow-control window open: the
             // server would go on sending at full speed into memory, and the limit would hold
             // back only the disk. Over HTTP/1.1 a pause stops reading the socket, and TCP stops
-            // the server.
+            // the server. A segment needs a connection of its own: servers cap each one.
             try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1, "CURLOPT_HTTP_VERSION")
         } else if RequestBudget.multiplexes(url: request.url, rateLimited: false) {
             try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
@@ -263,6 +263,8 @@ final class TransferContext {
     /// The response headers mirror reads; the others are skipped before any string is made.
     static let wantedHeaders: [[UInt8]] = [
         "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after", "transfer-encoding",
+        // A segmented download asks whether ranges are offered and how old the version is.
+        "accept-ranges", "date",
     ].map { Array($0.utf8) }
 
     private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {

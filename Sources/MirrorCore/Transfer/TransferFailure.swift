@@ -15,6 +15,9 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     /// A reply that contradicts itself or what the server said before (two different
     /// lengths, a part for a request of the whole, a length other than the probe's).
     case contradictoryReply(String)
+    /// The server's file changed during a segmented download, and again during the one
+    /// download started over because of it: not retried in this run.
+    case unstableRemote(String)
     /// The body grew past the expected size or the `max_size` guard.
     case bodyTooLarge(limit: Int64)
     /// The finished file is not the size the server or the manifest promised.
@@ -69,7 +72,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             // fault; the next attempt starts clean. Checksum and size failures are turned
             // permanent once their retries are spent.
             return true
-        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled:
+        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled, .unstableRemote:
             return false
         case .checksumMismatchUnchanged:
             // The same request would bring the same bytes, however large the file.
@@ -109,6 +112,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return "unusable reply to a range request: \(detail)"
         case .contradictoryReply(let detail):
             return "the server's reply contradicts itself: \(detail); refused"
+        case .unstableRemote(let detail):
+            return "the file changed on the server during the download, and again after it was started over (\(detail)); try later"
         case .bodyTooLarge(let limit):
             return "body exceeds the expected \(limit) bytes; transfer stopped"
         case .sizeMismatch(let expected, let actual):

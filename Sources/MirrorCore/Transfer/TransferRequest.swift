@@ -16,6 +16,9 @@ struct TransferRequest: Sendable {
     /// and go to every hop of a redirect.
     var ifNoneMatch: String?
     var ifModifiedSince: String?
+    /// A segment of a segmented download: over a connection of its own (HTTP/1.1), never
+    /// multiplexed onto an HTTP/2 connection with the others.
+    var ownConnection = false
     var timeout: Duration
     /// Stall guard: abandon the transfer when it averages under `minSpeed` bytes/s over a
     /// `minSpeedTime` window.

@@ -69,6 +69,8 @@ struct LoggedRequest: Sendable, Equatable, CustomStringConvertible {
     var duration: Double = 0
     /// The `X-Test` request header.
     var xTest: String?
+    var ifMatch: String?
+    var ifUnmodifiedSince: String?
 
     /// When nginx read the request's first byte, in seconds since the epoch.
     var startedAt: Double { endedAt - duration }
@@ -287,7 +289,8 @@ final class NginxServer: Sendable {
                     '"user_agent":"$http_user_agent",'
                     '"connection":"$connection","connection_requests":"$connection_requests",'
                     '"protocol":"$server_protocol","msec":"$msec","request_time":"$request_time",'
-                    '"x_test":"$http_x_test"}';
+                    '"x_test":"$http_x_test","if_match":"$http_if_match",'
+                    '"if_unmodified_since":"$http_if_unmodified_since"}';
                 access_log \(quoted(prefix + "/access.log")) mirror_test;
 
                 server {
@@ -380,7 +383,7 @@ final class NginxServer: Sendable {
                 connection: number("connection"), connectionRequests: number("connection_requests"),
                 protocol: fields["protocol"] ?? "",
                 endedAt: fields["msec"].flatMap { Double($0) } ?? 0, duration: fields["request_time"].flatMap { Double($0) } ?? 0,
-                xTest: header("x_test"))
+                xTest: header("x_test"), ifMatch: header("if_match"), ifUnmodifiedSince: header("if_unmodified_since"))
         }
     }
 }

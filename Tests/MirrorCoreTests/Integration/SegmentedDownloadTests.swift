@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+@testable import MirrorCore
+
+/// Segmented downloads against nginx, which caps each connection (`limit_rate`) as CDNs and
+/// download mirrors do, and logs each request's connection, `Range`, `If-Match` and
+/// `If-Unmodified-Since`.
+@Suite(.serialized)
+struct SegmentedDownloadTests {
+    static let mebibyte = 1 << 20
+
+    /// The GETs nginx logged for `path`, in the order they ended.
+    static func gets(_ requests: [LoggedRequest], _ path: String) -> [LoggedRequest] {
+        requests.filter { $0.method == "GET" && $0.uri == path }
+    }
+
+    /// The most requests nginx was serving at one moment.
+    static func mostAtOnce(_ requests: [LoggedRequest]) -> Int {
+        var edges: [(at: Double, step: Int)] = []
+        for request in requests {
+            edges.append((request.startedAt, 1))
+            edges.append((request.endedAt, -1))
+        }
+        // An end before a start at the same moment: a connection handed on is not two.
+        edges.sort { ($0.at, $0.step) < ($1.at, $1.step) }
+        var current = 0
+        var most = 0
+        for edge in edges {
+            current += edge.step
+            most = max(most, current)
+        }
+        return most
+    }
+
+    /// A 16 MiB file at `concurrency: 4` from a server that sends 2 MiB/s per connection comes
+    /// over 4 connections: the entry's GET of the whole file, then range requests for the rest,
+    /// each with `If-Match` (nginx's strong ETag) and a `Range`; the file is byte-identical, and
+    /// the transfers take well under the 8 s one connection would.
+    @Test func aLargeFileComesOverAsManyConnectionsAsThereAreSlots() async throws {
+        let data = randomData(count: 16 * Self.mebibyte, seed: 71)
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": data], options: NginxOptions(rateLimit: 2 * Self.mebibyte)))
+        let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [.init(scenario.url("/big.bin"))])
+        let started = ContinuousClock.now
+        let reports = try await scenario.sync(manifest)
+        let elapsed = ContinuousClock.now - started
+        #expect(reports.map(\.outcome) == [.transferred], "\(reports)")
+        #expect(scenario.local("big.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.files() == ["big.bin"], "no .part left")
+
+        let gets = Self.gets(try scenario.nginxRequests(), "/big.bin")
+        // Four at once, never more: a stream cut short by a split stops mid-body, and its next
+        // range needs a new connection.
+        #expect(Self.mostAtOnce(gets) == 4, "\(gets)")
+        #expect(Set(gets.map(\.connection)).count >= 4, "\(gets)")
+        let lead = try #require(gets.first { $0.range == nil }, "the entry's own GET: \(gets)")
+        #expect(lead.ifMatch == nil)
+        let ranges = gets.filter { $0.range != nil }
+        #expect(ranges.count >= 3, "\(gets)")
+        for request in ranges {
+            #expect(request.status == 206, "\(request)")
+            #expect(request.ifMatch != nil && request.ifMatch?.hasPrefix("W/") == false, "every range names the version: \(request)")
+        }
+        // On the wire, as nginx saw it (the disk's fsyncs, slow when other tests write, apart):
+        // well under the 8 s one connection needs.
+        let wire = (gets.map(\.endedAt).max() ?? 0) - (gets.map(\.startedAt).min() ?? 0)
+        #expect(wire < 6, "16 MiB at 2 MiB/s per connection over 4 connections took \(wire) s on the wire (\(elapsed) in all)")
+        let store = try #require(StateStore.open(root: scenario.root, mode: .readWrite).store)
+        #expect(try store.segmentMap(for: "big.bin") == nil, "the map goes once the file is whole")
+        store.close()
+    }
+
+    /// Below `segment_min` a file stays one request, as before.
+    @Test func aFileUnderSegmentMinIsOneRequest() async throws {
+        let data = randomData(count: 3 * Self.mebibyte, seed: 72)
+        let scenario = try SyncScenario(.nginx(site: ["small.bin": data]))
+        let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [.init(scenario.url("/small.bin"))])
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.map(\.outcome) == [.transferred], "\(reports)")
+        let gets = Self.gets(try scenario.nginxRequests(), "/small.bin")
+        #expect(gets.count == 1 && gets[0].range == nil, "\(gets)")
+        #expect(scenario.local("small.bin")?.fingerprint == data.fingerprint)
+    }
+
+    /// A server that answers ranges with the whole file (nginx `max_ranges 0`): the range
+    /// requests are refused unwritten and the entry's own GET takes back the whole file.
+    @Test func aWholeFileAnswerToARangeFoldsTheHostBackToOneStream() async throws {
+        let first = randomData(count: 8 * Self.mebibyte, seed: 73)
+        // Ranges offered, then ignored: as a server behind a cache that strips them.
+        let rangeless = """
+                location /rangeless/ {
+                    rewrite ^/rangeless/(.*)$ /$1 break;
+                    max_ranges 0;
+                    add_header Accept-Ranges bytes;
+                }
+            """
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": first], options: NginxOptions(
+            rateLimit: 2 * Self.mebibyte, extraServerConfiguration: rangeless)))
+        let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [
+            .init(scenario.url("/rangeless/a.bin")),
+        ])
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.map(\.outcome) == [.transferred], "\(reports)")
+        #expect(scenario.local("a.bin")?.fingerprint == first.fingerprint)
+        let gets = Self.gets(try scenario.nginxRequests(), "/rangeless/a.bin")
+        let ranged = gets.filter { $0.range != nil }
+        #expect(!ranged.isEmpty && ranged.allSatisfy { $0.status == 200 && $0.ifMatch != nil }, "\(gets)")
+        #expect(gets.filter { $0.range == nil }.count == 1, "the entry's own GET was not started over: \(gets) \(reports)")
+
+    }
+}
