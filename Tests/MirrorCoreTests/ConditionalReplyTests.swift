@@ -26,6 +26,8 @@ struct ConditionalReplyTests {
     static let rows: [Row] = [
         Row(name: "304: the recorded version, skip", status: 304, fields: ["ETag": "\"a\""],
             facts: .available(RemoteFile(size: 100, etag: "\"a\"", lastModified: date)), action: .skip, disposition: .discard),
+        Row(name: "304 with the recorded ETag sent weak: the same version, compared weakly", status: 304, fields: ["ETag": "W/\"a\""],
+            facts: .available(RemoteFile(size: 100, etag: "W/\"a\"", lastModified: date)), action: .skip, disposition: .discard),
         Row(name: "304 with no headers: still the recorded version", status: 304,
             facts: .available(RemoteFile(size: 100, etag: "\"a\"", lastModified: date)), action: .skip, disposition: .discard),
         Row(name: "304 against a size pin the recorded size contradicts: the probe's failure", status: 304, pins: Pins(size: 99),
@@ -71,10 +73,32 @@ struct ConditionalReplyTests {
         let head = ResponseHead(status: row.status, fields: row.fields.map { (name: $0.key, value: $0.value) })
         let facts = ConditionalReply.remoteFacts(of: head, recorded: row.recorded)
         #expect(facts == row.facts)
+        #expect(ConditionalReply.judge(head, recorded: row.recorded) == .facts(row.facts))
         let record = StateRecord(dest: "f", url: "u", complete: CompleteVersion(validators: row.recorded, sha256: nil, local: Self.identity))
         #expect(Planner.decide(local: Self.local, remote: facts, pins: row.pins, state: record) == row.action)
         if !row.action.startsFromZero {
             #expect(ConditionalReply.abandoning(head) == row.disposition)
         }
+    }
+
+    /// A 304 carries the validators a 200 would have (RFC 9110 §15.4.5): one that names another
+    /// version than the one asked about proves nothing.
+    @Test(arguments: [
+        (["ETag": "\"b\""], "304 Not Modified naming another version (ETag changed from \"a\" to \"b\")"),
+        (["ETag": "\"a\"", "Last-Modified": later],
+         "304 Not Modified naming another version (Last-Modified changed from \(date) to \(later))"),
+        (["Last-Modified": later], "304 Not Modified naming another version (Last-Modified changed from \(date) to \(later))"),
+    ])
+    func a304NamingAnotherVersionIsInconclusive(_ fields: [String: String], _ reason: String) {
+        let head = ResponseHead(status: 304, fields: fields.map { (name: $0.key, value: $0.value) })
+        let recorded = RemoteValidators(etag: "\"a\"", lastModified: Self.date, size: 100)
+        #expect(ConditionalReply.judge(head, recorded: recorded) == .inconclusive(reason))
+    }
+
+    /// Only one entity-tag goes back as `If-None-Match`.
+    @Test(arguments: [("\"a\"", true), ("W/\"a\"", true), ("\"\"", true), ("*", false), ("\"a\", \"b\"", false),
+                      ("a", false), ("W/a", false), ("\"a", false), ("\"a b\"", false), ("w/\"a\"", false)])
+    func onlyOneEntityTagIsSentBack(_ etag: String, _ single: Bool) {
+        #expect(EntityTag.isSingleTag(etag) == single, "\(etag)")
     }
 }

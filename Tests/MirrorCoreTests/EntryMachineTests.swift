@@ -723,6 +723,27 @@ struct EntryMachineTests {
                 validators: RemoteValidators(etag: nil, lastModified: nil, size: 100), sha256: pin, local: identity)),
                 recordUnreadable: false), [.probe(source: 0)], .probing),
         ]),
+        Row(name: "a record that names its version by Last-Modified alone keeps the probe (a 304 to If-Modified-Since means only not newer)",
+            steps: begin + [
+            step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: CompleteVersion(
+                validators: RemoteValidators(etag: nil, lastModified: lastModified, size: 100), sha256: pin, local: identity)),
+                recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "a recorded ETag that is not one entity-tag (*, a list, unquoted) keeps the probe", steps: begin + [
+            step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: CompleteVersion(
+                validators: RemoteValidators(etag: "*", lastModified: lastModified, size: 100), sha256: pin, local: identity)),
+                recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "a size pin the recorded size contradicts keeps the probe (a 304 says no size)", pins: Pins(size: 99), steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "a 304 naming another version proves nothing: once the request ends, a probe asks, and decides as plan would",
+            steps: askConditionally + [
+            step(.repliedInconclusively, [.abandonBody], .abandoningReply),
+            step(.transferEnded(.abandoned), [.probe(source: 0)], .probing),
+            step(.probed(.available(changed)), [.announce(.decided(changedReplace)), download(remote: changed, action: changedReplace)],
+                 .transferring),
+        ]),
         Row(name: "a verified DEST with a record of a partial download keeps the probe", steps: begin + [
             step(.inspected(equalDest, record: StateRecord(dest: "f", url: "u", complete: verified, partial: validators),
                             recordUnreadable: false), [.probe(source: 0)], .probing),

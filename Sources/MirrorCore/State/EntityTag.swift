@@ -21,6 +21,17 @@ struct EntityTag: Equatable, Sendable {
         opaque = rest
     }
 
+    /// Whether `text` is one entity-tag as RFC 9110 §8.8.3 writes it: `"…"` or `W/"…"`, the
+    /// quoted part of visible characters other than `"` (or obs-text). Not `*`, not a list, not
+    /// an unquoted token: sent back as `If-None-Match`, such a value would ask another question
+    /// (`*` is answered 304 for any version at all).
+    static func isSingleTag(_ text: String) -> Bool {
+        var bytes = Substring(text).utf8[...]
+        if bytes.starts(with: "W/".utf8) { bytes = bytes.dropFirst(2) }
+        guard bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else { return false }
+        return bytes.dropFirst().dropLast().allSatisfy { $0 == 0x21 || (0x23...0x7E).contains($0) || $0 >= 0x80 }
+    }
+
     /// Weak comparison: the opaque tags are equal, whether either is weak or not.
     static func weaklyMatch(_ first: String, _ second: String) -> Bool {
         EntityTag(first).opaque == EntityTag(second).opaque

@@ -569,11 +569,13 @@ final class EntryDriver: @unchecked Sendable {
         let source = sources[index]
         var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.ifNoneMatch = recorded.etag
-        request.ifModifiedSince = recorded.lastModified
         request.throttle = throttle(for: index)
         let sink = ConditionalBodySink { [self] head throws(TransferFailure) in
             bodyOrder = nil
-            deliver(.replied(ConditionalReply.remoteFacts(of: head, recorded: recorded)))
+            switch ConditionalReply.judge(head, recorded: recorded) {
+            case .facts(let facts): deliver(.replied(facts))
+            case .inconclusive: deliver(.repliedInconclusively)
+            }
             guard let order = bodyOrder else { return nil }
             bodyOrder = nil
             let (fd, hasher) = try openPartial(truncate: true)

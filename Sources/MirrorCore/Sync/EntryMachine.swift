@@ -62,6 +62,9 @@ struct EntryMachine {
         /// (`ConditionalReply.remoteFacts`); told from the reply sink's `begin`, before any body
         /// byte, on the engine's thread.
         case replied(RemoteFacts)
+        /// The conditional GET was answered 304 under another version's validators
+        /// (`ConditionalReply.Judgement.inconclusive`): once the request ends, a probe asks.
+        case repliedInconclusively
         case destinationHashed(Result<String, TransferFailure>)
         /// The partial file is ready for the transfer (a copy of `DEST` made, a record cleared).
         case prepared(TransferFailure?)
@@ -100,8 +103,8 @@ struct EntryMachine {
         case inspect
         case probe(source: Int)
         /// GET the file from source `source` on the condition that it is no longer the version
-        /// `ifNoneOf` names (`If-None-Match` with its ETag, `If-Modified-Since` with its
-        /// Last-Modified). Its reply's head is told as `replied`, then its end as `transferEnded`.
+        /// `ifNoneOf` names (`If-None-Match` with its ETag). Its reply's head is told as
+        /// `replied` (or `repliedInconclusively`), then its end as `transferEnded`.
         case conditionalGet(source: Int, ifNoneOf: RemoteValidators)
         /// Write the conditional GET's body into the partial file, as `order` says (from byte 0).
         case receiveBody(TransferOrder)
@@ -255,6 +258,8 @@ struct EntryMachine {
     /// The validators of the last reply whose bytes failed the pin, and its source: what the
     /// next attempt's reply is compared with when that attempt has no probe of its own.
     private var lastServed: (source: Int, validators: RemoteValidators)?
+    /// The conditional GET's reply proved nothing: the attempt probes once it has ended.
+    private var probeAfterReply = false
 
     init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: Set<Int> = []) {
         self.mode = mode
@@ -374,6 +379,15 @@ struct EntryMachine {
             remote = .unavailable(failure)
             action = .fail(failure)
             return [.announce(.answered(.unavailable(failure))), .announce(.decided(action))] + attemptFailed(failure)
+        case (.askingConditionally, .repliedInconclusively):
+            probeAfterReply = true
+            phase = .abandoningReply
+            return [.abandonBody]
+        case (.abandoningReply, .transferEnded) where probeAfterReply:
+            // The same question a probe answers on the plan's path, equality of every validator.
+            probeAfterReply = false
+            phase = .probing
+            return [.probe(source: source)]
         case (.abandoningReply, .transferEnded):
             // Judged from the head: however the abandoned body ended, the decision stands.
             return carryOut(action)
@@ -507,6 +521,7 @@ struct EntryMachine {
     }
 
     private mutating func resetAttempt() {
+        probeAfterReply = false
         local = nil
         record = nil
         hadPartialRecord = false
@@ -602,13 +617,18 @@ struct EntryMachine {
     /// The validators to send with a conditional GET, when this attempt is one: the source
     /// answers HTTP conditions, no partial file or record of one is there to continue, no
     /// digest pin decides (with one, the store's hash or DEST's decides, never the server's
-    /// validators), and the store vouches for `DEST` as a version it names by an ETag or a
-    /// Last-Modified. A probe's answer would then be judged only against these, and a reply
-    /// that says the version is still the one on disk is a skip (`Planner.decide`).
+    /// validators), no `size` pin contradicts the recorded size, and the store vouches for
+    /// `DEST` as a version it names by one well-formed ETag (`EntityTag.isSingleTag`). Only the
+    /// ETag is sent (`If-None-Match`): a 304 then says the tags match weakly, as the probe's
+    /// comparison would; a date-only record keeps the probe, whose equality of dates and sizes
+    /// a 304 to `If-Modified-Since` ("not newer") cannot stand for (`ConditionalReply`).
     private var conditionalValidators: RemoteValidators? {
         guard mode == .sync, conditionalSources.contains(source), pins.digest == nil, !hadPartialRecord,
               let local, local.partial == .missing,
-              let verified = Planner.verifiedVersion(local: local, state: record), verified.validators.namesVersion
+              let verified = Planner.verifiedVersion(local: local, state: record),
+              let etag = verified.validators.etag, EntityTag.isSingleTag(etag),
+              // A size pin the record's size contradicts is the probe's to report: a 304 says no size.
+              sizePin.map({ $0 == (verified.validators.size ?? verified.local.size) }) ?? true
         else { return nil }
         return verified.validators
     }

@@ -133,7 +133,6 @@ final class TransferContext {
             lines.append("If-Range: \(ifRange)")
         }
         if let etag = request.ifNoneMatch { lines.append("If-None-Match: \(etag)") }
-        if let date = request.ifModifiedSince { lines.append("If-Modified-Since: \(date)") }
         for line in lines {
             guard let appended = curl_slist_append(headerList, line) else {
                 throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)

@@ -11,11 +11,10 @@ struct TransferRequest: Sendable {
     var rangeLast: Int64?
     /// Validator sent as `If-Range` with a range request.
     var ifRange: String?
-    /// The conditions of a GET that wants the file only if it is not the version these name:
-    /// an ETag sent as `If-None-Match`, a date sent as `If-Modified-Since`. They name no secret
-    /// and go to every hop of a redirect.
+    /// The condition of a GET that wants the file only if it is not the version this ETag
+    /// names, sent as `If-None-Match` (see `ConditionalReply` for why never a date). It names
+    /// no secret and goes to every hop of a redirect.
     var ifNoneMatch: String?
-    var ifModifiedSince: String?
     /// A segment of a segmented download: over a connection of its own (HTTP/1.1), never
     /// multiplexed onto an HTTP/2 connection with the others.
     var ownConnection = false

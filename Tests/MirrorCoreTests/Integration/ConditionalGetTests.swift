@@ -37,7 +37,8 @@ struct ConditionalGetTests {
         #expect(Set(requests.map(\.uri)) == Set(Self.names.map { "/\($0)" }))
         for request in requests {
             let record = try #require(try scenario.record(String(request.uri.dropFirst()))?.complete?.validators)
-            #expect(request.ifNoneMatch == record.etag && request.ifModifiedSince == record.lastModified, "\(request)")
+            // The ETag only: a date asks "changed after?", not "the same version?".
+            #expect(request.ifNoneMatch == record.etag && request.ifModifiedSince == nil, "\(request)")
         }
         #expect(Self.names.map { Self.inode(scenario.rootPath($0)) } == inodes, "DEST untouched")
         #expect(scenario.files().sorted() == Self.names)
@@ -130,7 +131,7 @@ struct ConditionalGetTests {
             #expect(reports[0].bytesTransferred == 0)
             #expect(scenario.server.requests.map(\.method) == ["GET"])
             #expect(scenario.server.requests.first?.headers["If-None-Match"] == "\"v1\"")
-            #expect(scenario.server.requests.first?.headers["If-Modified-Since"] == Self.date1)
+            #expect(scenario.server.requests.first?.headers["If-Modified-Since"] == nil)
             #expect(Self.inode(scenario.rootPath("f.bin")) == inode, "DEST untouched")
             #expect(scenario.local("f.bin")?.fingerprint == Self.v1.fingerprint)
             let touched = watch.changes().filter { $0.hasSuffix("/f.bin") || $0.hasSuffix("/f.bin.part") }
@@ -139,23 +140,83 @@ struct ConditionalGetTests {
         }
     }
 
-    @Test func aSameLastModifiedAndSizeWithoutAnETagIsTheRecordedVersion() async throws {
+    /// A server that names its versions by date alone keeps the probe: a 304 to
+    /// `If-Modified-Since` means "not newer", and a new version whose date went back (a
+    /// rollback, a copy that kept its date) or stayed (a rebuild under a fixed date) with other
+    /// bytes would be kept stale. The probe compares date and size for equality, as `plan` does.
+    @Test(arguments: [("1994-11-05: an older date", "Sat, 05 Nov 1994 08:49:37 GMT", 200_000),
+                      ("the same date, another size", "Sun, 06 Nov 1994 08:49:37 GMT", 150_000)])
+    func aRecordWithoutAnETagKeepsTheProbeAndSeesANewVersionAtAnOlderOrTheSameDate(
+        _ case: (String, String, Int)) async throws {
         let scenario = try SyncScenario(.faultServer)
         scenario.server.route("/f.bin", reply: .file(Self.v1, lastModified: Self.date1))
         let manifest = try scenario.load(.files(.init(scenario.server.url("/f.bin"), dest: "f.bin", lines: ["retries: 0"])))
         _ = try await scenario.sync(manifest)
-        scenario.server.route("/f.bin", reply: .file(Self.v1, lastModified: Self.date1, honorConditions: false))
+        #expect(try await scenario.sync(manifest)[0].outcome == .skipped, "unchanged: skipped after a HEAD")
+        #expect(scenario.server.requests.suffix(1).map(\.method) == ["HEAD"])
+        let changed = randomData(count: `case`.2, seed: 803)
+        // Honoured as python's http.server and many others do: 304 when not newer.
+        scenario.server.route("/f.bin", reply: .file(changed, lastModified: `case`.1))
         scenario.server.clearRequests()
-        let inode = Self.inode(scenario.rootPath("f.bin"))
 
         let reports = try await scenario.sync(manifest)
 
-        #expect(reports[0].outcome == .skipped)
-        #expect(scenario.server.requests.map(\.method) == ["GET"])
-        #expect(scenario.server.requests.first?.headers["If-None-Match"] == nil)
-        #expect(scenario.server.requests.first?.headers["If-Modified-Since"] == Self.date1)
-        #expect(Self.inode(scenario.rootPath("f.bin")) == inode)
-        #expect(scenario.files() == ["f.bin"])
+        #expect(reports[0].outcome == .transferred, "\(`case`.0)")
+        #expect(scenario.local("f.bin")?.fingerprint == changed.fingerprint, "\(`case`.0)")
+        #expect(scenario.server.requests.map(\.method) == ["HEAD", "GET"], "\(`case`.0)")
+        #expect(scenario.server.requests.allSatisfy { $0.headers["If-Modified-Since"] == nil })
+    }
+
+    /// A 304 carries the validators a 200 would have (RFC 9110 §15.4.5): one that names another
+    /// version than the one asked about proves nothing, and the attempt asks again with a probe,
+    /// which decides as `plan` does.
+    @Test func a304NamingAnotherVersionIsCheckedWithAProbe() async throws {
+        let (scenario, manifest) = try await Self.syncedOnce()
+        scenario.server.route("/f.bin", replies: [
+            .status(304, headers: ["ETag": "\"v2\"", "Last-Modified": Self.date2]),
+            .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2),
+            .file(Self.v2, etag: "\"v2\"", lastModified: Self.date2),
+        ])
+
+        let reports = try await scenario.sync(manifest)
+
+        #expect(reports[0].outcome == .transferred)
+        #expect(reports[0].action == .replace(reason: "the remote file changed: ETag changed from \"v1\" to \"v2\""))
+        #expect(scenario.local("f.bin")?.fingerprint == Self.v2.fingerprint)
+        #expect(scenario.server.requests.map(\.method) == ["GET", "HEAD", "GET"])
+    }
+
+    /// An ETag that is not one entity-tag (`*`, a list, an unquoted token) is never sent back
+    /// as a condition: `If-None-Match: *` is answered 304 for any version at all.
+    @Test(arguments: ["*", "\"a\", \"b\"", "bare-token"])
+    func anETagThatIsNotOneTagIsNeverSentAsACondition(_ etag: String) async throws {
+        let scenario = try SyncScenario(.faultServer)
+        scenario.server.route("/f.bin", reply: .file(Self.v1, etag: etag, lastModified: Self.date1))
+        let manifest = try scenario.load(.files(.init(scenario.server.url("/f.bin"), dest: "f.bin", lines: ["retries: 0"])))
+        _ = try await scenario.sync(manifest)
+        let changed = randomData(count: 150_000, seed: 804)
+        scenario.server.route("/f.bin", reply: .file(changed, etag: etag, lastModified: Self.date2))
+        scenario.server.clearRequests()
+
+        let reports = try await scenario.sync(manifest)
+
+        #expect(scenario.server.requests.allSatisfy { $0.headers["If-None-Match"] == nil }, "\(etag)")
+        #expect(scenario.server.requests.first?.method == "HEAD", "\(etag)")
+        #expect(reports[0].outcome == .transferred, "\(etag)")
+        #expect(scenario.local("f.bin")?.fingerprint == changed.fingerprint, "\(etag)")
+    }
+
+    /// A `size` pin the recorded size contradicts is reported with the server's own number,
+    /// from a probe: a 304 says no size.
+    @Test func aSizePinTheRecordContradictsKeepsTheProbe() async throws {
+        let (scenario, _) = try await Self.syncedOnce()
+        let manifest = try scenario.load(.files(.init(scenario.server.url("/f.bin"), dest: "f.bin", lines: ["retries: 0", "size: 200001"])))
+
+        let reports = try await scenario.sync(manifest)
+
+        #expect(reports[0].outcome == .failed(.sizePinConflict(pinned: 200_001, remote: 200_000)))
+        #expect(scenario.server.requests.map(\.method) == ["HEAD"])
+        #expect(scenario.local("f.bin")?.fingerprint == Self.v1.fingerprint)
     }
 
     @Test func a200WithAnotherETagReplacesDEST() async throws {
@@ -251,7 +312,7 @@ struct ConditionalGetTests {
         #expect(reports[0].outcome == .skipped)
         let hops = server.requests + other.requests
         #expect(hops.map(\.method) == ["GET", "GET", "GET"], "\(hops)")
-        #expect(hops.allSatisfy { $0.headers["If-None-Match"] == "\"v1\"" && $0.headers["If-Modified-Since"] == Self.date1 })
+        #expect(hops.allSatisfy { $0.headers["If-None-Match"] == "\"v1\"" && $0.headers["If-Modified-Since"] == nil })
         #expect(server.requests.allSatisfy { $0.headers["X-Token"] == "s3cret" })
         #expect(other.requests.allSatisfy { $0.headers["X-Token"] == nil }, "another host never sees it")
     }
