@@ -70,4 +70,10 @@ struct RequestBudgetTests {
         #expect(plain != OriginKey(url: "https://example.org/a", proxy: "http://proxy:3128"), "through a proxy is another way there")
         #expect(OriginKey(url: "file:///tmp/a", proxy: nil) == nil)
     }
+
+    /// 100 streams per connection, spread over at most 4 of the origin's connections.
+    @Test(arguments: [(1, 100), (2, 200), (4, 400), (8, 400), (64, 400), (0, 100)])
+    func anOriginsStreamsSpreadOverFewConnections(_ connections: Int, _ budget: Int) {
+        #expect(RequestBudget.streamBudget(connections: connections) == budget)
+    }
 }

@@ -104,7 +104,7 @@ struct TransferSlotsTests {
     /// to speak HTTP/2, light ones take stream permits, up to the cap, beyond `concurrency`, and
     /// a waiter queued meanwhile is granted a stream.
     @Test func lightRequestsRideOnAnHTTP2OriginsStreamsUpToTheCap() throws {
-        let slots = TransferSlots(2, streamCap: 3)
+        let slots = TransferSlots(2, streamCap: 3, streamConnections: 1)
         let granted = Shared([(name: String, slot: TransferSlots.Slot)]())
         func ask(_ want: TransferSlots.Want, _ name: String) -> TransferSlots.Slot? {
             slots.acquire(want) { slot in granted.withLock { $0.append((name, slot)) } }.0
@@ -138,7 +138,7 @@ struct TransferSlotsTests {
     /// Requests that may not share a connection, or to an origin heard to speak HTTP/1.1, stay
     /// on connection permits however light they are.
     @Test func http1AndUnmultiplexableRequestsStayOnConnections() throws {
-        let slots = TransferSlots(1, streamCap: 10)
+        let slots = TransferSlots(1, streamCap: 10, streamConnections: 1)
         slots.learn(Self.origin, speaks: .http2)
         let limited = try #require(slots.acquireNow(Self.want(multiplexable: false)))
         #expect(limited.budget == .connection, "a rate-limited request goes over HTTP/1.1")
@@ -151,7 +151,7 @@ struct TransferSlotsTests {
 
     /// A host's `concurrency` holds its connection permits, not the streams on its connection.
     @Test func aHostsLimitBoundsItsConnectionPermitsNotItsStreams() throws {
-        let slots = TransferSlots(4, hostLimits: ["h2.example": 1], streamCap: 5)
+        let slots = TransferSlots(4, hostLimits: ["h2.example": 1], streamCap: 5, streamConnections: 4)
         slots.learn(Self.origin, speaks: .http2)
         let large = try #require(slots.acquireNow(Self.want(.body(.max), host: "h2.example")))
         #expect(large.budget == .connection)

@@ -20,7 +20,7 @@ public final class ManifestRunner: Sendable {
     /// `concurrency` connection permits for the requests of `sync` and `plan`, and stream
     /// permits on HTTP/2 connections (`RequestBudget`).
     let slots: TransferSlots
-    /// Entries `sync` works on at once, besides the `RequestBudget.streamCap` more that
+    /// Entries `sync` works on at once, besides the `RequestBudget.streamBudget` more that
     /// `SyncRun` adds for HTTP/2 streams. `concurrency` of them hold a connection permit; the
     /// others wait for one, or are being hashed to the end, fsync'd and renamed, so that the
     /// disk commits many files together and the network does not wait for the disk.

@@ -33,9 +33,20 @@ enum RequestBudget: Equatable, Sendable {
         case body(Int64)
     }
 
-    /// Streams at once per origin, at most: libcurl's `CURLMOPT_MAX_CONCURRENT_STREAMS`, which
-    /// the engine sets to it.
+    /// Streams at once per HTTP/2 connection, at most: libcurl's
+    /// `CURLMOPT_MAX_CONCURRENT_STREAMS`, which the engine sets to it (libcurl keeps to the
+    /// server's own limit when it is lower, nginx's 128 by default).
     static let streamCap = 100
+    /// Connections an origin's streams spread over, at most: when one carries `streamCap`,
+    /// libcurl opens another, within the origin's connection budget (`concurrency`, or its
+    /// host's). A re-check of thousands of files then has a few hundred requests in flight, as
+    /// wget2 keeps 30 on each of its connections.
+    static let streamConnections = 4
+
+    /// Stream permits at once for an origin whose connection budget is `connections`.
+    static func streamBudget(connections: Int, streamCap: Int = streamCap, spread: Int = streamConnections) -> Int {
+        max(1, streamCap) * max(1, min(connections, spread))
+    }
     /// A body of this many bytes or more is a large transfer: it takes a connection permit.
     static let largeBody: Int64 = 1 << 20
 

@@ -6,8 +6,8 @@
 /// An entry whose host has its own `concurrency` (`hosts:`) starts only while fewer than its
 /// share of `width` (that `concurrency` times `width / concurrency`) of its host's entries run;
 /// otherwise it waits, and the entries after it go ahead: a slow host with a low limit does not
-/// hold up the others. Both widths have room for `RequestBudget.streamCap` entries more, the
-/// requests that may ride on an HTTP/2 connection as streams.
+/// hold up the others. Both widths have room for `RequestBudget.streamBudget` entries more, the
+/// requests that may ride on HTTP/2 connections as streams.
 ///
 /// Touched only on the engine's thread (hence `@unchecked Sendable`), apart from `cancel`,
 /// which posts there.
@@ -55,9 +55,12 @@ final class SyncRun: @unchecked Sendable {
         checksumPins = ChecksumPins(fetcher: runner.fetcher, retryPolicy: runner.options.retryPolicy, width: runner.options.concurrency)
         // Room for a full set of streams besides: entries waiting for a connection permit
         // leave room for those that may ride on an HTTP/2 connection.
-        self.width = max(1, width) + RequestBudget.streamCap
+        let streams = RequestBudget.streamBudget(connections: runner.options.concurrency)
+        self.width = max(1, width) + streams
         let perTransfer = max(1, max(1, width) / max(1, runner.options.concurrency))
-        hostWidths = runner.manifest.hosts.concurrencyLimits.mapValues { $0 * perTransfer + RequestBudget.streamCap }
+        hostWidths = runner.manifest.hosts.concurrencyLimits.mapValues {
+            $0 * perTransfer + RequestBudget.streamBudget(connections: min($0, runner.options.concurrency))
+        }
         results = Array(repeating: nil, count: entries.count)
         remaining = entries.count
     }

@@ -76,13 +76,16 @@ final class TransferSlots: Sendable {
         var nextID: UInt64 = 0
         let hostLimits: [String: Int]
         let streamCap: Int
+        let streamConnections: Int
 
         /// The budget `want` is granted from now; nil: it waits.
         func grantable(_ want: Want) -> RequestBudget? {
             let origin = want.origin.flatMap { protocols[$0] } ?? .unknown
             switch RequestBudget.choose(want.request, origin: origin, multiplexable: want.multiplexable) {
             case .stream:
-                guard let key = want.origin, streams[key, default: 0] < streamCap else { return nil }
+                let connections = want.host.flatMap { hostLimits[$0] }.map { min($0, total) } ?? total
+                let budget = RequestBudget.streamBudget(connections: connections, streamCap: streamCap, spread: streamConnections)
+                guard let key = want.origin, streams[key, default: 0] < budget else { return nil }
                 return .stream
             case .connection:
                 guard free > 0 else { return nil }
@@ -131,9 +134,12 @@ final class TransferSlots: Sendable {
     private let state: Mutex<State>
 
     /// `count` connection permits in all; `hostLimits` caps the connection permits out at once
-    /// for each named host; `streamCap` caps the stream permits per HTTP/2 origin.
-    init(_ count: Int, hostLimits: [String: Int] = [:], streamCap: Int = RequestBudget.streamCap) {
-        state = Mutex(State(free: max(1, count), total: max(1, count), hostLimits: hostLimits, streamCap: max(1, streamCap)))
+    /// for each named host; an HTTP/2 origin has `streamCap` stream permits for each of its
+    /// connections, up to `streamConnections` of them (`RequestBudget.streamBudget`).
+    init(_ count: Int, hostLimits: [String: Int] = [:], streamCap: Int = RequestBudget.streamCap,
+         streamConnections: Int = RequestBudget.streamConnections) {
+        state = Mutex(State(free: max(1, count), total: max(1, count), hostLimits: hostLimits, streamCap: max(1, streamCap),
+                            streamConnections: max(1, streamConnections)))
     }
 
     /// Waits, in turn, for a connection permit. Nil when the task is cancelled first.

@@ -37,8 +37,8 @@ struct HTTP2StreamsTests {
 
     /// `concurrency: 2` over HTTPS to nginx with HTTP/2: a first sync of 200 new small files, a
     /// no-op re-check of them, and a plan each have far more than 2 requests in flight at once,
-    /// all on one connection.
-    @Test func overHTTP2ManyMoreThanConcurrencyRideOnOneConnection() async throws {
+    /// on at most 2 connections (100 streams on each: `RequestBudget.streamBudget`).
+    @Test func overHTTP2ManyMoreThanConcurrencyRideOnItsConnections() async throws {
         let ca = try PrivateCA()
         let site = Self.smallSite(200, seed: 9_000)
         let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
@@ -52,21 +52,21 @@ struct HTTP2StreamsTests {
         for (name, data) in site { #expect(scenario.local(name)?.fingerprint == data.fingerprint, "\(name)") }
         let downloads = try scenario.nginxRequests()
         #expect(downloads.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(Self.describe(downloads))")
-        #expect(Set(downloads.map(\.connection)).count == 1, "\(Self.describe(downloads))")
+        #expect(Set(downloads.map(\.connection)).count <= 2, "within concurrency: \(Self.describe(downloads))")
         #expect(Self.mostArrivingWithin(0.03, downloads) >= 20, "new small files: \(Self.describe(downloads))")
 
         let again = try await scenario.sync(manifest)
         #expect(again.allSatisfy { $0.outcome == .skipped }, "\(again.map(\.outcome))")
         let recheck = Array(try scenario.nginxRequests().dropFirst(downloads.count))
         #expect(recheck.count == 200, "one request per entry: \(Self.describe(recheck))")
-        #expect(Set(recheck.map(\.connection)).count == 1, "\(Self.describe(recheck))")
-        #expect(Self.mostArrivingWithin(0.03, recheck) >= 20, "re-check: \(Self.describe(recheck))")
+        #expect(Set(recheck.map(\.connection)).count <= 2, "within concurrency: \(Self.describe(recheck))")
+        #expect(Self.mostArrivingWithin(0.03, recheck) >= 100, "re-check: \(Self.describe(recheck))")
 
         let plan = await scenario.runner(try scenario.load(manifest)).plan()
         #expect(plan.allSatisfy { $0.action == .skip }, "\(plan.map(\.action))")
         let planned = Array(try scenario.nginxRequests().dropFirst(downloads.count + recheck.count))
         #expect(planned.count == 200 && planned.allSatisfy { $0.method == "HEAD" }, "\(Self.describe(planned))")
-        #expect(Set(planned.map(\.connection)).count == 1, "\(Self.describe(planned))")
+        #expect(Set(planned.map(\.connection)).count <= 2, "within concurrency: \(Self.describe(planned))")
         #expect(Self.mostArrivingWithin(0.03, planned) >= 20, "plan: \(Self.describe(planned))")
     }
 
