@@ -101,7 +101,7 @@ struct ResponseHeadParsingTests {
     ])
     func statusCodeOfAStatusLine(_ line: String, _ code: Int) {
         let bytes = Array(line.utf8)
-        #expect(bytes.withUnsafeBytes { TransferContext.statusCode(ofStatusLine: $0) } == code)
+        #expect(bytes.withUnsafeBytes { HeaderLineParser.statusCode(ofStatusLine: $0) } == code)
     }
 
     @Test(arguments: [(" \tabc \t", "abc"), ("\u{E9} ", "\u{E9}"), (" a\u{301}\t", "a\u{301}"), ("  ", ""), ("", ""), ("a b", "a b")])

@@ -147,7 +147,7 @@ struct ServerValueParsingTests {
         var generator = SeededGenerator(seed: 0xA6)
         for _ in 0..<20_000 {
             let line = Array(("HTTP/1.1 " + Self.text(&generator, maxTokens: 3)).utf8)
-            let code = line.withUnsafeBytes { TransferContext.statusCode(ofStatusLine: $0) }
+            let code = line.withUnsafeBytes { HeaderLineParser.statusCode(ofStatusLine: $0) }
             #expect((0...999).contains(code))
             _ = LocalIdentity.nanoseconds(seconds: Self.extreme(&generator), nanoseconds: Self.extreme(&generator) % 1_000_000_000)
             let size = Self.extreme(&generator)

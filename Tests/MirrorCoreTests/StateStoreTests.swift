@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import Glibc
 import Testing
@@ -46,5 +47,88 @@ struct StateStoreTests {
         }
         var info = stat()
         #expect(lstat(scenario.directory.path("root/.mirror/" + name), &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+    }
+
+    /// The store's file as schema 1 made it. Its records are read, and written, column by
+    /// column by name: a store made before (or with a column a later mirror added in the
+    /// middle of the table) opens unchanged, and each value lands in its own column.
+    @Test(arguments: [false, true])
+    func aStoreOfSchemaOneOpensUnchangedAndEachValueHasItsOwnColumn(extraColumn: Bool) throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path(".mirror"), withIntermediateDirectories: true)
+        let path = directory.path(".mirror/state.sqlite")
+        var db: OpaquePointer?
+        #expect(sqlite3_open(path, &db) == SQLITE_OK)
+        let handle = try #require(db)
+        let extra = extraColumn ? "extra TEXT DEFAULT 'kept'," : ""
+        for sql in [
+            """
+            CREATE TABLE entries (
+                dest TEXT PRIMARY KEY NOT NULL,
+                url TEXT NOT NULL, \(extra)
+                complete INTEGER NOT NULL DEFAULT 0,
+                etag TEXT, last_modified TEXT, size INTEGER, sha256 TEXT,
+                local_size INTEGER, local_mtime_ns INTEGER, local_inode INTEGER,
+                partial INTEGER NOT NULL DEFAULT 0,
+                partial_etag TEXT, partial_last_modified TEXT, partial_size INTEGER
+            ) WITHOUT ROWID
+            """,
+            "PRAGMA user_version=1",
+            """
+            INSERT INTO entries (dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode,
+                                 partial, partial_etag, partial_last_modified, partial_size)
+            VALUES ('a.bin', 'https://h/a', 1, '"e1"', 'Sun, 06 Nov 1994 08:49:37 GMT', 100, 'ab12', 101, 102, 103,
+                    1, '"p1"', 'Mon, 07 Nov 1994 08:49:37 GMT', 104)
+            """,
+        ] {
+            #expect(sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK, "\(sql)")
+        }
+        sqlite3_close(handle)
+
+        let expected = StateRecord(
+            dest: "a.bin", url: "https://h/a",
+            complete: CompleteVersion(
+                validators: RemoteValidators(etag: "\"e1\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", size: 100),
+                sha256: "ab12", local: LocalIdentity(size: 101, modifiedNanoseconds: 102, inode: 103)),
+            partial: RemoteValidators(etag: "\"p1\"", lastModified: "Mon, 07 Nov 1994 08:49:37 GMT", size: 104))
+        let readOnly = try #require(StateStore.open(root: directory.path, mode: .readOnly).store)
+        #expect(try readOnly.record(for: "a.bin") == expected)
+        readOnly.close()
+
+        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        #expect(try store.record(for: "a.bin") == expected)
+        try store.save(StateRecord(
+            dest: "a.bin", url: "https://h/a2",
+            complete: CompleteVersion(
+                validators: RemoteValidators(etag: "\"e2\"", lastModified: "Tue, 08 Nov 1994 08:49:37 GMT", size: 200),
+                sha256: "cd34", local: LocalIdentity(size: 201, modifiedNanoseconds: 202, inode: 203)),
+            partial: RemoteValidators(etag: "\"p2\"", lastModified: "Wed, 09 Nov 1994 08:49:37 GMT", size: 204)))
+        try store.save(StateRecord(dest: "b.bin", url: "https://h/b"))
+        store.close()
+
+        // Read back with SQL of the test's own: each value in the column of its name.
+        #expect(sqlite3_open(path, &db) == SQLITE_OK)
+        let reopened = try #require(db)
+        defer { sqlite3_close(reopened) }
+        var version: Int32 = -1
+        var select: OpaquePointer?
+        #expect(sqlite3_prepare_v2(reopened, "PRAGMA user_version", -1, &select, nil) == SQLITE_OK)
+        if sqlite3_step(select) == SQLITE_ROW { version = sqlite3_column_int(select, 0) }
+        sqlite3_finalize(select)
+        #expect(version == 1)
+        let columns = "url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size" + (extraColumn ? ", extra" : "")
+        func row(_ dest: String) -> [String] {
+            var statement: OpaquePointer?
+            guard sqlite3_prepare_v2(reopened, "SELECT \(columns) FROM entries WHERE dest = '\(dest)'", -1, &statement, nil) == SQLITE_OK else { return [] }
+            defer { sqlite3_finalize(statement) }
+            guard sqlite3_step(statement) == SQLITE_ROW else { return [] }
+            return (0..<sqlite3_column_count(statement)).map { index in
+                sqlite3_column_type(statement, index) == SQLITE_NULL ? "NULL" : String(cString: sqlite3_column_text(statement, index))
+            }
+        }
+        #expect(row("a.bin") == ["https://h/a2", "1", "\"e2\"", "Tue, 08 Nov 1994 08:49:37 GMT", "200", "cd34", "201", "202", "203",
+                                 "1", "\"p2\"", "Wed, 09 Nov 1994 08:49:37 GMT", "204"] + (extraColumn ? ["kept"] : []))
+        #expect(row("b.bin") == ["https://h/b", "0", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
+                                 "0", "NULL", "NULL", "NULL"] + (extraColumn ? ["kept"] : []))
     }
 }

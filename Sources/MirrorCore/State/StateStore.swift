@@ -268,7 +268,8 @@ private final class Connection {
     /// The state directory, by whose descriptor SQLite names the store and its `-wal` and
     /// `-shm` files (see `DescriptorVFS`): open as long as the connection is, closed after it.
     private let directory: Int32
-    private let upsert: OpaquePointer
+    /// Writes one record of `entries`; nil when the store is open read-only.
+    private let upsert: NamedStatement<EntryColumn>?
     /// Every record, read in one pass on first use and kept in step with each write: one
     /// query per run instead of one per entry. Keyed by the dest's bytes, as SQLite compares
     /// TEXT; Swift's String == would take "é" and "e\u{301}", two files, for one. Only when
@@ -277,7 +278,37 @@ private final class Connection {
     private var records: [DestKey: StateRecord]?
     private var expectedEntries: Int?
     private var decidedOnRecords = false
-    private static let columns = "dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size"
+
+    /// The columns of `entries` (see the schema in `init`), by name: every statement on the
+    /// table lists them from here and binds and reads them by name (see `NamedStatement`).
+    enum EntryColumn: Int, StoreColumn {
+        case dest, url
+        /// 1 when the version below is on disk, verified; the next seven describe it.
+        case complete
+        case etag, lastModified, size, sha256, localSize, localModifiedNanoseconds, localInode
+        /// 1 when a partial download was started from the validators after it.
+        case partial
+        case partialEtag, partialLastModified, partialSize
+
+        var name: String {
+            switch self {
+            case .dest: "dest"
+            case .url: "url"
+            case .complete: "complete"
+            case .etag: "etag"
+            case .lastModified: "last_modified"
+            case .size: "size"
+            case .sha256: "sha256"
+            case .localSize: "local_size"
+            case .localModifiedNanoseconds: "local_mtime_ns"
+            case .localInode: "local_inode"
+            case .partial: "partial"
+            case .partialEtag: "partial_etag"
+            case .partialLastModified: "partial_last_modified"
+            case .partialSize: "partial_size"
+            }
+        }
+    }
 
     private var isOpen = true
 
@@ -340,14 +371,10 @@ private final class Connection {
             }
             // A quick structural check, so a damaged file is found here and not mid-run.
             try Self.execute(db, "PRAGMA quick_check")
-            upsert = try Self.prepare(db, readOnly ? "SELECT 1" : """
-                INSERT INTO entries (dest, url, complete, etag, last_modified, size, sha256, local_size, local_mtime_ns, local_inode, partial, partial_etag, partial_last_modified, partial_size)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-                ON CONFLICT(dest) DO UPDATE SET url = excluded.url, complete = excluded.complete, etag = excluded.etag,
-                    last_modified = excluded.last_modified, size = excluded.size, sha256 = excluded.sha256,
-                    local_size = excluded.local_size, local_mtime_ns = excluded.local_mtime_ns, local_inode = excluded.local_inode,
-                    partial = excluded.partial, partial_etag = excluded.partial_etag,
-                    partial_last_modified = excluded.partial_last_modified, partial_size = excluded.partial_size
+            let updates = EntryColumn.allCases.filter { $0 != .dest }.map { "\($0.name) = excluded.\($0.name)" }
+            upsert = readOnly ? nil : try NamedStatement(db, """
+                INSERT INTO entries (\(EntryColumn.names)) VALUES (\(EntryColumn.parameters))
+                ON CONFLICT(dest) DO UPDATE SET \(updates.joined(separator: ", "))
                 """)
         } catch {
             sqlite3_close_v2(db)
@@ -362,7 +389,7 @@ private final class Connection {
     func close() {
         guard isOpen else { return }
         isOpen = false
-        sqlite3_finalize(upsert)
+        upsert?.finalize()
         sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil)
         sqlite3_close_v2(db)
         Glibc.close(directory)
@@ -396,32 +423,53 @@ private final class Connection {
     }
 
     func remove(_ dest: String) throws(StoreError) {
-        try change("DELETE FROM entries WHERE dest = ?1", text: dest)
+        try change("DELETE FROM entries WHERE dest = :dest") { (statement: NamedStatement<EntryColumn>) in
+            statement.bind(.dest, dest)
+        }
         records?[DestKey(dest)] = nil
     }
 
-    /// Runs the one-statement change `sql` with `text` bound to `?1` and `integers` to the
-    /// parameters after it.
-    private func change(_ sql: String, text: String, _ integers: Int64...) throws(StoreError) {
+    /// Runs the one-statement change `sql`, its parameters bound by `bind`.
+    private func change<Column: StoreColumn>(_ sql: String, _ bind: (NamedStatement<Column>) -> Void) throws(StoreError) {
         try ensureOpen()
-        let statement = try Self.prepare(db, sql)
-        defer { sqlite3_finalize(statement) }
-        bind(statement, 1, text)
-        for (index, value) in integers.enumerated() { bind(statement, Int32(index + 2), value) }
-        let step = sqlite3_step(statement)
+        let statement = try NamedStatement<Column>(db, sql)
+        defer { statement.finalize() }
+        bind(statement)
+        let step = statement.step()
         guard step == SQLITE_DONE else { throw failure(step) }
     }
 
     /// The notes of a prune's moves into its trash (see `PruneTrash`).
     private static let trashTable = "prune_trash"
 
+    /// The columns of the trash notes, by name (see `EntryColumn`).
+    enum TrashColumn: Int, StoreColumn {
+        case path, size, modifiedNanoseconds, inode
+
+        var name: String {
+            switch self {
+            case .path: "path"
+            case .size: "size"
+            case .modifiedNanoseconds: "mtime_ns"
+            case .inode: "inode"
+            }
+        }
+    }
+
     func noteTrash(_ note: PruneTrash.Note) throws(StoreError) {
-        try change("INSERT OR REPLACE INTO \(Self.trashTable) (path, size, mtime_ns, inode) VALUES (?1, ?2, ?3, ?4)",
-                   text: note.path, note.identity.size, note.identity.modifiedNanoseconds, Int64(bitPattern: note.identity.inode))
+        try change("INSERT OR REPLACE INTO \(Self.trashTable) (\(TrashColumn.names)) VALUES (\(TrashColumn.parameters))") {
+            (statement: NamedStatement<TrashColumn>) in
+            statement.bind(.path, note.path)
+            statement.bind(.size, note.identity.size)
+            statement.bind(.modifiedNanoseconds, note.identity.modifiedNanoseconds)
+            statement.bind(.inode, Int64(bitPattern: note.identity.inode))
+        }
     }
 
     func forgetTrash(_ path: String) throws(StoreError) {
-        try change("DELETE FROM \(Self.trashTable) WHERE path = ?1", text: path)
+        try change("DELETE FROM \(Self.trashTable) WHERE path = :path") { (statement: NamedStatement<TrashColumn>) in
+            statement.bind(.path, path)
+        }
     }
 
     /// The notes, in path order; none in a store made before the table was (opened read-only).
@@ -431,21 +479,37 @@ private final class Connection {
         let hasTable = sqlite3_step(exists) == SQLITE_ROW
         sqlite3_finalize(exists)
         guard hasTable else { return [] }
-        let select = try Self.prepare(db, "SELECT path, size, mtime_ns, inode FROM \(Self.trashTable) ORDER BY path")
-        defer { sqlite3_finalize(select) }
+        let select = try NamedStatement<TrashColumn>(db, "SELECT \(TrashColumn.names) FROM \(Self.trashTable) ORDER BY path")
+        defer { select.finalize() }
         var notes: [PruneTrash.Note] = []
         while true {
-            let step = sqlite3_step(select)
+            let step = select.step()
             if step == SQLITE_DONE { return notes }
             guard step == SQLITE_ROW else { throw failure(step) }
-            notes.append(PruneTrash.Note(path: text(select, 0) ?? "", identity: LocalIdentity(
-                size: sqlite3_column_int64(select, 1), modifiedNanoseconds: sqlite3_column_int64(select, 2),
-                inode: UInt64(bitPattern: sqlite3_column_int64(select, 3)))))
+            notes.append(PruneTrash.Note(path: select.text(.path) ?? "", identity: LocalIdentity(
+                size: select.integer(.size) ?? 0, modifiedNanoseconds: select.integer(.modifiedNanoseconds) ?? 0,
+                inode: UInt64(bitPattern: select.integer(.inode) ?? 0))))
         }
     }
 
     /// The maps of segmented partial files (see `SegmentMap`).
     private static let segmentTable = "segment_maps"
+
+    /// The columns of the segment maps, by name (see `EntryColumn`).
+    enum SegmentColumn: Int, StoreColumn {
+        case dest, url, total, etag, lastModified, durable
+
+        var name: String {
+            switch self {
+            case .dest: "dest"
+            case .url: "url"
+            case .total: "total"
+            case .etag: "etag"
+            case .lastModified: "last_modified"
+            case .durable: "durable"
+            }
+        }
+    }
 
     /// Whether the store holds any segment map: looked at once, so that a run of entries none
     /// of which is segmented asks nothing more per entry.
@@ -466,35 +530,37 @@ private final class Connection {
             }
         }
         guard anySegmentMap == true else { return nil }
-        let select = try Self.prepare(db, "SELECT url, total, etag, last_modified, durable FROM \(Self.segmentTable) WHERE dest = ?1")
-        defer { sqlite3_finalize(select) }
-        bind(select, 1, dest)
-        let step = sqlite3_step(select)
+        let select = try NamedStatement<SegmentColumn>(db, "SELECT \(SegmentColumn.names) FROM \(Self.segmentTable) WHERE dest = :dest")
+        defer { select.finalize() }
+        select.bind(.dest, dest)
+        let step = select.step()
         if step == SQLITE_DONE { return nil }
         guard step == SQLITE_ROW else { throw failure(step) }
         // A map that cannot be read is a map all the same: its `.part` must not be taken by size.
-        let durable = ByteRanges.decode(text(select, 4) ?? "") ?? []
-        let version = SegmentVersion(url: text(select, 0) ?? "", total: sqlite3_column_int64(select, 1), etag: text(select, 2), lastModified: text(select, 3))
+        let durable = ByteRanges.decode(select.text(.durable) ?? "") ?? []
+        let version = SegmentVersion(
+            url: select.text(.url) ?? "", total: select.integer(.total) ?? 0,
+            etag: select.text(.etag), lastModified: select.text(.lastModified))
         return SegmentMap(version: version, durable: durable)
     }
 
     func saveSegmentMap(_ map: SegmentMap, dest: String) throws(StoreError) {
-        try ensureOpen()
-        let statement = try Self.prepare(db, "INSERT OR REPLACE INTO \(Self.segmentTable) (dest, url, total, etag, last_modified, durable) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-        defer { sqlite3_finalize(statement) }
-        bind(statement, 1, dest)
-        bind(statement, 2, map.version.url)
-        bind(statement, 3, map.version.total)
-        bind(statement, 4, map.version.etag)
-        bind(statement, 5, map.version.lastModified)
-        bind(statement, 6, ByteRanges.encode(map.durable))
-        let step = sqlite3_step(statement)
-        guard step == SQLITE_DONE else { throw failure(step) }
+        try change("INSERT OR REPLACE INTO \(Self.segmentTable) (\(SegmentColumn.names)) VALUES (\(SegmentColumn.parameters))") {
+            (statement: NamedStatement<SegmentColumn>) in
+            statement.bind(.dest, dest)
+            statement.bind(.url, map.version.url)
+            statement.bind(.total, map.version.total)
+            statement.bind(.etag, map.version.etag)
+            statement.bind(.lastModified, map.version.lastModified)
+            statement.bind(.durable, ByteRanges.encode(map.durable))
+        }
         anySegmentMap = true
     }
 
     func removeSegmentMap(_ dest: String) throws(StoreError) {
-        try change("DELETE FROM \(Self.segmentTable) WHERE dest = ?1", text: dest)
+        try change("DELETE FROM \(Self.segmentTable) WHERE dest = :dest") { (statement: NamedStatement<SegmentColumn>) in
+            statement.bind(.dest, dest)
+        }
     }
 
     private func rowCount() throws(StoreError) -> Int {
@@ -507,26 +573,27 @@ private final class Connection {
 
     /// Every row, or the one of `dest`.
     private func readRows(where dest: String?) throws(StoreError) -> [DestKey: StateRecord] {
-        let select = try Self.prepare(db, "SELECT \(Self.columns) FROM entries" + (dest == nil ? "" : " WHERE dest = ?1"))
-        defer { sqlite3_finalize(select) }
-        if let dest { bind(select, 1, dest) }
+        let select = try NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries" + (dest == nil ? "" : " WHERE dest = :dest"))
+        defer { select.finalize() }
+        if let dest { select.bind(.dest, dest) }
         var found: [DestKey: StateRecord] = [:]
         while true {
-            let step = sqlite3_step(select)
+            let step = select.step()
             if step == SQLITE_DONE { return found }
             guard step == SQLITE_ROW else { throw failure(step) }
-            let dest = text(select, 0) ?? ""
-            var record = StateRecord(dest: dest, url: text(select, 1) ?? "")
-            if sqlite3_column_int(select, 2) != 0, let localSize = integer(select, 7),
-               let mtime = integer(select, 8), let inode = integer(select, 9) {
+            let dest = select.text(.dest) ?? ""
+            var record = StateRecord(dest: dest, url: select.text(.url) ?? "")
+            if select.flag(.complete), let localSize = select.integer(.localSize),
+               let mtime = select.integer(.localModifiedNanoseconds), let inode = select.integer(.localInode) {
                 record.complete = CompleteVersion(
-                    validators: RemoteValidators(etag: text(select, 3), lastModified: text(select, 4), size: integer(select, 5)),
-                    sha256: text(select, 6),
+                    validators: RemoteValidators(etag: select.text(.etag), lastModified: select.text(.lastModified), size: select.integer(.size)),
+                    sha256: select.text(.sha256),
                     local: LocalIdentity(size: localSize, modifiedNanoseconds: mtime, inode: UInt64(bitPattern: inode))
                 )
             }
-            if sqlite3_column_int(select, 10) != 0 {
-                record.partial = RemoteValidators(etag: text(select, 11), lastModified: text(select, 12), size: integer(select, 13))
+            if select.flag(.partial) {
+                record.partial = RemoteValidators(
+                    etag: select.text(.partialEtag), lastModified: select.text(.partialLastModified), size: select.integer(.partialSize))
             }
             found[DestKey(dest)] = record
         }
@@ -549,64 +616,34 @@ private final class Connection {
 
     func write(_ record: StateRecord) throws(StoreError) {
         try ensureOpen()
-        defer { sqlite3_reset(upsert) }
-        sqlite3_clear_bindings(upsert)
-        bind(upsert, 1, record.dest)
-        bind(upsert, 2, record.url)
+        guard let upsert else { throw .sqlite(code: SQLITE_READONLY, message: "the state store is open read-only") }
+        // Every column not bound below is NULL: the bindings are cleared after each use.
+        defer { upsert.reset() }
+        upsert.bind(.dest, record.dest)
+        upsert.bind(.url, record.url)
+        upsert.bind(.complete, record.complete != nil)
         if let complete = record.complete {
-            sqlite3_bind_int(upsert, 3, 1)
-            bind(upsert, 4, complete.validators.etag)
-            bind(upsert, 5, complete.validators.lastModified)
-            bind(upsert, 6, complete.validators.size)
-            bind(upsert, 7, complete.sha256)
-            bind(upsert, 8, complete.local.size)
-            bind(upsert, 9, complete.local.modifiedNanoseconds)
-            bind(upsert, 10, Int64(bitPattern: complete.local.inode))
-        } else {
-            sqlite3_bind_int(upsert, 3, 0)
+            upsert.bind(.etag, complete.validators.etag)
+            upsert.bind(.lastModified, complete.validators.lastModified)
+            upsert.bind(.size, complete.validators.size)
+            upsert.bind(.sha256, complete.sha256)
+            upsert.bind(.localSize, complete.local.size)
+            upsert.bind(.localModifiedNanoseconds, complete.local.modifiedNanoseconds)
+            upsert.bind(.localInode, Int64(bitPattern: complete.local.inode))
         }
+        upsert.bind(.partial, record.partial != nil)
         if let partial = record.partial {
-            sqlite3_bind_int(upsert, 11, 1)
-            bind(upsert, 12, partial.etag)
-            bind(upsert, 13, partial.lastModified)
-            bind(upsert, 14, partial.size)
-        } else {
-            sqlite3_bind_int(upsert, 11, 0)
+            upsert.bind(.partialEtag, partial.etag)
+            upsert.bind(.partialLastModified, partial.lastModified)
+            upsert.bind(.partialSize, partial.size)
         }
-        let step = sqlite3_step(upsert)
+        let step = upsert.step()
         guard step == SQLITE_DONE else { throw failure(step) }
         records?[DestKey(record.dest)] = record
     }
 
     private func failure(_ code: Int32) -> StoreError {
         .sqlite(code: code, message: String(cString: sqlite3_errmsg(db)))
-    }
-
-    private func bind(_ statement: OpaquePointer, _ index: Int32, _ value: String?) {
-        if let value {
-            sqlite3_bind_text(statement, index, value, -1, mirror_sqlite_transient())
-        } else {
-            sqlite3_bind_null(statement, index)
-        }
-    }
-
-    private func bind(_ statement: OpaquePointer, _ index: Int32, _ value: Int64?) {
-        if let value {
-            sqlite3_bind_int64(statement, index, value)
-        } else {
-            sqlite3_bind_null(statement, index)
-        }
-    }
-
-    private func text(_ statement: OpaquePointer, _ column: Int32) -> String? {
-        guard sqlite3_column_type(statement, column) != SQLITE_NULL, let value = sqlite3_column_text(statement, column) else {
-            return nil
-        }
-        return String(cString: value)
-    }
-
-    private func integer(_ statement: OpaquePointer, _ column: Int32) -> Int64? {
-        sqlite3_column_type(statement, column) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, column)
     }
 
     private static func execute(_ db: OpaquePointer, _ sql: String) throws(StoreError) {

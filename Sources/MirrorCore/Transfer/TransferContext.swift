@@ -16,19 +16,10 @@ final class TransferContext {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
-    private var status = 0
-    private var fields: [(name: String, value: String)] = []
-    private var sawHTTPStatusLine = false
-    private var keptLastHeader = false
+    private var headers = HeaderLineParser()
+    private var watchdog: StallWatchdog
     private var disposition: BodyDisposition?
     private var abortedBySink = false
-    private var lastReceived: Int64 = -1
-    private var lastSent: Int64 = -1
-    private var lastMovement: Int64 = 0
-    private var stalled = false
-    private var windowStart: Int64 = 0
-    private var windowBytes: Int64 = 0
-    private var tooSlow = false
     /// For a `file:` URL, a readable descriptor of the checked file, which libcurl opens again
     /// through /proc (see `fileSourceURL`). Closed in `releaseHandle`.
     private var fileSource: Int32 = -1
@@ -48,6 +39,7 @@ final class TransferContext {
         self.request = request
         self.sink = sink
         self.completion = completion
+        watchdog = StallWatchdog(timeout: request.timeout, minSpeed: request.minSpeed, minSpeedTime: request.minSpeedTime)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
 
@@ -101,9 +93,13 @@ final class TransferContext {
         // A silent peer is caught by the progress callback below: libcurl's own low-speed check
         // averages over several seconds, so a stall right after a burst would go unnoticed.
         try easy.set(CURLOPT_NOPROGRESS, 0, "CURLOPT_NOPROGRESS")
+        // Called by libcurl at least once a second; a non-zero return aborts the transfer.
         try check(mirror_easy_setopt_xferinfo_callback(easy.raw) { userdata, _, received, _, sent in
             let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-            return context.watchForStall(received: Int64(received), sent: Int64(sent)) ? 0 : 1
+            let verdict = context.watchdog.observe(
+                now: MonotonicClock.milliseconds(), received: Int64(received), sent: Int64(sent),
+                heldByThrottle: context.heldByThrottle)
+            return verdict == .keepGoing ? 0 : 1
         }, "CURLOPT_XFERINFOFUNCTION")
         try easy.set(CURLOPT_XFERINFODATA, pointer: userdata, "CURLOPT_XFERINFODATA")
         if request.insecure {
@@ -144,7 +140,7 @@ final class TransferContext {
         }
         try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
             let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-            context.receiveHeaderLine(UnsafeRawBufferPointer(start: data, count: size * count))
+            context.headers.receive(UnsafeRawBufferPointer(start: data, count: size * count))
             return size * count
         }, "CURLOPT_HEADERFUNCTION")
         try easy.set(CURLOPT_HEADERDATA, pointer: userdata, "CURLOPT_HEADERDATA")
@@ -223,104 +219,6 @@ final class TransferContext {
         return String(cString: part)
     }
 
-    /// Called by libcurl at least once a second. Returns false to abort a transfer that has
-    /// moved no byte for the whole timeout, or moved too few for the stall guard.
-    private func watchForStall(received: Int64, sent: Int64) -> Bool {
-        let now = MonotonicClock.milliseconds()
-        if heldByThrottle {
-            // Time held back by a rate limit is neither a stall nor slowness of the peer.
-            restartStallClocks(now: now)
-            return true
-        }
-        if let minSpeed = request.minSpeed {
-            if windowStart == 0 {
-                windowStart = now
-                windowBytes = received
-            } else if now - windowStart >= request.minSpeedTime.milliseconds {
-                let rate = (received - windowBytes).saturatingMultiplied(by: 1000) / max(1, now - windowStart)
-                if rate < minSpeed {
-                    tooSlow = true
-                    return false
-                }
-                windowStart = now
-                windowBytes = received
-            }
-        }
-        if received != lastReceived || sent != lastSent || lastMovement == 0 {
-            lastReceived = received
-            lastSent = sent
-            lastMovement = now
-            return true
-        }
-        if now - lastMovement >= request.timeout.milliseconds {
-            stalled = true
-            return false
-        }
-        return true
-    }
-
-    /// The response headers mirror reads; the others are skipped before any string is made.
-    static let wantedHeaders: [[UInt8]] = [
-        "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after", "transfer-encoding",
-        // A segmented download asks whether ranges are offered and how old the version is.
-        "accept-ranges", "date",
-    ].map { Array($0.utf8) }
-
-    private func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
-        // Strip CR LF as bytes: in Swift "\r\n" is one Character, which hasSuffix("\n") misses.
-        var end = bytes.count
-        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-        guard end > 0 else { return }
-        let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
-        if line.starts(with: "HTTP/".utf8) {
-            // A new response begins (after a 1xx, or on a redirect hop): forget the last one's.
-            status = Self.statusCode(ofStatusLine: line)
-            fields.removeAll(keepingCapacity: true)
-            sawHTTPStatusLine = true
-            keptLastHeader = false
-            return
-        }
-        if line[0] == 0x20 || line[0] == 0x09 {
-            // An obsolete folded continuation of the previous header.
-            if keptLastHeader, !fields.isEmpty {
-                fields[fields.count - 1].value += " " + String(Substring(String(decoding: line, as: UTF8.self)).trimmingSpaces)
-            }
-            return
-        }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = line[..<colon]
-        keptLastHeader = Self.wantedHeaders.contains { wanted in
-            wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == ($1 | 0x20) }
-        }
-        guard keptLastHeader else { return }
-        var value = line[(colon + 1)...]
-        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
-        while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
-        fields.append((
-            name: String(decoding: name.lazy.map { $0 | 0x20 }, as: UTF8.self),
-            value: String(decoding: value, as: UTF8.self)
-        ))
-    }
-
-    /// The code in "HTTP/1.1 200 OK" or "HTTP/2 200"; 0 when there is none.
-    static func statusCode(ofStatusLine line: UnsafeRawBufferPointer) -> Int {
-        guard let space = line.firstIndex(of: 0x20) else { return 0 }
-        var code = 0
-        var digits = 0
-        for byte in line[(space + 1)...] {
-            if byte == 0x20 { break }
-            guard (0x30...0x39).contains(byte), digits < 3 else { return 0 }
-            code = code * 10 + Int(byte - 0x30)
-            digits += 1
-        }
-        return digits == 3 ? code : 0
-    }
-
-    private func restartStallClocks(now: Int64) {
-        lastMovement = now
-        windowStart = 0
-    }
-
     /// What became of bytes offered by libcurl.
     private enum BodyReceipt {
         case taken, refused
@@ -358,14 +256,14 @@ final class TransferContext {
         let wait = throttle.wait(now: now)
         if wait > 0 { return wait }
         heldByThrottle = false
-        restartStallClocks(now: now)
+        watchdog.restartClocks(now: now)
         curl_easy_pause(easy.raw, CURLPAUSE_CONT)
         return 0
     }
 
     private func decideDisposition() -> BodyDisposition {
         let head = currentHead()
-        if sawHTTPStatusLine, let onReplyProtocol = request.onReplyProtocol {
+        if headers.sawStatusLine, let onReplyProtocol = request.onReplyProtocol {
             // The final reply's, not a proxy's answer to CONNECT.
             switch easy.infoLong(CURLINFO_HTTP_VERSION) {
             case CURL_HTTP_VERSION_2_0: onReplyProtocol(.http2)
@@ -388,7 +286,7 @@ final class TransferContext {
     /// what libcurl knows, so callers judge every response the same way: the size, and the
     /// file's time (FTP's MDTM) as a Last-Modified.
     private func currentHead() -> ResponseHead {
-        if sawHTTPStatusLine { return ResponseHead(status: status, lowercasedFields: fields) }
+        if let head = headers.head { return head }
         let length = easy.infoOffset(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T)
         var synthetic: [(name: String, value: String)] = []
         if let date = easy.infoOffset(CURLINFO_FILETIME_T).flatMap(HTTPDate.format) {
@@ -408,7 +306,7 @@ final class TransferContext {
     /// Completes the request: consults the sink if the response had no body, then tells the
     /// caller. Call after the handle left the multi handle, before `releaseHandle`.
     func finish(code: CURLcode, cancelled: Bool) {
-        let head: ResponseHead? = sawHTTPStatusLine || code == CURLE_OK ? currentHead() : nil
+        let head: ResponseHead? = headers.sawStatusLine || code == CURLE_OK ? currentHead() : nil
         if disposition == nil, head != nil, !cancelled, code == CURLE_OK {
             _ = decideDisposition()
         }
@@ -418,12 +316,9 @@ final class TransferContext {
             : String(cString: curl_easy_strerror(code))
         if let refusal {
             message = refusal
-        } else if tooSlow {
+        } else if let stopped = watchdog.stopMessage {
             code = CURLE_OPERATION_TIMEDOUT
-            message = "slower than \(request.minSpeed ?? 0) bytes/s for \(DurationSyntax.text(request.minSpeedTime))"
-        } else if stalled {
-            code = CURLE_OPERATION_TIMEDOUT
-            message = "no data received for \(DurationSyntax.text(request.timeout))"
+            message = stopped
         }
         let outcome = TransferOutcome(
             head: head,
