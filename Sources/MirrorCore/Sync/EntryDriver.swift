@@ -697,13 +697,12 @@ final class EntryDriver: @unchecked Sendable {
     private func resumeSegments(_ order: EntryMachine.TransferOrder, map: SegmentMap) {
         let source = sources[order.source]
         let fd: Int32
+        let hasher: TrailingHasher
         do {
-            fd = try runner.rootDirectory.openPartial(paths, truncate: false, durable: runner.options.durable)
+            (fd, hasher) = try openPartial(truncate: false)
         } catch {
             return deliver(.transferEnded(.notStarted(error, mustRestart: false)))
         }
-        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: runner.options.durable)
-        partial = OpenPartial(fd: fd, hasher: hasher)
         let missing = ByteRanges.gaps(in: map.durable, total: map.version.total).reduce(0) { $0 + $1.count }
         let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: missing)
         var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
