@@ -163,4 +163,33 @@ struct TransferSlotsTests {
         streams.forEach { $0.release() }
         #expect(slots.inUse == (connections: 0, streams: 0))
     }
+    /// Waiters are granted in the order they asked, across hosts with limits and without, and
+    /// one taken out of the middle of its queue leaves the others their turn.
+    @Test func waitersAreGrantedInTurnAcrossHostsAndAWithdrawnOneIsSkipped() throws {
+        let slots = TransferSlots(1, hostLimits: ["a": 1])
+        let holder = try #require(slots.acquireNow(TransferSlots.Want()))
+        let order = Mutex<[String]>([])
+        var ids: [String: UInt64] = [:]
+        var granted: [TransferSlots.Slot] = []
+        let lock = Mutex<[TransferSlots.Slot]>([])
+        for (name, host) in [("a1", "a"), ("n1", nil), ("a2", "a"), ("n2", nil), ("a3", "a"), ("n3", nil)] as [(String, String?)] {
+            let (now, id) = slots.acquire(host: host) { slot in
+                order.withLock { $0.append(name) }
+                lock.withLock { $0.append(slot) }
+            }
+            #expect(now == nil, "\(name): nothing is free")
+            ids[name] = id
+        }
+        #expect(slots.withdraw(try #require(ids["a2"])), "a2 was waiting")
+        #expect(!slots.withdraw(try #require(ids["a2"])), "and is no longer")
+        holder.release()
+        // One permit: each release lets exactly the next waiter in, in the order they asked.
+        for _ in 0..<5 {
+            let next = lock.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+            granted.append(try #require(next))
+            granted.last?.release()
+        }
+        #expect(order.withLock { $0 } == ["a1", "n1", "n2", "a3", "n3"])
+        #expect(slots.acquireIfIdle() != nil, "every waiter was served; the permit is free again")
+    }
 }

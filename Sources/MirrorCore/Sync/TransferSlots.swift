@@ -63,6 +63,53 @@ final class TransferSlots: Sendable {
         }
     }
 
+    /// What decides whether a want can be granted: wants of one class are granted in turn, so
+    /// the waiters of a class queue behind its first (see `State.grantWaiters`).
+    fileprivate struct WantClass: Hashable {
+        var host: String?
+        var origin: OriginKey?
+        /// 0: light, 1: a body below `RequestBudget.largeBody`, 2: a large body.
+        var weight: Int
+        var multiplexable: Bool
+
+        init(_ want: Want) {
+            host = want.host
+            origin = want.origin
+            switch want.request {
+            case .light: weight = 0
+            case .body(let bytes): weight = bytes < RequestBudget.largeBody ? 1 : 2
+            }
+            multiplexable = want.multiplexable
+        }
+    }
+
+    fileprivate struct Waiter {
+        let id: UInt64
+        let want: Want
+        let answer: @Sendable (RequestBudget?) -> Void
+    }
+
+    /// The waiters of one class, first in line at `head`.
+    fileprivate struct WaiterQueue {
+        var items: [Waiter] = []
+        var head = 0
+
+        var first: Waiter? { head < items.count ? items[head] : nil }
+
+        mutating func removeFirst() -> Waiter {
+            let waiter = items[head]
+            head += 1
+            if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            } else if head >= 64, head * 2 >= items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+            return waiter
+        }
+    }
+
     private struct State {
         var free: Int
         let total: Int
@@ -71,8 +118,11 @@ final class TransferSlots: Sendable {
         /// Stream permits out per origin.
         var streams: [OriginKey: Int] = [:]
         var protocols: [OriginKey: RequestBudget.OriginProtocol] = [:]
-        /// Each waiter is told its permit's budget, or nil when it is withdrawn.
-        var waiting: [(id: UInt64, want: Want, answer: @Sendable (RequestBudget?) -> Void)] = []
+        /// The waiters by class, each in the order it asked; each is told its permit's budget,
+        /// or nil when it is withdrawn. Whether a waiter can be granted depends only on its
+        /// class, so a pass over the classes' first waiters finds the earliest one that can.
+        var queues: [WantClass: WaiterQueue] = [:]
+        var waitingCount = 0
         var nextID: UInt64 = 0
         let hostLimits: [String: Int]
         let streamCap: Int
@@ -114,20 +164,50 @@ final class TransferSlots: Sendable {
             }
         }
 
-        /// Grants what is free to the first waiters that may have it.
+        mutating func enqueue(_ waiter: Waiter) {
+            queues[WantClass(waiter.want), default: WaiterQueue()].items.append(waiter)
+            waitingCount += 1
+        }
+
+        /// Grants what is free to the first waiters that may have it, in the order they asked:
+        /// each step grants the earliest first waiter of a class that can be granted. Taking a
+        /// permit only ever narrows what is free, so a class found blocked stays blocked for
+        /// the rest of the pass: a pass costs the number of classes per grant, not the number
+        /// of waiters.
         mutating func grantWaiters() -> [(@Sendable (RequestBudget?) -> Void, RequestBudget)] {
             var granted: [(@Sendable (RequestBudget?) -> Void, RequestBudget)] = []
-            var index = 0
-            while index < waiting.count {
-                if let budget = grantable(waiting[index].want) {
-                    let waiter = waiting.remove(at: index)
-                    take(budget, for: waiter.want)
-                    granted.append((waiter.answer, budget))
-                } else {
-                    index += 1
+            guard waitingCount > 0 else { return granted }
+            var blocked = Set<WantClass>()
+            while true {
+                var earliest: (key: WantClass, id: UInt64, budget: RequestBudget)?
+                for (key, queue) in queues where !blocked.contains(key) {
+                    guard let first = queue.first else { continue }
+                    guard let budget = grantable(first.want) else {
+                        blocked.insert(key)
+                        continue
+                    }
+                    if first.id < earliest?.id ?? .max { earliest = (key, first.id, budget) }
                 }
+                guard let earliest else { break }
+                let waiter = queues[earliest.key]!.removeFirst()
+                if queues[earliest.key]!.first == nil { queues[earliest.key] = nil }
+                waitingCount -= 1
+                take(earliest.budget, for: waiter.want)
+                granted.append((waiter.answer, earliest.budget))
             }
             return granted
+        }
+
+        /// Takes the waiter `id` out of its queue; nil when it is not waiting.
+        mutating func remove(_ id: UInt64) -> Waiter? {
+            for (key, queue) in queues {
+                guard let index = queue.items[queue.head...].firstIndex(where: { $0.id == id }) else { continue }
+                let waiter = queues[key]!.items.remove(at: index)
+                if queues[key]!.first == nil { queues[key] = nil }
+                waitingCount -= 1
+                return waiter
+            }
+            return nil
         }
     }
 
@@ -160,7 +240,7 @@ final class TransferSlots: Sendable {
                         state.take(budget, for: want)
                         return budget
                     }
-                    state.waiting.append((id, want, { continuation.resume(returning: $0) }))
+                    state.enqueue(Waiter(id: id, want: want, answer: { continuation.resume(returning: $0) }))
                     return nil
                 }
                 if let answer { continuation.resume(returning: answer) }
@@ -184,7 +264,7 @@ final class TransferSlots: Sendable {
                 state.take(budget, for: want)
                 return (Slot(self, budget: budget, want: want), id)
             }
-            state.waiting.append((id, want, { [self] budget in if let budget { granted(Slot(self, budget: budget, want: want)) } }))
+            state.enqueue(Waiter(id: id, want: want, answer: { [self] budget in if let budget { granted(Slot(self, budget: budget, want: want)) } }))
             return (nil, id)
         }
     }
@@ -209,7 +289,7 @@ final class TransferSlots: Sendable {
     func acquireIfIdle(host: String? = nil) -> Slot? {
         let want = Want(host: host, request: .body(.max))
         return state.withLock { state -> Slot? in
-            guard state.waiting.isEmpty, let budget = state.grantable(want), budget == .connection else { return nil }
+            guard state.waitingCount == 0, let budget = state.grantable(want), budget == .connection else { return nil }
             state.take(budget, for: want)
             return Slot(self, budget: budget, want: want)
         }
@@ -220,8 +300,7 @@ final class TransferSlots: Sendable {
     @discardableResult
     func withdraw(_ id: UInt64) -> Bool {
         let waiter = state.withLock { state -> (@Sendable (RequestBudget?) -> Void)? in
-            guard let index = state.waiting.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.waiting.remove(at: index).answer
+            state.remove(id)?.answer
         }
         waiter?(nil)
         return waiter != nil
