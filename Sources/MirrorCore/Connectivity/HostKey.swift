@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Synchronization
 
 /// The host a URL talks to, for the per-host waits (Retry-After pauses, network outages):
 /// scheme, host and port, with the scheme's default port filled in.
@@ -45,6 +46,45 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
 
     /// Nil for URLs with no host (file://).
     public init?(url: String) {
+        // The host and port depend only on the URL's `scheme://authority`: a run's thousands
+        // of URLs to one server share it, and parsing each whole URL again (URLComponents,
+        // about 10,000 instructions) was a measurable part of an entry's cost.
+        let prefix = Self.schemeAndAuthority(of: url)
+        if let prefix, let known = Self.known.withLock({ $0[prefix] }) {
+            self = known
+            return
+        }
+        // Only a URL that parses is remembered: one whose path URLComponents refuses says
+        // nothing of the others of its server.
+        guard let parsed = Self(parsing: url) else { return nil }
+        if let prefix {
+            let key = Substring(String(prefix)) // not the whole URL, kept alive by a slice
+            Self.known.withLock { known in
+                if known.count < Self.knownLimit { known[key] = parsed }
+            }
+        }
+        self = parsed
+    }
+
+    /// Hosts already parsed, by `scheme://authority`.
+    private static let known = Mutex<[Substring: HostKey]>([:])
+    private static let knownLimit = 4096
+
+    /// `scheme://authority` of `url`, up to the first `/`, `?` or `#` after `//`; nil when it
+    /// has no `//`.
+    static func schemeAndAuthority(of url: String) -> Substring? {
+        let bytes = url.utf8
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        var index = bytes.index(after: colon)
+        for _ in 0..<2 {
+            guard index != bytes.endIndex, bytes[index] == UInt8(ascii: "/") else { return nil }
+            index = bytes.index(after: index)
+        }
+        let end = bytes[index...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
+        return url[url.startIndex..<end]
+    }
+
+    private init?(parsing url: String) {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
               let scheme = components.scheme?.lowercased()
         else { return nil }
