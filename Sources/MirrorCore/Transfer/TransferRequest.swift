@@ -40,6 +40,12 @@ struct TransferRequest: Sendable {
     /// head of its reply is in.
     var onReplyProtocol: (@Sendable (RequestBudget.OriginProtocol) -> Void)?
 
+    /// Whether the request's bytes pass through TLS: its URL's scheme or its proxy's.
+    var usesTLS: Bool {
+        func tls(_ url: String) -> Bool { ["https", "ftps"].contains(RemoteProbe.scheme(of: url)) }
+        return tls(url) || proxy.map(tls) == true
+    }
+
     init(
         url: String, method: Method, headers: [HTTPHeader] = [], rangeFirst: Int64? = nil,
         rangeLast: Int64? = nil, ifRange: String? = nil, timeout: Duration = .seconds(30),
