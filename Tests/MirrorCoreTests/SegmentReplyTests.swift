@@ -33,6 +33,22 @@ struct SegmentReplyTests {
     func whenALeadMayBeSplit(_ what: String, _ head: ResponseHead, _ pinned: Bool, _ precondition: String?) {
         let version = SegmentReply.version(ofLead: head, url: "u", segmentMin: 1000, pinned: pinned)
         #expect(version?.precondition?.name == precondition, "\(what)")
+        // A version is offered exactly when a precondition names it, or a pin vouches for it.
+        #expect((version != nil) == (precondition != nil || (pinned && what.hasPrefix("no validator"))), "\(what)")
+    }
+
+    /// A pinned file from a server that names no version: its ranges carry no precondition and
+    /// a 206 that names none is written (the pin checks the whole file); one that names a
+    /// version is written too (nothing to compare it with), and a changed total still ends it.
+    @Test func aPinnedVersionWithoutValidatorsTakesRangesThatNameNone() throws {
+        let version = try #require(SegmentReply.version(ofLead: Self.lead([]), url: "u", segmentMin: 1000, pinned: true))
+        #expect(version.precondition == nil)
+        #expect(SegmentReply.judge(Self.part("bytes 100-199/1000", []), first: 100, last: 199, version: version) == .write)
+        #expect(SegmentReply.judge(Self.part("bytes 100-199/1000"), first: 100, last: 199, version: version) == .write)
+        #expect(SegmentReply.judge(Self.part("bytes 100-199/1001", []), first: 100, last: 199, version: version)
+            == .end(.versionChanged("size changed from 1000 to 1001 bytes")))
+        #expect(SegmentReply.version(ofLead: Self.lead([]), url: "u", segmentMin: 1000, pinned: false) == nil,
+                "unpinned, a version without a name is never split")
     }
 
     static func part(_ range: String, _ extra: [(String, String)] = [("ETag", etag)]) -> ResponseHead {

@@ -17,7 +17,9 @@ enum SegmentReply {
     /// stream: not a 200, smaller than `segmentMin`, coded (a `Content-Encoding` may code each
     /// range on its own), ranges not offered (`Accept-Ranges: bytes`), or no strong validator
     /// (a strong ETag, or a Last-Modified at least a minute older than the reply's Date) unless
-    /// a pin checks the whole file anyway (`pinned`).
+    /// a pin checks the whole file anyway (`pinned`): then any server that offers ranges, also
+    /// one that names no version at all (its ranges then carry no precondition, and a file
+    /// that changed between them fails the pin and starts over).
     static func version(ofLead head: ResponseHead, url: String, segmentMin: Int64, pinned: Bool) -> SegmentVersion? {
         guard head.status == 200, head.contradiction == nil, let total = head.contentLength, total >= segmentMin, total > 0,
               !head.isEncoded, acceptsByteRanges(head)
@@ -34,8 +36,9 @@ enum SegmentReply {
         }()
         guard strongETag != nil || settled || pinned else { return nil }
         let version = SegmentVersion(url: url, total: total, etag: etag, lastModified: lastModified)
-        // A range request must be able to name the version it asks for.
-        return version.precondition == nil ? nil : version
+        // A range request names the version it asks for whenever the server gave it a name.
+        // Without one, only a pin may vouch for the pieces: it checks the whole file.
+        return version.precondition != nil || pinned ? version : nil
     }
 
     private static func acceptsByteRanges(_ head: ResponseHead) -> Bool {
@@ -67,7 +70,9 @@ enum SegmentReply {
             if head.isEncoded {
                 return .end(.fold(.rangeMismatch("a range coded as \(head["content-encoding"] ?? "")")))
             }
-            if head.etag == nil && head.lastModified == nil {
+            // A version the lead's reply named must be named again; one that had no name (a
+            // pinned file) cannot be, and the pin checks the whole.
+            if head.etag == nil && head.lastModified == nil && version.precondition != nil {
                 return .end(.fold(.rangeMismatch("a range whose reply names no version")))
             }
             return .write

@@ -116,4 +116,38 @@ struct SegmentedDownloadTests {
         }
 
     }
+
+    /// A pinned file from a server that names no version (nginx in front of itself, hiding
+    /// ETag and Last-Modified): the sha256 pin checks the whole file, so it still comes over
+    /// several connections; its ranges carry no precondition (there is nothing to name), each
+    /// answered 206, and the file is byte-identical.
+    @Test func aPinnedFileFromAServerWithoutValidatorsIsSegmentedToo() async throws {
+        let data = randomData(count: 12 * Self.mebibyte, seed: 74)
+        let bare = """
+                location /bare/ {
+                    rewrite ^/bare/(.*)$ /$1 break;
+                    proxy_pass http://127.0.0.1:$server_port;
+                    proxy_hide_header ETag;
+                    proxy_hide_header Last-Modified;
+                    proxy_buffering off;
+                }
+            """
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": data], options: NginxOptions(
+            rateLimit: 2 * Self.mebibyte, extraServerConfiguration: bare)))
+        let pin = DigestHasher.hex(of: data)
+        let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [
+            .init(scenario.url("/bare/big.bin"), "sha256: \(pin)"),
+        ])
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.map(\.outcome) == [.transferred], "\(reports)")
+        #expect(scenario.local("big.bin")?.fingerprint == data.fingerprint)
+        #expect(scenario.files() == ["big.bin"], "no .part left")
+        let gets = Self.gets(try scenario.nginxRequests(), "/bare/big.bin")
+        let ranges = gets.filter { $0.range != nil }
+        #expect(!ranges.isEmpty, "split although no validator names the version: \(gets)")
+        for request in ranges {
+            #expect(request.status == 206, "\(request)")
+            #expect(request.ifMatch == nil && request.ifUnmodifiedSince == nil, "nothing to name: \(request)")
+        }
+    }
 }
