@@ -28,6 +28,8 @@ final class SyncRun: @unchecked Sendable {
     private var unpinned: [Int: TransferFailure] = [:]
     private let checksumPins: ChecksumPins
     private let width: Int
+    /// Entries started in one turn of the engine's loop, at most (see `startMore`).
+    private let burst: Int
     private var results: [EntryResult?]
     private var running: [Int: EntryDriver] = [:]
     private var next = 0
@@ -57,6 +59,7 @@ final class SyncRun: @unchecked Sendable {
         // leave room for those that may ride on an HTTP/2 connection.
         let streams = RequestBudget.streamBudget(connections: runner.options.concurrency)
         self.width = max(1, width) + streams
+        burst = max(1, runner.options.concurrency)
         let perTransfer = max(1, max(1, width) / max(1, runner.options.concurrency))
         hostWidths = runner.manifest.hosts.concurrencyLimits.mapValues {
             $0 * perTransfer + RequestBudget.streamBudget(connections: min($0, runner.options.concurrency))
@@ -93,8 +96,22 @@ final class SyncRun: @unchecked Sendable {
         }
     }
 
+    /// Starts entries up to `width`, at most `burst` in one turn of the engine's loop: the
+    /// loop sends what the first ones asked for before the next ones look at their disk and
+    /// their records (at the start of a run, a window of hundreds of entries would otherwise
+    /// hold back the first request by all of their inspections).
     private func startMore() {
-        while running.count < width, let (index, host) = nextIndex() { start(index, countedAgainst: host) }
+        var started = 0
+        while running.count < width, let (index, host) = nextIndex() {
+            start(index, countedAgainst: host)
+            started += 1
+            if started == burst {
+                if running.count < width, next < entries.count || deferredCount > 0 {
+                    runner.fetcher.engine.post { [self] in startMore() }
+                }
+                return
+            }
+        }
     }
 
     /// The next entry that may start, with the limited host it counts against: the earliest
