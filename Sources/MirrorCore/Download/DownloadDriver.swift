@@ -37,8 +37,8 @@ final class DownloadDriver: @unchecked Sendable {
 
     private var entry: Entry { host.entry }
     private var paths: DestinationPaths { host.paths }
-    private var runner: ManifestRunner { host.run.runner }
-    private var store: StateStore? { host.run.store }
+    private var env: SyncEnvironment { host.env }
+    private var store: StateStore? { host.env.store }
 
     // MARK: Segment maps
 
@@ -63,7 +63,7 @@ final class DownloadDriver: @unchecked Sendable {
         do {
             try store.removeSegmentMap(for: entry.dest)
         } catch {
-            runner.storeWriteFailed("writing \(store.path): \(error)")
+            env.storeWriteFailed("writing \(store.path): \(error)")
         }
     }
 
@@ -75,7 +75,7 @@ final class DownloadDriver: @unchecked Sendable {
         let source = host.sources[order.source]
         let around = DownloadMachine.Surroundings(
             url: source.url.display, partialPath: paths.partial, map: segmentMap, mapSeen: segmentMapSeen,
-            segmentMin: runner.options.segmentMin ?? entry.settings.segmentMin, hasStore: store != nil,
+            segmentMin: env.segmentMin ?? entry.settings.segmentMin, hasStore: store != nil,
             speaksHTTP: source.protocols == "http,https", hostFolded: host.isFolded(source))
         return .download(.begin(around))
     }
@@ -115,8 +115,8 @@ final class DownloadDriver: @unchecked Sendable {
     /// Opens the partial file for writing (emptied when `truncate`) with a hasher that follows
     /// what is written; the attempt keeps both until it ends or commits.
     private func openPartial(truncate: Bool) throws(TransferFailure) -> (Int32, TrailingHasher) {
-        let fd = try runner.rootDirectory.openPartial(paths, truncate: truncate, durable: runner.options.durable)
-        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: runner.options.durable)
+        let fd = try env.rootDirectory.openPartial(paths, truncate: truncate, durable: env.durable)
+        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: env.durable)
         host.partial = OpenPartial(fd: fd, hasher: hasher)
         return (fd, hasher)
     }
@@ -152,7 +152,7 @@ final class DownloadDriver: @unchecked Sendable {
         // The stream guard judges the head first: a large body on an HTTP/2 stream needs a
         // connection permit before the lead may split it or the writer take it.
         let guarded = host.streamGuard(watched ?? writer)
-        runner.fetcher.fetch(request, sink: guarded ?? watched ?? writer, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
+        env.fetcher.fetch(request, sink: guarded ?? watched ?? writer, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
             host.transferID = nil
             if let segmented = watched?.transfer, segmented.isSegmenting {
                 // A late word from a segmented download that is over already: nothing to tell.
@@ -175,13 +175,13 @@ final class DownloadDriver: @unchecked Sendable {
     /// The entry's GET of the whole file, watched for a reply worth splitting.
     private func segmentLead(writer: PartialFileWriter, source: EntryDriver.Source) -> SegmentLead {
         let url = source.url.display
-        let minimum = runner.options.segmentMin ?? entry.settings.segmentMin
+        let minimum = env.segmentMin ?? entry.settings.segmentMin
         let pinned = entry.pins.digest != nil
         return SegmentLead(writer: writer, splittable: { head in
             SegmentReply.version(ofLead: head, url: url, segmentMin: minimum, pinned: pinned)
         }, onSplittable: { [self] lead, version in
             // Not inside libcurl's callback: the segments start requests.
-            runner.fetcher.engine.post { [self] in
+            env.fetcher.engine.post { [self] in
                 guard !lead.finished, lead.transfer == nil, host.transferID != nil, !host.run.isCancelled, self.lead?.stream === lead else { return }
                 host.deliver(.download(.leadSplittable(version, position: lead.position)))
             }
@@ -206,7 +206,7 @@ final class DownloadDriver: @unchecked Sendable {
         }
         let source = host.sources[order.source]
         let missing = ByteRanges.gaps(in: durable, total: version.total).reduce(0) { $0 + $1.count }
-        let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: missing)
+        let ticket = env.progress?.startTransfer(dest: entry.dest, total: missing)
         var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.throttle = host.throttle(for: order.source)
         let transfer = segmentedTransfer(version, source: source, request: request, fd: partial.fd, hasher: partial.hasher,
@@ -227,11 +227,11 @@ final class DownloadDriver: @unchecked Sendable {
         hasher: TrailingHasher?, ticket: ProgressTicket?, leadBytes: @escaping () -> Int64
     ) -> SegmentedTransfer {
         let environment = SegmentedTransfer.Environment(
-            dest: entry.dest, paths: paths, fd: fd, hasher: hasher, request: request, fetcher: runner.fetcher, slots: runner.slots,
-            limitedHost: source.limitedHost, blocking: runner.blocking, store: store, rootDirectory: runner.rootDirectory,
-            durable: runner.options.durable, progress: ticket, politeness: host.run.segmentPoliteness,
-            host: source.host?.description ?? "", onStoreProblem: { [runner] in runner.storeWriteFailed($0) },
-            stopLead: { [self] in if let transferID = host.transferID { runner.fetcher.engine.cancel(transferID) } },
+            dest: entry.dest, paths: paths, fd: fd, hasher: hasher, request: request, fetcher: env.fetcher, slots: env.slots,
+            limitedHost: source.limitedHost, blocking: env.blocking, store: store, rootDirectory: env.rootDirectory,
+            durable: env.durable, progress: ticket, politeness: host.run.segmentPoliteness,
+            host: source.host?.description ?? "", onStoreProblem: env.storeWriteFailed,
+            stopLead: { [self] in if let transferID = host.transferID { env.fetcher.engine.cancel(transferID) } },
             machine: { [unowned host] in host.downloadMachine?.segments },
             deliver: { [unowned host] in host.deliver(.download(.segments($0))) },
             ready: { [unowned host] in host.deliver(.download(.segmentsReady($0))) })
@@ -261,13 +261,13 @@ final class DownloadDriver: @unchecked Sendable {
     private func makeWriter(
         _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher, firstByte: Int64, startedFrom: RemoteValidators?, overlap: [UInt8]
     ) -> PartialFileWriter {
-        let ticket = runner.options.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - order.offset })
+        let ticket = env.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - order.offset })
         return PartialFileWriter(
             fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: order.remote?.size,
             pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
             startedFrom: startedFrom, overlap: overlap,
             onStart: TransferStartRecord(
-                store: store, dest: entry.dest, url: host.sources[order.source].url.display, paths: paths, rootDirectory: runner.rootDirectory,
+                store: store, dest: entry.dest, url: host.sources[order.source].url.display, paths: paths, rootDirectory: env.rootDirectory,
                 continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
             ).write
         )
@@ -305,7 +305,7 @@ final class DownloadDriver: @unchecked Sendable {
         // Guarded before the machine hears the head: a large body is not judged until the
         // attempt holds a connection permit, and a 304 or an error page passes at once.
         let guarded = host.streamGuard(sink)
-        runner.fetcher.fetch(request, sink: guarded ?? sink, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
+        env.fetcher.fetch(request, sink: guarded ?? sink, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
             host.transferID = nil
             if guarded?.needsConnection == true {
                 return host.sendAgainOnAConnection { [self] in conditionalGet(index, ifNoneOf: recorded) }

@@ -15,9 +15,10 @@ import Glibc
 final class EntryDriver: @unchecked Sendable {
     let entry: Entry
     let run: SyncRun
-    private var runner: ManifestRunner { run.runner }
-    private var store: StateStore? { run.store }
-    private var conditions: HostConditions { run.conditions }
+    /// What the run's entries work with.
+    let env: SyncEnvironment
+    private var store: StateStore? { env.store }
+    private var conditions: HostConditions { env.conditions }
     private var machine: EntryMachine
     let paths: DestinationPaths
     let sources: [Source]
@@ -43,8 +44,9 @@ final class EntryDriver: @unchecked Sendable {
     init(entry: Entry, run: SyncRun, onFinish: @escaping (EntryResult) -> Void) {
         self.entry = entry
         self.run = run
+        env = run.environment
         self.onFinish = onFinish
-        paths = run.runner.manifest.paths(for: entry)
+        paths = env.manifest.paths(for: entry)
         let sources = ([entry.url] + entry.mirrors).map { Source($0, entry: entry, run: run) }
         self.sources = sources
         entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0) }
@@ -81,15 +83,15 @@ final class EntryDriver: @unchecked Sendable {
             self.url = url
             let host = HostKey(url)
             self.host = host
-            target = run.conditions.target(for: url)
+            target = run.environment.conditions.target(for: url)
             protocols = RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string))
-            let hosts = run.runner.manifest.hosts
+            let hosts = run.environment.manifest.hosts
             let rule = hosts.isEmpty ? nil : host.flatMap(hosts.rule(for:))
             headers = rule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
             limitedHost = rule?.concurrency == nil ? nil : rule?.key
-            hostBucket = rule.flatMap { run.runner.hostBuckets[$0.key] }
-            origin = OriginKey(url: url.string, proxy: run.runner.options.proxies.proxy(for: url.string)?.url)
-            let rateLimited = run.runner.runBucket != nil || hostBucket != nil || entry.settings.rateLimit != nil
+            hostBucket = rule.flatMap { run.environment.hostBuckets[$0.key] }
+            origin = OriginKey(url: url.string, proxy: run.environment.proxies.proxy(for: url.string)?.url)
+            let rateLimited = run.environment.runBucket != nil || hostBucket != nil || entry.settings.rateLimit != nil
             multiplexable = RequestBudget.multiplexes(url: url.string, rateLimited: rateLimited)
         }
 
@@ -110,16 +112,16 @@ final class EntryDriver: @unchecked Sendable {
     func cancel() {
         deliver(.runCancelled)
         download.cancel()
-        if let transferID { runner.fetcher.engine.cancel(transferID) }
+        if let transferID { env.fetcher.engine.cancel(transferID) }
         if let slotRequest {
             // A request still in the queue is answered here; one granted meanwhile is answered
             // by its posted grant, which finds the run cancelled.
             self.slotRequest = nil
-            if runner.slots.withdraw(slotRequest) { deliver(.slotDenied) }
+            if env.slots.withdraw(slotRequest) { deliver(.slotDenied) }
         }
         if let upgradeRequest {
             self.upgradeRequest = nil
-            if runner.slots.withdraw(upgradeRequest) {
+            if env.slots.withdraw(upgradeRequest) {
                 afterUpgrade = nil
                 deliver(.transferEnded(.failed(.cancelled, bytes: 0)))
             }
@@ -141,7 +143,7 @@ final class EntryDriver: @unchecked Sendable {
 
     /// Posts an answer from another thread to the engine's.
     private func answer(_ event: EntryMachine.Event) {
-        runner.fetcher.engine.post { [self] in deliver(event) }
+        env.fetcher.engine.post { [self] in deliver(event) }
     }
 
     /// Carries out one effect; returns the answer when it is known at once.
@@ -156,8 +158,8 @@ final class EntryDriver: @unchecked Sendable {
             return awaitHost(sources[index])
         case .acquireSlot:
             if run.isCancelled { return .slotDenied }
-            let (granted, id) = runner.slots.acquire(sources[machine.source].want(.light)) { [self] slot in
-                runner.fetcher.engine.post { [self] in
+            let (granted, id) = env.slots.acquire(sources[machine.source].want(.light)) { [self] slot in
+                env.fetcher.engine.post { [self] in
                     slotRequest = nil
                     if run.isCancelled {
                         slot.release()
@@ -181,7 +183,7 @@ final class EntryDriver: @unchecked Sendable {
             // interruption reaches before then never starts (`interruptedBeforeStart`).
             if run.mode == .sync && !announcedStart {
                 announcedStart = true
-                runner.emit(.started(dest: entry.dest, url: entry.url.display))
+                env.emit(.started(dest: entry.dest, url: entry.url.display))
             }
             return inspect()
         case .probe where run.isCancelled:
@@ -193,20 +195,20 @@ final class EntryDriver: @unchecked Sendable {
         case .probe(let index):
             let source = sources[index]
             probe(source) { [self] facts in
-                runner.emit(.probed(dest: entry.dest, url: source.url.display, facts))
+                env.emit(.probed(dest: entry.dest, url: source.url.display, facts))
                 return .probed(facts)
             }
         case .measureBody(let index):
             probe(sources[index]) { .bodyMeasured($0) }
         case .hashDestination:
             let paths = self.paths
-            let rootDirectory = runner.rootDirectory
+            let rootDirectory = env.rootDirectory
             let algorithm = entry.digestAlgorithm
-            runner.blocking.submit { [self] in
+            env.blocking.submit { [self] in
                 answer(.destinationHashed(Result { () throws(TransferFailure) in try rootDirectory.digestOfDestination(paths, algorithm) }))
             }
         case .prepare(let length, let clearingRecord):
-            runner.blocking.submit { [self] in
+            env.blocking.submit { [self] in
                 answer(.prepared(prepare(copyLength: length, clearingRecord: clearingRecord)))
             }
         case .transfer(let order):
@@ -224,7 +226,7 @@ final class EntryDriver: @unchecked Sendable {
         case .finishHash(let size):
             if partial == nil {
                 do {
-                    partial = OpenPartial(fd: try runner.rootDirectory.openPartial(paths, truncate: false, durable: runner.options.durable), hasher: nil)
+                    partial = OpenPartial(fd: try env.rootDirectory.openPartial(paths, truncate: false, durable: env.durable), hasher: nil)
                 } catch {
                     return .hashed(.failure(error))
                 }
@@ -242,25 +244,25 @@ final class EntryDriver: @unchecked Sendable {
             record(change)
         case .removePartial:
             download.removeSegmentMap()
-            runner.rootDirectory.removePartial(paths)
+            env.rootDirectory.removePartial(paths)
         case .removePartialIfEmpty:
             // An empty partial file holds nothing worth resuming: leave no trace of a failed start.
             if let partial, (try? FileSystem.size(of: partial.fd, path: paths.partial)) == 0 {
-                runner.rootDirectory.removePartial(paths)
+                env.rootDirectory.removePartial(paths)
             }
         case .pauseHost(let index, let header):
             if let host = sources[index].host,
-               let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: runner.options.retryAfterCap) {
-                runner.emit(.pausedByServer(host: host.description, pause: pause))
+               let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: env.retryAfterCap) {
+                env.emit(.pausedByServer(host: host.description, pause: pause))
                 conditions.pauses.pause(host, for: pause)
             }
         case .checkConnectivity(let index):
             return checkConnectivity(sources[index])
         case .backOff(let attempt, let failure, let header):
             if run.isCancelled { return .backOffEnded(cancelled: true) }
-            let serverPause = header.flatMap { RetryAfter.delay($0, now: Int(time(nil)), cap: runner.options.retryAfterCap) }
-            let delay = serverPause ?? runner.options.retryPolicy.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
-            runner.emit(.retrying(dest: entry.dest, url: sources[machine.source].url.display, failure: failure, attempt: attempt, delay: delay))
+            let serverPause = header.flatMap { RetryAfter.delay($0, now: Int(time(nil)), cap: env.retryAfterCap) }
+            let delay = serverPause ?? env.retryPolicy.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
+            env.emit(.retrying(dest: entry.dest, url: sources[machine.source].url.display, failure: failure, attempt: attempt, delay: delay))
             waiting = Task { [self] in
                 let cancelled = (try? await Task.sleep(for: delay)) == nil
                 answer(.backOffEnded(cancelled: cancelled))
@@ -272,7 +274,7 @@ final class EntryDriver: @unchecked Sendable {
     /// Probes `source`, cancellable while it runs, and hands the machine what `answer` makes of
     /// the facts.
     private func probe(_ source: Source, answer: @escaping (RemoteFacts) -> EntryMachine.Event) {
-        runner.probe.probe(source.url, settings: entry.settings, headers: source.headers, onStart: { [self] in transferID = $0 }) { [self] facts in
+        env.probe.probe(source.url, settings: entry.settings, headers: source.headers, onStart: { [self] in transferID = $0 }) { [self] facts in
             transferID = nil
             deliver(answer(facts))
         }
@@ -302,11 +304,11 @@ final class EntryDriver: @unchecked Sendable {
     private func announce(_ notice: EntryMachine.Notice) {
         switch notice {
         case .decided(let action):
-            runner.emit(.decided(dest: entry.dest, action))
+            env.emit(.decided(dest: entry.dest, action))
         case .answered(let facts):
-            runner.emit(.probed(dest: entry.dest, url: sources[machine.source].url.display, facts))
+            env.emit(.probed(dest: entry.dest, url: sources[machine.source].url.display, facts))
         case .fallingBack(let index, let failure):
-            runner.emit(.fallingBack(dest: entry.dest, to: sources[index].url.display, after: failure))
+            env.emit(.fallingBack(dest: entry.dest, to: sources[index].url.display, after: failure))
         }
     }
 
@@ -355,11 +357,11 @@ final class EntryDriver: @unchecked Sendable {
     private func inspect() -> EntryMachine.Event {
         var local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths, in: runner.rootDirectory)
+            local = try LocalFacts.inspect(paths, in: env.rootDirectory)
         } catch {
             return .inspectionFailed(error)
         }
-        let (record, unreadable) = runner.readRecord(of: entry, in: store, siblings: run.siblings, onDisk: local.destinationIdentity)
+        let (record, unreadable) = env.readRecord(entry, store, env.siblings, local.destinationIdentity)
         local.partial = download.inspected(local.partial, record: record?.partial)
         return .inspected(local, record: record, recordUnreadable: unreadable)
     }
@@ -374,7 +376,7 @@ final class EntryDriver: @unchecked Sendable {
         }
         if let copyLength {
             do {
-                try runner.rootDirectory.copyPrefix(paths, length: copyLength, durable: runner.options.durable)
+                try env.rootDirectory.copyPrefix(paths, length: copyLength, durable: env.durable)
             } catch {
                 return error
             }
@@ -395,7 +397,7 @@ final class EntryDriver: @unchecked Sendable {
                 }
             }
         } catch {
-            runner.storeWriteFailed("writing \(store.path): \(error)")
+            env.storeWriteFailed("writing \(store.path): \(error)")
         }
     }
 
@@ -404,7 +406,7 @@ final class EntryDriver: @unchecked Sendable {
     func streamGuard(_ sink: any ResponseBodySink) -> StreamBodyGuard? {
         guard slot?.budget == .stream else { return nil }
         return StreamBodyGuard(sink) { [self] in
-            guard let permit = runner.slots.acquireNow(sources[machine.source].want(.body(.max))) else { return false }
+            guard let permit = env.slots.acquireNow(sources[machine.source].want(.body(.max))) else { return false }
             exchange(for: permit)
             return true
         }
@@ -419,7 +421,7 @@ final class EntryDriver: @unchecked Sendable {
 
     /// The run's, the host's and the entry's rate limits for a GET from source `index`; nil: none.
     func throttle(for index: Int) -> Throttle? {
-        let buckets = [runner.runBucket, sources[index].hostBucket, entryBucket].compactMap { $0 }
+        let buckets = [env.runBucket, sources[index].hostBucket, entryBucket].compactMap { $0 }
         guard !buckets.isEmpty else { return nil }
         let throttle = Throttle(buckets)
         return throttle.isEmpty ? nil : throttle
@@ -435,7 +437,7 @@ final class EntryDriver: @unchecked Sendable {
         let source = sources[order.source]
         let expected = order.remote?.size ?? entry.size
         let request = expected.map { RequestBudget.Request.body(max(0, $0 - order.offset)) } ?? .light
-        let heard = source.origin.map(runner.slots.originProtocol) ?? .unknown
+        let heard = source.origin.map(env.slots.originProtocol) ?? .unknown
         if RequestBudget.choose(request, origin: heard, multiplexable: source.multiplexable) == .stream { return download.start(order) }
         withConnectionPermit { [self] in deliver(download.start(order)) }
         return nil
@@ -445,8 +447,8 @@ final class EntryDriver: @unchecked Sendable {
     /// (in turn with every other request for one), then runs `then`. The run interrupted
     /// meanwhile, the transfer ends cancelled without a request.
     private func withConnectionPermit(_ then: @escaping () -> Void) {
-        let (granted, id) = runner.slots.acquire(sources[machine.source].want(.body(.max))) { [self] permit in
-            runner.fetcher.engine.post { [self] in
+        let (granted, id) = env.slots.acquire(sources[machine.source].want(.body(.max))) { [self] permit in
+            env.fetcher.engine.post { [self] in
                 upgradeRequest = nil
                 let then = afterUpgrade
                 afterUpgrade = nil
@@ -485,7 +487,7 @@ final class EntryDriver: @unchecked Sendable {
     private func finishHash(_ open: OpenPartial, size: Int64) {
         let path = paths.partial
         let algorithm = entry.digestAlgorithm
-        runner.blocking.submit { [self] in
+        env.blocking.submit { [self] in
             answer(.hashed(Self.hash(open, size: size, path: path, algorithm: algorithm)))
         }
     }
@@ -514,8 +516,8 @@ final class EntryDriver: @unchecked Sendable {
     /// the download had the same bytes. Answers `keepRefused` when `DEST` changed.
     private func keepDestination(_ version: CompleteVersion, validators: RemoteValidators) {
         let paths = self.paths
-        let rootDirectory = runner.rootDirectory
-        runner.blocking.submit { [self] in
+        let rootDirectory = env.rootDirectory
+        env.blocking.submit { [self] in
             guard let destination = try? rootDirectory.openDestination(paths) else { return answer(.keepRefused) }
             defer { close(destination) }
             guard (try? LocalIdentity.of(fd: destination, path: paths.destination)) == version.local else { return answer(.keepRefused) }
@@ -557,7 +559,7 @@ final class EntryDriver: @unchecked Sendable {
         case .failed(let failure, let action, let inspectPartial):
             // What is on disk now, not what an attempt meant to keep: "a partial file is kept"
             // must be true when it is said.
-            let partial = inspectPartial ? (try? LocalFacts.inspect(paths, in: runner.rootDirectory))?.partial.size : nil
+            let partial = inspectPartial ? (try? LocalFacts.inspect(paths, in: env.rootDirectory))?.partial.size : nil
             return EntryReport(
                 dest: entry.dest, url: source, action: action, outcome: .failed(failure),
                 bytesTransferred: machine.bytes, size: nil, attempts: machine.attempts, sha256: nil, partialSize: partial)
