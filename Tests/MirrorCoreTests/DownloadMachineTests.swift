@@ -159,11 +159,24 @@ struct DownloadMachineTests {
             (.begin(around()), [.openPartial(truncate: true)]),
             (.opened(size: 0), [get(lead: true)]),
         ], state: "contiguous.sent"),
-        Row(name: "the conditional GET's body: one stream already under way, ending as any", order: fresh, receiving: true, steps: [
+        Row(name: "the conditional GET's body: taken at once (its request is sent), ending as any", order: fresh, receiving: true, steps: [
+            (.begin(around(mapSeen: true)), [.removeSegmentMap, .takeBody(lead: true)]),
             (.streamEnded(written()), [ended(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head))]),
         ], state: "ended"),
-        Row(name: "the conditional GET's body never leads segments", order: fresh, receiving: true, steps: [
-            (.leadSplittable(version, position: 10), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
+        Row(name: "the conditional GET's body leads segments as a GET from 0 does", order: fresh, receiving: true, steps: [
+            (.begin(around()), [.takeBody(lead: true)]),
+            (.leadSplittable(version, position: 0), [.startSegments(version, resumed: false)]),
+            (.segments(.leadPaced(secondsLeft: 10)), [.segments(.startSegments)]),
+            (.segmentsReady(true), []),
+            (.segments(.slotOffered), [.segments(.request(stream: 1, first: total / 2, last: total - 1))]),
+        ], state: "segmented.ready"),
+        Row(name: "the conditional GET's body from a host that folded leads nothing", order: fresh, receiving: true, steps: [
+            (.begin(around(folded: true)), [.takeBody(lead: false)]),
+            (.leadSplittable(version, position: 0), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
+        ], state: "ended"),
+        Row(name: "the conditional GET's body with segments off leads nothing", order: fresh, receiving: true, steps: [
+            (.begin(around(segmentMin: .max)), [.takeBody(lead: false)]),
+            (.streamEnded(Facts()), [ended(.noResponse(bytes: 0))]),
         ], state: "ended"),
 
         // Resumed, from an offset.

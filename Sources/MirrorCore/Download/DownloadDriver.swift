@@ -22,6 +22,8 @@ final class DownloadDriver: @unchecked Sendable {
     private var lead: Lead?
     /// What the machine said of the conditional GET's body while its head was judged.
     private var bodyOrder: EntryMachine.TransferOrder?
+    /// The machine takes that body (`takeBody`): as a lead of segments, or not.
+    private var bodyTakenAsLead: Bool?
 
     private struct Lead {
         let stream: SegmentLead
@@ -72,12 +74,15 @@ final class DownloadDriver: @unchecked Sendable {
     /// The machine ordered the download: what is around it, for the machine.
     func start(_ order: EntryMachine.TransferOrder) -> EntryMachine.Event {
         self.order = order
+        return .download(.begin(surroundings(of: order)))
+    }
+
+    private func surroundings(of order: EntryMachine.TransferOrder) -> DownloadMachine.Surroundings {
         let source = host.sources[order.source]
-        let around = DownloadMachine.Surroundings(
+        return DownloadMachine.Surroundings(
             url: source.url.display, partialPath: paths.partial, map: segmentMap, mapSeen: segmentMapSeen,
             segmentMin: env.segmentMin ?? entry.settings.segmentMin, hasStore: store != nil,
             speaksHTTP: source.protocols == "http,https", hostFolded: host.isFolded(source))
-        return .download(.begin(around))
     }
 
     /// Carries out one effect; returns the answer when it is known at once.
@@ -99,6 +104,8 @@ final class DownloadDriver: @unchecked Sendable {
             startSegmentsFromLead(version)
         case .segments(let inner):
             segmented?.perform(inner)
+        case .takeBody(let lead):
+            bodyTakenAsLead = lead
         case .sendAgainOnAConnection:
             guard let order else { break }
             host.sendAgainOnAConnection { [self] in
@@ -146,30 +153,36 @@ final class DownloadDriver: @unchecked Sendable {
         request.rangeFirst = get.asksRange ? get.firstByte : nil
         request.ifRange = get.ifRange
         request.throttle = host.throttle(for: order.source)
-        let ticket = writer.progress
         let watched = get.lead ? segmentLead(writer: writer, source: source) : nil
-        lead = watched.map { Lead(stream: $0, request: request, hasher: hasher, ticket: ticket, source: source) }
+        lead = watched.map { Lead(stream: $0, request: request, hasher: hasher, ticket: writer.progress, source: source) }
         // The stream guard judges the head first: a large body on an HTTP/2 stream needs a
         // connection permit before the lead may split it or the writer take it.
         let guarded = host.streamGuard(watched ?? writer)
         env.fetcher.fetch(request, sink: guarded ?? watched ?? writer, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
             host.transferID = nil
-            if let segmented = watched?.transfer, segmented.isSegmenting {
-                // A late word from a segmented download that is over already: nothing to tell.
-                if segmented.isOver { return }
-            } else {
-                watched?.finished = true
-                watched?.transfer?.abandon()
-                if let watched, segmented === watched.transfer { segmented = nil }
-                ticket?.finish()
-            }
-            var facts = Self.facts(of: fetched, writer: writer, source: source.url)
-            facts.reachedEnd = watched?.reachedEnd ?? false
-            facts.needsConnection = guarded?.needsConnection == true
-            host.deliver(.download(.streamEnded(facts)))
-            segmented?.offerSlots()
+            streamEnded(fetched, writer: writer, watched: watched, needsConnection: guarded?.needsConnection == true, source: source.url)
         }
         return nil
+    }
+
+    /// A GET into the partial file is over: the machine hears how (the segments, when they
+    /// took over the lead, hear it from the machine).
+    private func streamEnded(_ fetched: Fetcher.Result, writer: PartialFileWriter, watched: SegmentLead?, needsConnection: Bool,
+                             source: RemoteURL) {
+        if let segmented = watched?.transfer, segmented.isSegmenting {
+            // A late word from a segmented download that is over already: nothing to tell.
+            if segmented.isOver { return }
+        } else {
+            watched?.finished = true
+            watched?.transfer?.abandon()
+            if let watched, segmented === watched.transfer { segmented = nil }
+            writer.progress?.finish()
+        }
+        var facts = Self.facts(of: fetched, writer: writer, source: source)
+        facts.reachedEnd = watched?.reachedEnd ?? false
+        facts.needsConnection = needsConnection
+        host.deliver(.download(.streamEnded(facts)))
+        segmented?.offerSlots()
     }
 
     /// The entry's GET of the whole file, watched for a reply worth splitting.
@@ -276,9 +289,8 @@ final class DownloadDriver: @unchecked Sendable {
     // MARK: The conditional GET
 
     /// The machine wants the conditional GET's body (`receiveBody`), or not (nil).
-    func takeBody(_ order: EntryMachine.TransferOrder?) {
+    func wantBody(_ order: EntryMachine.TransferOrder?) {
         bodyOrder = order
-        if let order { self.order = order }
     }
 
     /// One GET of the file on the condition that it is not the version `recorded` names. Its
@@ -291,7 +303,9 @@ final class DownloadDriver: @unchecked Sendable {
         var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.ifNoneMatch = recorded.etag
         request.throttle = host.throttle(for: index)
-        let sink = ConditionalBodySink { [self] head throws(TransferFailure) in
+        var writer: PartialFileWriter?
+        var watched: SegmentLead?
+        let sink = ConditionalBodySink { [self] head throws(TransferFailure) -> (any ResponseBodySink)? in
             bodyOrder = nil
             switch ConditionalReply.judge(head, recorded: recorded) {
             case .facts(let facts): host.deliver(.replied(facts))
@@ -299,8 +313,24 @@ final class DownloadDriver: @unchecked Sendable {
             }
             guard let order = bodyOrder else { return nil }
             bodyOrder = nil
+            // The body is wanted: its download begins, and says whether it may lead segments.
+            bodyTakenAsLead = nil
+            self.order = order
+            host.deliver(.download(.begin(surroundings(of: order))))
+            guard let asLead = bodyTakenAsLead else { return nil }
+            bodyTakenAsLead = nil
             let (fd, hasher) = try openPartial(truncate: true)
-            return makeWriter(order, fd: fd, hasher: hasher, firstByte: 0, startedFrom: nil, overlap: [])
+            let body = makeWriter(order, fd: fd, hasher: hasher, firstByte: 0, startedFrom: nil, overlap: [])
+            writer = body
+            guard asLead else { return body }
+            let leading = segmentLead(writer: body, source: source)
+            watched = leading
+            // The range requests of the other segments ask for this version only (`If-Match`),
+            // not on the condition this GET carried.
+            var template = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+            template.throttle = request.throttle
+            lead = Lead(stream: leading, request: template, hasher: hasher, ticket: body.progress, source: source)
+            return leading
         }
         // Guarded before the machine hears the head: a large body is not judged until the
         // attempt holds a connection permit, and a 304 or an error page passes at once.
@@ -310,9 +340,8 @@ final class DownloadDriver: @unchecked Sendable {
             if guarded?.needsConnection == true {
                 return host.sendAgainOnAConnection { [self] in conditionalGet(index, ifNoneOf: recorded) }
             }
-            if let writer = sink.writer {
-                writer.progress?.finish()
-                return host.deliver(.download(.streamEnded(Self.facts(of: fetched, writer: writer, source: source.url))))
+            if let writer {
+                return streamEnded(fetched, writer: writer, watched: watched, needsConnection: false, source: source.url)
             }
             if let failure = fetched.redirectFailure ?? sink.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source.url) {
                 return host.deliver(.transferEnded(.failed(failure, bytes: 0)))

@@ -93,7 +93,8 @@ struct DownloadMachine: Equatable {
     }
 
     enum Event: Equatable {
-        /// The driver found `Surroundings` (answers `transfer`, and `sendAgainOnAConnection`).
+        /// The driver found `Surroundings` (answers `transfer`, `receiveBody` and
+        /// `sendAgainOnAConnection`).
         case begin(Surroundings)
         /// The partial file is open; it holds `size` bytes.
         case opened(size: Int64)
@@ -128,6 +129,9 @@ struct DownloadMachine: Equatable {
         /// The request was stopped before its first body byte: once the attempt holds a
         /// connection permit, close the partial file and `begin` again.
         case sendAgainOnAConnection
+        /// Take the conditional GET's body (its reply is at hand) into the partial file, emptied,
+        /// watched as the lead of a segmented download when `lead`.
+        case takeBody(lead: Bool)
         /// The download is over: the entry hears `end`. `versionChanged`: a segmented download
         /// met another version of the file (the entry's one restart for that is spent).
         case ended(TransferEnd, versionChanged: Bool)
@@ -184,13 +188,16 @@ struct DownloadMachine: Equatable {
         state = .ordered
     }
 
-    /// The body of the conditional GET's reply, already under way from byte 0 into a partial
-    /// file its sink opened: one stream, never a lead.
-    static func receiving(_ order: EntryMachine.TransferOrder) -> DownloadMachine {
-        var machine = DownloadMachine(order: order)
-        machine.state = .contiguous(Contiguous(mayLead: false, sent: true))
+    /// The body of the conditional GET's reply, its request already sent: `begin` says whether
+    /// it may lead segments, as a GET from 0 may.
+    static func receiving(_ order: EntryMachine.TransferOrder, mayRestartSegments: Bool = true) -> DownloadMachine {
+        var machine = DownloadMachine(order: order, mayRestartSegments: mayRestartSegments)
+        machine.receiving = true
         return machine
     }
+
+    /// The conditional GET's body: the request is sent before the download begins.
+    private(set) var receiving = false
 
     /// The embedded segmented download, when there is one.
     var segments: SegmentedDownload? {
@@ -293,6 +300,11 @@ struct DownloadMachine: Equatable {
             return removal + [.openPartial(truncate: false)]
         }
         let mayLead = around.segmentMin < .max && around.hasStore && around.speaksHTTP && !around.hostFolded
+        if receiving {
+            // The reply is at hand: its body goes into the partial file, perhaps as a lead.
+            state = .contiguous(Contiguous(mayLead: mayLead, sent: true))
+            return removal + [.takeBody(lead: mayLead)]
+        }
         state = .contiguous(Contiguous(mayLead: mayLead, sent: false))
         return removal + [.openPartial(truncate: true)]
     }

@@ -220,9 +220,9 @@ final class EntryDriver: @unchecked Sendable {
             closePartial()
             download.conditionalGet(index, ifNoneOf: recorded)
         case .receiveBody(let order):
-            download.takeBody(order)
+            download.wantBody(order)
         case .abandonBody:
-            download.takeBody(nil)
+            download.wantBody(nil)
         case .finishHash(let size):
             if partial == nil {
                 do {

@@ -377,7 +377,7 @@ struct EntryMachine {
                                           hadPartialRecord: hadPartialRecord)
                 self.order = order
                 phase = .transferring
-                download = .receiving(order)
+                download = .receiving(order, mayRestartSegments: segmentRestarts == 0)
                 return announce + [.receiveBody(order)]
             }
             // A skip or a failure: the body is not wanted, and what follows waits for the end
