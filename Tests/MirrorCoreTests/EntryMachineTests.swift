@@ -108,7 +108,7 @@ struct EntryMachineTests {
         step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
     ]
 
-    static let rows: [Row] = conditionalRows + [
+    static let rows: [Row] = conditionalRows + downloadRows + [
         Row(name: "interrupted before it began: nothing is touched", steps: [
             step(.start(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
         ]),
@@ -820,10 +820,64 @@ struct EntryMachineTests {
             "transferring transferEnded", "measuringBody bodyMeasured", "finishingHash hashed", "keeping kept",
             "keeping keepRefused", "committing committed", "checkingConnectivity connectivityChecked", "backingOff backOffEnded",
             "askingConditionally replied", "askingConditionally transferEnded", "abandoningReply transferEnded",
+            "transferring download",
         ]
         for transition in handled {
             #expect(seen.contains(transition), "no row covers \(transition)")
         }
+    }
+
+    /// Where the download is (one transfer's `DownloadMachine`), and how its end is taken.
+    static let around = DownloadMachine.Surroundings(url: "http://127.0.0.1/f", partialPath: "f.part")
+    static let downloadRows: [Row] = [
+        Row(name: "the download's events go to its own machine; its end is the entry's", steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.download(.begin(around)), [.download(.openPartial(truncate: true))], .transferring),
+            step(.download(.opened(size: 0)),
+                 [.download(.get(DownloadMachine.Get(offset: 0, truncate: false, overlap: 0, ifRange: nil, startedFrom: nil, lead: false)))],
+                 .transferring),
+            step(.download(.streamEnded(DownloadMachine.StreamFacts(head: head, placement: .write(from: 0, total: 100), position: 100, bytes: 100))),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+        ]),
+        Row(name: "a download that cannot open its partial file fails the attempt", retries: 0, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.download(.begin(around)), [.download(.openPartial(truncate: true))], .transferring),
+            step(.download(.notOpened(full)), [.releaseSlot, .finish(.failed(full, action: .download, inspectPartial: true))], .done),
+        ]),
+        Row(name: "a download's event while nothing downloads is a driver bug", retries: 0, steps: begin + [
+            step(.download(.opened(size: 0)), [
+                .releaseSlot,
+                .finish(.failed(.localConflict("internal error: download(MirrorCore.DownloadMachine.Event.opened(size: 0)) while inspecting"),
+                                action: .download, inspectPartial: true)),
+            ], .done),
+        ]),
+    ]
+
+    /// A change of version met in segments spends the entry's one restart for it: the next
+    /// attempt's download may not start over again.
+    @Test func aChangeOfVersionInSegmentsIsRestartedOnce() {
+        let changed = TransferFailure.rangeMismatch("the file changed on the server during a segmented download (412)")
+        let version = SegmentVersion(url: "http://127.0.0.1/f", total: 64 << 20, etag: "\"a\"", lastModified: nil)
+        // A download from 0 whose lead turns segmented, then meets another version.
+        var entry = EntryMachine(sourceCount: 1, retries: 2, pins: Pins(), sizePin: nil)
+        for event: Event in [.start(cancelled: false), .hostReady, .slotGranted(hostTroubled: false),
+                             .inspected(Self.nothing, record: nil, recordUnreadable: false),
+                             .download(.begin(DownloadMachine.Surroundings(url: version.url, partialPath: "f.part", segmentMin: 1,
+                                                                          hasStore: true, speaksHTTP: true))),
+                             .download(.opened(size: 0)), .download(.leadSplittable(version, position: 0))] {
+            _ = entry.handle(event)
+        }
+        #expect(entry.download?.mayRestartSegments == true)
+        #expect(entry.download?.segments != nil)
+        let ended = entry.handle(.download(.segmentsEnded(.failed(changed, bytes: 5), leadBytes: 5)))
+        #expect(ended.contains(.removePartial) && ended.contains(.record(.clearPartial)))
+        #expect(entry.phase == .backingOff)
+        for event: Event in [.backOffEnded(cancelled: false), .hostReady, .slotGranted(hostTroubled: false),
+                             .inspected(Self.nothing, record: nil, recordUnreadable: false)] {
+            _ = entry.handle(event)
+        }
+        #expect(entry.phase == .transferring)
+        #expect(entry.download?.mayRestartSegments == false)
     }
 
     static func name(of event: Event) -> String {

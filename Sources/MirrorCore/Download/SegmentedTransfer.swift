@@ -7,6 +7,10 @@ import Glibc
 /// `.part` on the run's blocking pool before the map that claims its bytes is recorded, and
 /// tells the entry how the download ended, as `EntryMachine.TransferEnd`. Decides nothing.
 ///
+/// The machine is not its own: it is the segmented shape of the entry's `DownloadMachine`.
+/// Events go there (`Environment.deliver`), and the effects come back (`perform(_:)`) through
+/// `DownloadDriver`.
+///
 /// Touched only on the engine's thread (hence `@unchecked Sendable`).
 final class SegmentedTransfer: @unchecked Sendable {
     /// What it works with, from the entry's driver.
@@ -31,11 +35,17 @@ final class SegmentedTransfer: @unchecked Sendable {
         let onStoreProblem: (String) -> Void
         /// Stops the lead's request (the entry's own); its end is then not reported.
         let stopLead: () -> Void
+        /// The segmented download as it stands (nil once the entry's download is over).
+        let machine: () -> SegmentedDownload?
+        /// Hands an event to the machine; its effects come back to `perform(_:)` at once.
+        let deliver: (SegmentedDownload.Event) -> Void
+        /// Tells the machine whether the map is recorded and the file allocated, from the
+        /// fresh shape's `startSegments` on (its effects, if any, come back as above).
+        let ready: (Bool) -> Void
     }
 
     let version: SegmentVersion
     private let environment: Environment
-    private var machine: SegmentedDownload
     private var transfers: [Int: UInt64] = [:]
     private var sinks: [Int: RangeSink] = [:]
     private var slots: [Int: TransferSlots.Slot] = [:]
@@ -55,25 +65,23 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// Bytes between two progress reports of a stream to the machine.
     static let reportEvery: Int64 = 1 << 20
 
-    init(version: SegmentVersion, machine: SegmentedDownload, environment: Environment, onEnd: @escaping (SegmentedTransfer, EntryMachine.TransferEnd) -> Void) {
+    init(version: SegmentVersion, environment: Environment, onEnd: @escaping (SegmentedTransfer, EntryMachine.TransferEnd) -> Void) {
         self.version = version
-        self.machine = machine
         self.environment = environment
         self.onEnd = onEnd
         head = EntryMachine.ResponseHeadSummary(etag: version.etag, lastModified: version.lastModified)
-        pacedFrom = (MonotonicClock.milliseconds(), machine.streams[0]?.position ?? 0)
+        pacedFrom = (MonotonicClock.milliseconds(), environment.machine()?.streams[0]?.position ?? 0)
     }
 
     /// Where the lead (stream 0 of a fresh download) stops.
-    var leadEnd: Int64? { machine.end(of: 0) }
+    var leadEnd: Int64? { environment.machine()?.end(of: 0) }
 
-    /// A resumed download: records the map, allocates the file, and sets the streams going.
-    /// False (nothing started) when the map cannot be recorded.
+    /// A resumed download: records the map and allocates the file; the machine, told so
+    /// (`segmentsReady`), then sets the streams going. False (nothing started) when the map
+    /// cannot be recorded.
     func resume() -> Bool {
         guard recordMapAndAllocate() else { return false }
         isSegmenting = true
-        perform(machine.start())
-        offerSlots()
         return true
     }
 
@@ -83,7 +91,7 @@ final class SegmentedTransfer: @unchecked Sendable {
     private func recordMapAndAllocate() -> Bool {
         guard let store = environment.store else { return false }
         do {
-            try store.saveSegmentMap(SegmentMap(version: version, durable: machine.durable), for: environment.dest)
+            try store.saveSegmentMap(SegmentMap(version: version, durable: environment.machine()?.durable ?? []), for: environment.dest)
         } catch {
             environment.onStoreProblem("writing the segment map of \(environment.dest): \(error)")
             return false
@@ -131,8 +139,8 @@ final class SegmentedTransfer: @unchecked Sendable {
             // With no slot free, a split would gain nothing yet: no map, no allocation.
             guard let slot = environment.slots.acquireIfIdle(host: environment.limitedHost) else { return }
             offered = slot
-            perform(machine.handle(.leadPaced(secondsLeft: secondsLeft)))
-            if isSegmenting { perform(machine.handle(.slotOffered)) }
+            environment.deliver(.leadPaced(secondsLeft: secondsLeft))
+            if isSegmenting { environment.deliver(.slotOffered) }
             offered?.release()
             offered = nil
             offerSlots()
@@ -144,78 +152,73 @@ final class SegmentedTransfer: @unchecked Sendable {
         environment.fetcher.engine.post { [self] in deliver(.progressed(stream: 0, position: position)) }
     }
 
-    /// The lead's request is over (it reached its end, or failed).
-    func leadEnded(_ end: SegmentedDownload.StreamEnd, position: Int64) {
-        deliver(.streamEnded(stream: 0, end, position: position))
-    }
-
     private func deliver(_ event: SegmentedDownload.Event) {
         guard !over else { return }
-        perform(machine.handle(event))
-        if case .progressed = event, isSegmenting,
+        environment.deliver(event)
+        if case .progressed = event, isSegmenting, !over,
            MonotonicClock.milliseconds() - lastCheckpoint >= SegmentedDownload.Limits.checkpointInterval.milliseconds {
-            perform(machine.handle(.checkpointDue))
+            environment.deliver(.checkpointDue)
         }
         offerSlots()
     }
 
     /// Takes each free slot the download can use now, one at a time.
-    private func offerSlots() {
+    func offerSlots() {
         var tries = 0
-        while !over, isSegmenting, machine.wantsStream, tries < machine.limits.maxStreams,
+        while !over, isSegmenting, let machine = environment.machine(), machine.wantsStream, tries < machine.limits.maxStreams,
               let slot = environment.slots.acquireIfIdle(host: environment.limitedHost) {
             tries += 1
             offered = slot
-            perform(machine.handle(.slotOffered))
+            environment.deliver(.slotOffered)
             offered?.release()
             offered = nil
         }
     }
 
-    private func perform(_ effects: [SegmentedDownload.Effect]) {
-        for effect in effects {
-            switch effect {
-            case .startSegments:
-                // Without a map the lead just goes on alone, as any download.
-                isSegmenting = recordMapAndAllocate()
-            case .request(let stream, let first, let last):
-                if let slot = offered {
-                    slots[stream] = slot
-                    offered = nil
-                }
-                request(stream, first: first, last: last)
-            case .stop(let stream):
-                stop(stream)
-            case .releaseSlot(let stream):
-                slots.removeValue(forKey: stream)?.release()
-            case .declineSlot:
-                offered?.release()
+    /// Carries out one effect of the machine.
+    func perform(_ effect: SegmentedDownload.Effect) {
+        switch effect {
+        case .startSegments:
+            // Without a map the lead just goes on alone, as any download.
+            isSegmenting = recordMapAndAllocate()
+            environment.ready(isSegmenting)
+        case .request(let stream, let first, let last):
+            if let slot = offered {
+                slots[stream] = slot
                 offered = nil
-            case .checkpoint:
-                checkpoint()
-            case .recordMap(let durable):
-                guard let store = environment.store else { break }
-                do {
-                    try store.saveSegmentMap(SegmentMap(version: version, durable: durable), for: environment.dest)
-                } catch {
-                    environment.onStoreProblem("writing the segment map of \(environment.dest): \(error)")
-                }
-            case .foldHost:
-                environment.politeness.fold(environment.host)
-            case .advanceHash(let position):
-                environment.hasher?.advance(to: position)
-            case .complete:
-                // Every byte is on disk: the file is a plain complete `.part` now.
-                removeMap()
-                finish(.written(position: version.total, total: version.total, bytes: bytes, restartedFromZero: false, head: head))
-            case .fail(let failure, let discard):
-                for stream in Array(transfers.keys) { stop(stream) }
-                if discard {
-                    removeMap()
-                    environment.rootDirectory.removePartial(environment.paths)
-                }
-                finish(.failed(failure, bytes: bytes))
             }
+            request(stream, first: first, last: last)
+        case .stop(let stream):
+            stop(stream)
+        case .releaseSlot(let stream):
+            slots.removeValue(forKey: stream)?.release()
+        case .declineSlot:
+            offered?.release()
+            offered = nil
+        case .checkpoint:
+            checkpoint()
+        case .recordMap(let durable):
+            guard let store = environment.store else { break }
+            do {
+                try store.saveSegmentMap(SegmentMap(version: version, durable: durable), for: environment.dest)
+            } catch {
+                environment.onStoreProblem("writing the segment map of \(environment.dest): \(error)")
+            }
+        case .foldHost:
+            environment.politeness.fold(environment.host)
+        case .advanceHash(let position):
+            environment.hasher?.advance(to: position)
+        case .complete:
+            // Every byte is on disk: the file is a plain complete `.part` now.
+            removeMap()
+            finish(.written(position: version.total, total: version.total, bytes: bytes, restartedFromZero: false, head: head))
+        case .fail(let failure, let discard):
+            for stream in Array(transfers.keys) { stop(stream) }
+            if discard {
+                removeMap()
+                environment.rootDirectory.removePartial(environment.paths)
+            }
+            finish(.failed(failure, bytes: bytes))
         }
     }
 
@@ -270,15 +273,9 @@ final class SegmentedTransfer: @unchecked Sendable {
         if let verdict = sink.verdict, case .end(let end) = verdict { return end }
         if let failure = sink.failure { return .failed(failure) }
         if let failure = fetched.redirectFailure { return .failed(failure) }
-        if let failure = fetched.outcome.transportFailure { return streamEnd(after: failure) }
+        if let failure = fetched.outcome.transportFailure { return DownloadMachine.streamEnd(after: failure) }
         if sink.position >= sink.last + 1 { return .reachedEnd }
         return .failed(.partialBody(received: sink.position - sink.first, expected: sink.last + 1 - sink.first))
-    }
-
-    /// A connection the server reset asks for fewer of them.
-    static func streamEnd(after failure: TransferFailure) -> SegmentedDownload.StreamEnd {
-        if case .curl(_, _, let osErrno) = failure, osErrno == ECONNRESET { return .fold(failure) }
-        return .failed(failure)
     }
 
     private func checkpoint() {
@@ -308,7 +305,7 @@ final class SegmentedTransfer: @unchecked Sendable {
         }
     }
 
-    fileprivate func end(of stream: Int) -> Int64? { machine.end(of: stream) }
+    fileprivate func end(of stream: Int) -> Int64? { environment.machine()?.end(of: stream) }
 
     fileprivate var fd: Int32 { environment.fd }
     fileprivate var path: String { environment.paths.partial }

@@ -14,6 +14,10 @@ import Glibc
 /// - what the state store is told after each step (the `RecordChange`s it emits);
 /// - the transfer slot: taken before an attempt, given back as soon as the network part of
 ///   the attempt is over (before the file is hashed and committed), exactly once.
+///
+/// The download itself (one stream, a resume, or segments) is a machine of its own,
+/// `DownloadMachine`, held while `.transferring`: the download's events (`download(_:)`) go to
+/// it, its effects come out as `download(_:)`, and its end is taken here as a `TransferEnd`.
 struct EntryMachine {
     /// Where the entry is.
     enum Phase: Equatable {
@@ -68,7 +72,11 @@ struct EntryMachine {
         case destinationHashed(Result<String, TransferFailure>)
         /// The partial file is ready for the transfer (a copy of `DEST` made, a record cleared).
         case prepared(TransferFailure?)
+        /// The download ended before (or without) its `DownloadMachine`: the run was
+        /// interrupted before its request, or the conditional GET's body was never opened.
         case transferEnded(TransferEnd)
+        /// What happened to the download in progress, for its `DownloadMachine`.
+        case download(DownloadMachine.Event)
         case bodyMeasured(RemoteFacts)
         /// The partial file's SHA-256 and its size on disk.
         case hashed(Result<HashedFile, TransferFailure>)
@@ -114,7 +122,11 @@ struct EntryMachine {
         /// Copy the first `length` bytes of `DEST` into the partial file; `clearingRecord`
         /// first removes the store's partial record (refusing when that fails). Answers `prepared`.
         case prepare(copyLength: Int64?, clearingRecord: Bool)
+        /// Start the download `order` describes: its driver answers `download(.begin(…))`
+        /// with what it finds around it, and the `DownloadMachine` goes on from there.
         case transfer(TransferOrder)
+        /// What the download in progress is to do (`DownloadMachine.Effect`).
+        case download(DownloadMachine.Effect)
         /// Probe a body that ended with the connection and no length; answers `bodyMeasured`.
         case measureBody(source: Int)
         case finishHash(size: Int64)
@@ -260,6 +272,10 @@ struct EntryMachine {
     private var lastServed: (source: Int, validators: RemoteValidators)?
     /// The conditional GET's reply proved nothing: the attempt probes once it has ended.
     private var probeAfterReply = false
+    /// The download in progress, while `.transferring`.
+    private(set) var download: DownloadMachine?
+    /// Segmented downloads of this entry started over because the server's version changed.
+    private var segmentRestarts = 0
 
     init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: Set<Int> = []) {
         self.mode = mode
@@ -361,6 +377,7 @@ struct EntryMachine {
                                           hadPartialRecord: hadPartialRecord)
                 self.order = order
                 phase = .transferring
+                download = .receiving(order, mayRestartSegments: segmentRestarts == 0)
                 return announce + [.receiveBody(order)]
             }
             // A skip or a failure: the body is not wanted, and what follows waits for the end
@@ -424,11 +441,26 @@ struct EntryMachine {
         case (.preparing, .prepared(let refusal)):
             if let refusal { return attemptFailed(refusal) }
             guard let order else { return unexpected(event) }
-            phase = .transferring
-            return [.transfer(order)]
+            return startTransfer(order)
 
         case (.transferring, .transferEnded(let end)):
+            download = nil
             return transferEnded(end)
+        case (.transferring, .download(let inner)):
+            guard var machine = download else { return unexpected(event) }
+            var effects: [Effect] = []
+            for effect in machine.handle(inner) {
+                guard case .ended(let end, let versionChanged) = effect else {
+                    effects.append(.download(effect))
+                    continue
+                }
+                // The entry's logic after a transfer, whatever shape the download had.
+                if versionChanged { segmentRestarts += 1 }
+                download = nil
+                return effects + transferEnded(end)
+            }
+            download = machine
+            return effects
 
         case (.measuringBody, .bodyMeasured(let facts)):
             guard let pendingEnd else { return unexpected(event) }
@@ -528,6 +560,7 @@ struct EntryMachine {
         remote = nil
         destinationHash = nil
         order = nil
+        download = nil
         pendingEnd = nil
         committing = nil
         retryAfter = nil
@@ -650,10 +683,15 @@ struct EntryMachine {
     }
 
     private mutating func startTransfer(offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?) -> [Effect] {
-        let order = TransferOrder(source: source, action: action, offset: offset, remote: remote, startedFrom: startedFrom,
-                                  hadPartialRecord: hadPartialRecord)
+        startTransfer(TransferOrder(source: source, action: action, offset: offset, remote: remote, startedFrom: startedFrom,
+                                    hadPartialRecord: hadPartialRecord))
+    }
+
+    /// The download `order` describes begins, as a `DownloadMachine` of its own.
+    private mutating func startTransfer(_ order: TransferOrder) -> [Effect] {
         self.order = order
         phase = .transferring
+        download = DownloadMachine(order: order, mayRestartSegments: segmentRestarts == 0)
         return [.transfer(order)]
     }
 

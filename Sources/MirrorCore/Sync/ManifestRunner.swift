@@ -231,7 +231,7 @@ public final class ManifestRunner: Sendable {
     /// Runs every entry on the engine's thread, `width` at once; the results in manifest order.
     /// Cancelling the calling task interrupts the run.
     private func run(_ mode: EntryMachine.Mode, store: StateStore?, siblings: SiblingStores, conditions: HostConditions, width: Int) async -> [EntryResult] {
-        let run = SyncRun(runner: self, mode: mode, store: store, siblings: siblings, conditions: conditions, width: width)
+        let run = SyncRun(environment: environment(store: store, siblings: siblings, conditions: conditions), mode: mode, width: width)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 run.start { continuation.resume(returning: $0) }

@@ -12,11 +12,8 @@
 /// Touched only on the engine's thread (hence `@unchecked Sendable`), apart from `cancel`,
 /// which posts there.
 final class SyncRun: @unchecked Sendable {
-    let runner: ManifestRunner
-    let store: StateStore?
-    /// Other run layouts' stores, read for records the run's own store lacks.
-    let siblings: SiblingStores
-    let conditions: HostConditions
+    /// What the run's entries work with.
+    let environment: SyncEnvironment
     let mode: EntryMachine.Mode
     let groupCommit: GroupCommit
     /// Hosts that asked for one connection per file (see `SegmentPoliteness`).
@@ -44,25 +41,22 @@ final class SyncRun: @unchecked Sendable {
     private var cancelled = false
     private var completion: (@Sendable ([EntryResult]) -> Void)?
 
-    init(runner: ManifestRunner, mode: EntryMachine.Mode, store: StateStore?, siblings: SiblingStores = SiblingStores(), conditions: HostConditions, width: Int) {
-        self.runner = runner
+    init(environment: SyncEnvironment, mode: EntryMachine.Mode, width: Int) {
+        self.environment = environment
         self.mode = mode
         groupCommit = GroupCommit(
-            rootDirectory: runner.rootDirectory, durable: runner.options.durable, store: store, pool: runner.blocking,
-            engine: runner.fetcher.engine, onStoreProblem: { [runner] in runner.storeWriteFailed($0) })
-        self.store = store
-        self.siblings = siblings
-        self.conditions = conditions
-        entries = runner.manifest.entries
-        checksumPins = ChecksumPins(fetcher: runner.fetcher, retryPolicy: runner.options.retryPolicy, width: runner.options.concurrency)
+            rootDirectory: environment.rootDirectory, durable: environment.durable, store: environment.store, pool: environment.blocking,
+            engine: environment.fetcher.engine, onStoreProblem: environment.storeWriteFailed)
+        entries = environment.manifest.entries
+        checksumPins = ChecksumPins(fetcher: environment.fetcher, retryPolicy: environment.retryPolicy, width: environment.concurrency)
         // Room for a full set of streams besides: entries waiting for a connection permit
         // leave room for those that may ride on an HTTP/2 connection.
-        let streams = RequestBudget.streamBudget(connections: runner.options.concurrency)
+        let streams = RequestBudget.streamBudget(connections: environment.concurrency)
         self.width = max(1, width) + streams
-        burst = max(1, runner.options.concurrency)
-        let perTransfer = max(1, max(1, width) / max(1, runner.options.concurrency))
-        hostWidths = runner.manifest.hosts.concurrencyLimits.mapValues {
-            $0 * perTransfer + RequestBudget.streamBudget(connections: min($0, runner.options.concurrency))
+        burst = max(1, environment.concurrency)
+        let perTransfer = max(1, max(1, width) / max(1, environment.concurrency))
+        hostWidths = environment.manifest.hosts.concurrencyLimits.mapValues {
+            $0 * perTransfer + RequestBudget.streamBudget(connections: min($0, environment.concurrency))
         }
         results = Array(repeating: nil, count: entries.count)
         remaining = entries.count
@@ -72,7 +66,7 @@ final class SyncRun: @unchecked Sendable {
 
     /// Runs every entry; `completion` gets the results in manifest order, on the engine's thread.
     func start(completion: @escaping @Sendable ([EntryResult]) -> Void) {
-        runner.fetcher.engine.post { [self] in
+        environment.fetcher.engine.post { [self] in
             self.completion = completion
             if remaining == 0 { return finishRun() }
             checksumPins.resolve(entries) { [self] resolution in
@@ -89,7 +83,7 @@ final class SyncRun: @unchecked Sendable {
 
     /// Interrupts the run: no entry starts anything new, and what runs is stopped.
     func cancel() {
-        runner.fetcher.engine.post { [self] in
+        environment.fetcher.engine.post { [self] in
             cancelled = true
             checksumPins.cancel()
             for driver in Array(running.values) { driver.cancel() }
@@ -107,7 +101,7 @@ final class SyncRun: @unchecked Sendable {
             started += 1
             if started == burst {
                 if running.count < width, next < entries.count || deferredCount > 0 {
-                    runner.fetcher.engine.post { [self] in startMore() }
+                    environment.fetcher.engine.post { [self] in startMore() }
                 }
                 return
             }
@@ -147,7 +141,7 @@ final class SyncRun: @unchecked Sendable {
     /// The `hosts:` key with a `concurrency` that the entry's URL counts against.
     private func limitedHost(of entry: Entry) -> String? {
         if hostWidths.isEmpty { return nil }
-        guard let key = HostKey(entry.url), let rule = runner.manifest.hosts.rule(for: key), rule.concurrency != nil else { return nil }
+        guard let key = HostKey(entry.url), let rule = environment.manifest.hosts.rule(for: key), rule.concurrency != nil else { return nil }
         return rule.key
     }
 
@@ -170,14 +164,14 @@ final class SyncRun: @unchecked Sendable {
         if let host = hostOfRunning.removeValue(forKey: index) { runningPerHost[host, default: 1] -= 1 }
         results[index] = result
         if case .synced(let report) = result {
-            runner.options.progress?.entryFinished(dest: report.dest)
-            runner.emit(.finished(report))
+            environment.progress?.entryFinished(dest: report.dest)
+            environment.emit(.finished(report))
         }
         remaining -= 1
         if remaining == 0 { return finishRun() }
         // Not from inside the finishing driver's own step: the next one starts on a clean stack.
         if next < entries.count || deferredCount > 0 {
-            runner.fetcher.engine.post { [self] in startMore() }
+            environment.fetcher.engine.post { [self] in startMore() }
         }
     }
 
@@ -187,7 +181,7 @@ final class SyncRun: @unchecked Sendable {
         guard mode == .sync else {
             return .planned(PlannedEntry(dest: entry.dest, url: url, action: .fail(failure), localSize: nil, remoteSize: nil))
         }
-        if !cancelled { runner.emit(.started(dest: entry.dest, url: url)) }
+        if !cancelled { environment.emit(.started(dest: entry.dest, url: url)) }
         return .synced(EntryReport(
             dest: entry.dest, url: url, action: .fail(failure), outcome: .failed(failure),
             bytesTransferred: 0, size: nil, attempts: 0, sha256: nil))

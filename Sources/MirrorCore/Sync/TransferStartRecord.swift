@@ -19,7 +19,7 @@ struct TransferStartRecord: Sendable {
         if from > 0 && continuingRecord { return nil }
         // A file no longer than the overlap needs no record (a resume re-reads all of it), but
         // a record of another version must go.
-        let small = head.totalSize.map { $0 <= EntryDriver.overlapLength } ?? false
+        let small = head.totalSize.map { $0 <= DownloadMachine.overlapLength } ?? false
         if small && !hadPartialRecord { return nil }
         let validators = small ? nil : RemoteValidators(etag: head.etag, lastModified: head.lastModified, size: head.totalSize)
         do {

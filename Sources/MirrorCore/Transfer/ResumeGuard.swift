@@ -9,7 +9,7 @@ struct ResumeGuard: Equatable, Sendable {
     /// The validator sent as `If-Range`; nil sends none.
     var ifRange: String?
     /// Re-request the bytes just before the resume point and require them to equal the local
-    /// ones (see `EntryDriver.overlapLength`).
+    /// ones (see `DownloadMachine.overlapLength`).
     var checksOverlap: Bool
 
     /// - Parameters:

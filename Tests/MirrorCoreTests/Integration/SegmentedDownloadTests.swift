@@ -69,6 +69,46 @@ struct SegmentedDownloadTests {
         store.close()
     }
 
+    /// A large file that changed on the server: its conditional GET is answered 200, and that
+    /// reply leads segments as a plain GET's would. The entry's one GET carries `If-None-Match`
+    /// (the version on disk) and no range; the other segments are range requests for the new
+    /// version only (`If-Match` with its strong ETag, no `If-None-Match`), answered 206.
+    @Test func aChangedLargeFileComesInSegmentsFromItsConditionalGet() async throws {
+        let old = randomData(count: 8 * Self.mebibyte, seed: 81)
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": old], options: NginxOptions(rateLimit: 2 * Self.mebibyte)))
+        let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [.init(scenario.url("/big.bin"))])
+        #expect(try await scenario.sync(manifest).map(\.outcome) == [.transferred])
+        // The same size, new bytes and a new date: a new ETag.
+        let new = randomData(count: 8 * Self.mebibyte, seed: 82)
+        let path = scenario.directory.path("site/big.bin")
+        try new.write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: 3_600)], ofItemAtPath: path)
+        scenario.nginx.clearLog()
+
+        let reports = try await scenario.sync(manifest)
+
+        #expect(reports.map(\.outcome) == [.transferred], "\(reports)")
+        #expect(reports.first?.action.name == "replace", "\(reports)")
+        #expect(scenario.local("big.bin")?.fingerprint == new.fingerprint)
+        #expect(scenario.files() == ["big.bin"], "no .part left")
+        let requests = try scenario.nginxRequests()
+        #expect(!requests.contains { $0.method == "HEAD" }, "no probe: \(requests)")
+        let gets = Self.gets(requests, "/big.bin")
+        let lead = try #require(gets.first { $0.range == nil }, "the entry's own GET: \(gets)")
+        #expect(lead.ifNoneMatch != nil && lead.status == 200 && lead.ifMatch == nil, "\(lead)")
+        #expect(gets.filter { $0.range == nil }.count == 1, "one conditional GET: \(gets)")
+        let ranges = gets.filter { $0.range != nil }
+        #expect(!ranges.isEmpty, "the changed file came over one connection: \(gets)")
+        for request in ranges {
+            #expect(request.status == 206, "\(request)")
+            #expect(request.ifNoneMatch == nil, "a range asks for the new version, not on the old one's condition: \(request)")
+            #expect(request.ifMatch != nil && request.ifMatch?.hasPrefix("W/") == false, "every range names the version: \(request)")
+        }
+        let store = try #require(StateStore.open(root: scenario.root, mode: .readWrite).store)
+        #expect(try store.segmentMap(for: "big.bin") == nil, "the map goes once the file is whole")
+        store.close()
+    }
+
     /// Below `segment_min` a file stays one request, as before.
     @Test func aFileUnderSegmentMinIsOneRequest() async throws {
         let data = randomData(count: 3 * Self.mebibyte, seed: 72)

@@ -1,0 +1,373 @@
+import Glibc
+
+/// Carries out what an entry's `DownloadMachine` decides, on the transfer engine's thread:
+/// opens the partial file with its hasher, sends the GET with its writer (watched as the lead
+/// of a segmented download where it may be one, guarded on an HTTP/2 stream), sends the
+/// conditional GET whose body the entry may take, and sets a `SegmentedTransfer` going for
+/// segments. Decides nothing: what it finds and how each request ended go back to the
+/// machine, through the entry's (`EntryDriver.deliver`), which holds it.
+///
+/// Touched only on the engine's thread (hence `@unchecked Sendable`).
+final class DownloadDriver: @unchecked Sendable {
+    private unowned let host: EntryDriver
+    /// What inspection found of a segment map: one that describes the `.part` (resumable in
+    /// segments), or only that a row is there to remove before the `.part` is written.
+    private var segmentMap: SegmentMap?
+    private var segmentMapSeen = false
+    /// The segmented download in progress, if the attempt's transfer is one.
+    private(set) var segmented: SegmentedTransfer?
+    /// The transfer ordered, from `.transfer` to its end.
+    private var order: EntryMachine.TransferOrder?
+    /// The GET of the whole file in progress, which segments may grow from.
+    private var lead: Lead?
+    /// What the machine said of the conditional GET's body while its head was judged.
+    private var bodyOrder: EntryMachine.TransferOrder?
+    /// The machine takes that body (`takeBody`): as a lead of segments, or not.
+    private var bodyTakenAsLead: Bool?
+
+    private struct Lead {
+        let stream: SegmentLead
+        let request: TransferRequest
+        let hasher: TrailingHasher
+        let ticket: ProgressTicket?
+        let source: EntryDriver.Source
+    }
+
+    init(host: EntryDriver) {
+        self.host = host
+    }
+
+    private var entry: Entry { host.entry }
+    private var paths: DestinationPaths { host.paths }
+    private var env: SyncEnvironment { host.env }
+    private var store: StateStore? { host.env.store }
+
+    // MARK: Segment maps
+
+    /// What inspection found: the store's map of the `.part` (nil: none), and whether it
+    /// describes the `.part`; returns the partial file's facts as the map says them.
+    func inspected(_ partial: LocalFacts.FileState, record: RemoteValidators?) -> LocalFacts.FileState {
+        segmentMap = nil
+        segmentMapSeen = false
+        guard let map = try? store?.segmentMap(for: entry.dest) else { return partial }
+        // The map, not the size, says what a segmented `.part` holds.
+        segmentMapSeen = true
+        let resumable = SegmentMap.resumable(map, partial: partial, record: record)
+        segmentMap = resumable
+        if case .file = partial { return .file(size: resumable?.prefix ?? 0) }
+        return partial
+    }
+
+    func removeSegmentMap() {
+        segmentMap = nil
+        segmentMapSeen = false
+        guard let store else { return }
+        do {
+            try store.removeSegmentMap(for: entry.dest)
+        } catch {
+            env.storeWriteFailed("writing \(store.path): \(error)")
+        }
+    }
+
+    // MARK: Effects
+
+    /// The machine ordered the download: what is around it, for the machine.
+    func start(_ order: EntryMachine.TransferOrder) -> EntryMachine.Event {
+        self.order = order
+        return .download(.begin(surroundings(of: order)))
+    }
+
+    private func surroundings(of order: EntryMachine.TransferOrder) -> DownloadMachine.Surroundings {
+        let source = host.sources[order.source]
+        return DownloadMachine.Surroundings(
+            url: source.url.display, partialPath: paths.partial, map: segmentMap, mapSeen: segmentMapSeen,
+            segmentMin: env.segmentMin ?? entry.settings.segmentMin, hasStore: store != nil,
+            speaksHTTP: source.protocols == "http,https", hostFolded: host.isFolded(source))
+    }
+
+    /// Carries out one effect; returns the answer when it is known at once.
+    func perform(_ effect: DownloadMachine.Effect) -> EntryMachine.Event? {
+        switch effect {
+        case .removeSegmentMap:
+            removeSegmentMap()
+        case .openPartial(let truncate):
+            do {
+                let (fd, _) = try openPartial(truncate: truncate)
+                return .download(.opened(size: truncate ? 0 : try FileSystem.size(of: fd, path: paths.partial)))
+            } catch {
+                return .download(.notOpened(error))
+            }
+        case .get(let get):
+            return self.get(get)
+        case .startSegments(let version, let resumed):
+            if resumed { return resumeSegments(version) }
+            startSegmentsFromLead(version)
+        case .segments(let inner):
+            segmented?.perform(inner)
+        case .takeBody(let lead):
+            bodyTakenAsLead = lead
+        case .sendAgainOnAConnection:
+            guard let order else { break }
+            host.sendAgainOnAConnection { [self] in
+                host.closePartial()
+                host.deliver(start(order))
+            }
+        case .ended:
+            // The entry's machine takes the end itself.
+            break
+        }
+        return nil
+    }
+
+    /// Opens the partial file for writing (emptied when `truncate`) with a hasher that follows
+    /// what is written; the attempt keeps both until it ends or commits.
+    private func openPartial(truncate: Bool) throws(TransferFailure) -> (Int32, TrailingHasher) {
+        let fd = try env.rootDirectory.openPartial(paths, truncate: truncate, durable: env.durable)
+        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: env.durable)
+        host.partial = OpenPartial(fd: fd, hasher: hasher)
+        return (fd, hasher)
+    }
+
+    /// Prepares the open partial file as `get` says and sends the GET; its end is told as
+    /// `streamEnded`. The file stays open for the hash and the commit that follow.
+    private func get(_ get: DownloadMachine.Get) -> EntryMachine.Event? {
+        guard let order, let partial = host.partial, let hasher = partial.hasher else {
+            return .download(.notOpened(.localConflict("internal error: no partial file to write")))
+        }
+        let fd = partial.fd
+        var overlap: [UInt8] = []
+        do throws(TransferFailure) {
+            if get.truncate, ftruncate(fd, off_t(get.offset)) != 0 {
+                throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
+            }
+            if get.offset > 0 { hasher.advance(to: get.offset) }
+            if get.overlap > 0 {
+                overlap = try FileSystem.read(fd: fd, path: paths.partial, at: get.firstByte, count: Int(get.overlap))
+            }
+        } catch {
+            return .download(.notOpened(error))
+        }
+        let source = host.sources[order.source]
+        let writer = makeWriter(order, fd: fd, hasher: hasher, firstByte: get.firstByte, startedFrom: get.startedFrom, overlap: overlap)
+        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        request.rangeFirst = get.asksRange ? get.firstByte : nil
+        request.ifRange = get.ifRange
+        request.throttle = host.throttle(for: order.source)
+        let watched = get.lead ? segmentLead(writer: writer, source: source) : nil
+        lead = watched.map { Lead(stream: $0, request: request, hasher: hasher, ticket: writer.progress, source: source) }
+        // The stream guard judges the head first: a large body on an HTTP/2 stream needs a
+        // connection permit before the lead may split it or the writer take it.
+        let guarded = host.streamGuard(watched ?? writer)
+        env.fetcher.fetch(request, sink: guarded ?? watched ?? writer, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
+            host.transferID = nil
+            streamEnded(fetched, writer: writer, watched: watched, needsConnection: guarded?.needsConnection == true, source: source.url)
+        }
+        return nil
+    }
+
+    /// A GET into the partial file is over: the machine hears how (the segments, when they
+    /// took over the lead, hear it from the machine).
+    private func streamEnded(_ fetched: Fetcher.Result, writer: PartialFileWriter, watched: SegmentLead?, needsConnection: Bool,
+                             source: RemoteURL) {
+        if let segmented = watched?.transfer, segmented.isSegmenting {
+            // A late word from a segmented download that is over already: nothing to tell.
+            if segmented.isOver { return }
+        } else {
+            watched?.finished = true
+            watched?.transfer?.abandon()
+            if let watched, segmented === watched.transfer { segmented = nil }
+            writer.progress?.finish()
+        }
+        var facts = Self.facts(of: fetched, writer: writer, source: source)
+        facts.reachedEnd = watched?.reachedEnd ?? false
+        facts.needsConnection = needsConnection
+        host.deliver(.download(.streamEnded(facts)))
+        segmented?.offerSlots()
+    }
+
+    /// The entry's GET of the whole file, watched for a reply worth splitting.
+    private func segmentLead(writer: PartialFileWriter, source: EntryDriver.Source) -> SegmentLead {
+        let url = source.url.display
+        let minimum = env.segmentMin ?? entry.settings.segmentMin
+        let pinned = entry.pins.digest != nil
+        return SegmentLead(writer: writer, splittable: { head in
+            SegmentReply.version(ofLead: head, url: url, segmentMin: minimum, pinned: pinned)
+        }, onSplittable: { [self] lead, version in
+            // Not inside libcurl's callback: the segments start requests.
+            env.fetcher.engine.post { [self] in
+                guard !lead.finished, lead.transfer == nil, host.transferID != nil, !host.run.isCancelled, self.lead?.stream === lead else { return }
+                host.deliver(.download(.leadSplittable(version, position: lead.position)))
+            }
+        })
+    }
+
+    /// The lead became splittable: the segmented download takes it over (it paces the lead
+    /// first, and splits it only when the rest would take long).
+    private func startSegmentsFromLead(_ version: SegmentVersion) {
+        guard let lead else { return }
+        let writer = lead.stream.writer
+        let transfer = segmentedTransfer(version, source: lead.source, request: lead.request, fd: writer.fd, hasher: lead.hasher,
+                                         ticket: lead.ticket, leadBytes: { writer.bytesWritten })
+        lead.stream.transfer = transfer
+        segmented = transfer
+    }
+
+    /// Continues a segmented `.part` from its map: the missing ranges, in segments.
+    private func resumeSegments(_ version: SegmentVersion) -> EntryMachine.Event? {
+        guard let order, let partial = host.partial, let durable = host.downloadMachine?.segments?.durable else {
+            return .download(.segmentsReady(false))
+        }
+        let source = host.sources[order.source]
+        let missing = ByteRanges.gaps(in: durable, total: version.total).reduce(0) { $0 + $1.count }
+        let ticket = env.progress?.startTransfer(dest: entry.dest, total: missing)
+        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        request.throttle = host.throttle(for: order.source)
+        let transfer = segmentedTransfer(version, source: source, request: request, fd: partial.fd, hasher: partial.hasher,
+                                         ticket: ticket, leadBytes: { 0 })
+        segmented = transfer
+        guard transfer.resume() else {
+            segmented = nil
+            ticket?.finish()
+            return .download(.segmentsReady(false))
+        }
+        host.deliver(.download(.segmentsReady(true)))
+        transfer.offerSlots()
+        return nil
+    }
+
+    private func segmentedTransfer(
+        _ version: SegmentVersion, source: EntryDriver.Source, request: TransferRequest, fd: Int32,
+        hasher: TrailingHasher?, ticket: ProgressTicket?, leadBytes: @escaping () -> Int64
+    ) -> SegmentedTransfer {
+        let environment = SegmentedTransfer.Environment(
+            dest: entry.dest, paths: paths, fd: fd, hasher: hasher, request: request, fetcher: env.fetcher, slots: env.slots,
+            limitedHost: source.limitedHost, blocking: env.blocking, store: store, rootDirectory: env.rootDirectory,
+            durable: env.durable, progress: ticket, politeness: host.run.segmentPoliteness,
+            host: source.host?.description ?? "", onStoreProblem: env.storeWriteFailed,
+            stopLead: { [self] in if let transferID = host.transferID { env.fetcher.engine.cancel(transferID) } },
+            machine: { [unowned host] in host.downloadMachine?.segments },
+            deliver: { [unowned host] in host.deliver(.download(.segments($0))) },
+            ready: { [unowned host] in host.deliver(.download(.segmentsReady($0))) })
+        return SegmentedTransfer(version: version, environment: environment) { [self] transfer, end in
+            ticket?.finish()
+            if segmented === transfer { segmented = nil }
+            host.deliver(.download(.segmentsEnded(end, leadBytes: leadBytes())))
+        }
+    }
+
+    /// The run is interrupted: the segments stop (the entry stops its own request).
+    func cancel() {
+        segmented?.cancel()
+    }
+
+    /// How a GET ended, as its writer and the transport saw it.
+    private static func facts(of fetched: Fetcher.Result, writer: PartialFileWriter, source: RemoteURL) -> DownloadMachine.StreamFacts {
+        let head = writer.head.map { EntryMachine.ResponseHeadSummary(etag: $0.etag, lastModified: $0.lastModified, isChunked: $0.isChunked) }
+        let transport = fetched.outcome.transportFailure
+        return DownloadMachine.StreamFacts(
+            refused: fetched.redirectFailure ?? writer.failure, transport: transport, reportedTransport: transport?.redactingHost(of: source),
+            head: head, placement: writer.placement, position: writer.position, bytes: writer.bytesWritten)
+    }
+
+    /// The writer of `order`'s body into the open partial file, from `firstByte`, with its
+    /// progress ticket and the store's record of the version it starts.
+    private func makeWriter(
+        _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher, firstByte: Int64, startedFrom: RemoteValidators?, overlap: [UInt8]
+    ) -> PartialFileWriter {
+        let ticket = env.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - order.offset })
+        return PartialFileWriter(
+            fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: order.remote?.size,
+            pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
+            startedFrom: startedFrom, overlap: overlap,
+            onStart: TransferStartRecord(
+                store: store, dest: entry.dest, url: host.sources[order.source].url.display, paths: paths, rootDirectory: env.rootDirectory,
+                continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
+            ).write
+        )
+    }
+
+    // MARK: The conditional GET
+
+    /// The machine wants the conditional GET's body (`receiveBody`), or not (nil).
+    func wantBody(_ order: EntryMachine.TransferOrder?) {
+        bodyOrder = order
+    }
+
+    /// One GET of the file on the condition that it is not the version `recorded` names. Its
+    /// reply's head goes to the machine (`replied`) before any body byte, on the engine's
+    /// thread; the partial file is opened only when the machine wants the body (`receiveBody`),
+    /// so a 304, or a 200 of the version already on disk, writes nothing. Its end is told as
+    /// `streamEnded` when the body was taken, else as `transferEnded`.
+    func conditionalGet(_ index: Int, ifNoneOf recorded: RemoteValidators) {
+        let source = host.sources[index]
+        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        request.ifNoneMatch = recorded.etag
+        request.throttle = host.throttle(for: index)
+        var writer: PartialFileWriter?
+        var watched: SegmentLead?
+        let sink = ConditionalBodySink { [self] head throws(TransferFailure) -> (any ResponseBodySink)? in
+            bodyOrder = nil
+            switch ConditionalReply.judge(head, recorded: recorded) {
+            case .facts(let facts): host.deliver(.replied(facts))
+            case .inconclusive: host.deliver(.repliedInconclusively)
+            }
+            guard let order = bodyOrder else { return nil }
+            bodyOrder = nil
+            // The body is wanted: its download begins, and says whether it may lead segments.
+            bodyTakenAsLead = nil
+            self.order = order
+            host.deliver(.download(.begin(surroundings(of: order))))
+            guard let asLead = bodyTakenAsLead else { return nil }
+            bodyTakenAsLead = nil
+            let (fd, hasher) = try openPartial(truncate: true)
+            let body = makeWriter(order, fd: fd, hasher: hasher, firstByte: 0, startedFrom: nil, overlap: [])
+            writer = body
+            guard asLead else { return body }
+            let leading = segmentLead(writer: body, source: source)
+            watched = leading
+            // The range requests of the other segments ask for this version only (`If-Match`),
+            // not on the condition this GET carried.
+            var template = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+            template.throttle = request.throttle
+            lead = Lead(stream: leading, request: template, hasher: hasher, ticket: body.progress, source: source)
+            return leading
+        }
+        // Guarded before the machine hears the head: a large body is not judged until the
+        // attempt holds a connection permit, and a 304 or an error page passes at once.
+        let guarded = host.streamGuard(sink)
+        env.fetcher.fetch(request, sink: guarded ?? sink, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
+            host.transferID = nil
+            if guarded?.needsConnection == true {
+                return host.sendAgainOnAConnection { [self] in conditionalGet(index, ifNoneOf: recorded) }
+            }
+            if let writer {
+                return streamEnded(fetched, writer: writer, watched: watched, needsConnection: false, source: source.url)
+            }
+            if let failure = fetched.redirectFailure ?? sink.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source.url) {
+                return host.deliver(.transferEnded(.failed(failure, bytes: 0)))
+            }
+            host.deliver(.transferEnded(sink.head == nil ? .noResponse(bytes: 0) : .abandoned))
+        }
+    }
+}
+
+/// The partial file of the attempt in progress, open from the transfer (or the finishing
+/// hash) until it is committed or the attempt ends.
+final class OpenPartial: @unchecked Sendable {
+    let fd: Int32
+    let hasher: TrailingHasher?
+    var committed = false
+
+    init(fd: Int32, hasher: TrailingHasher?) {
+        self.fd = fd
+        self.hasher = hasher
+    }
+
+    func close() {
+        if !committed {
+            hasher?.abandon()
+            _ = Glibc.close(fd)
+        }
+        committed = true
+    }
+}

@@ -1,0 +1,52 @@
+/// What the entries of one `sync` (or `plan`) work with, built once per run
+/// (`ManifestRunner.environment(…)`): the engine and its permits, the disk and the store, the
+/// hosts' rules and rate limits, and the options an entry reads. `SyncRun`, `EntryDriver` and
+/// `DownloadDriver` take what they need from it, not from the runner; a test can build one.
+struct SyncEnvironment {
+    /// The entries, their `root` (`Manifest.paths(for:)`) and their `hosts:` rules.
+    let manifest: Manifest
+    let fetcher: Fetcher
+    let probe: RemoteProbe
+    let rootDirectory: RootDirectory
+    /// Where hashing to the end, fsync and rename run.
+    let blocking: BlockingPool
+    /// The run's connection and stream permits (`RequestBudget`).
+    let slots: TransferSlots
+    /// The run's `rate_limit`, and each host's by its `hosts:` key.
+    let runBucket: RateBucket?
+    let hostBuckets: [String: RateBucket]
+    /// The run's state store (none: records are not kept), and the other layouts' stores it
+    /// reads records from.
+    let store: StateStore?
+    let siblings: SiblingStores
+    /// Outages and Retry-After pauses, by host.
+    let conditions: HostConditions
+    /// The options an entry reads.
+    let concurrency: Int
+    let durable: Bool
+    let progress: SyncProgress?
+    let proxies: ProxyEnvironment
+    let retryPolicy: RetryPolicy
+    let retryAfterCap: Duration
+    /// `--segment-min`, over every entry's own `segment_min`.
+    let segmentMin: Int64?
+    /// Tells the run's listeners.
+    let emit: @Sendable (RunEvent) -> Void
+    /// A write to the store failed (`ManifestRunner.storeWriteFailed`).
+    let storeWriteFailed: @Sendable (String) -> Void
+    /// The record of an entry: the run's store's, else a sibling's (`ManifestRunner.readRecord`).
+    let readRecord: @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> (record: StateRecord?, unreadable: Bool)
+}
+
+extension ManifestRunner {
+    /// The environment of a run with `store`, `siblings` and `conditions`.
+    func environment(store: StateStore?, siblings: SiblingStores, conditions: HostConditions) -> SyncEnvironment {
+        SyncEnvironment(
+            manifest: manifest, fetcher: fetcher, probe: probe, rootDirectory: rootDirectory, blocking: blocking, slots: slots,
+            runBucket: runBucket, hostBuckets: hostBuckets, store: store, siblings: siblings, conditions: conditions,
+            concurrency: options.concurrency, durable: options.durable, progress: options.progress, proxies: options.proxies,
+            retryPolicy: options.retryPolicy, retryAfterCap: options.retryAfterCap, segmentMin: options.segmentMin,
+            emit: { [self] in emit($0) }, storeWriteFailed: { [self] in storeWriteFailed($0) },
+            readRecord: { [self] in readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) })
+    }
+}
