@@ -43,11 +43,11 @@ struct SegmentedDownloadMachineTests {
         Row(name: "a lead with little left at its pace stays one stream, recording nothing", start: paced(), steps: [
             (.leadPaced(secondsLeft: 1.5), []),
             (.slotOffered, [.declineSlot]),
-            (.progressed(stream: 0, position: 60), []),
+            (.progressed(stream: 0, from: 0, position: 60), []),
             (.streamEnded(stream: 0, .reachedEnd, position: 100), []),
         ], phase: .pacing),
         Row(name: "a slow lead starts the segments once, then slots split it", start: paced(), steps: [
-            (.progressed(stream: 0, position: 20), []),
+            (.progressed(stream: 0, from: 0, position: 20), []),
             (.leadPaced(secondsLeft: 30), [.startSegments]),
             (.leadPaced(secondsLeft: 30), []),
             (.slotOffered, [.request(stream: 1, first: 60, last: 99)]),
@@ -57,7 +57,7 @@ struct SegmentedDownloadMachineTests {
         ], phase: .running),
         Row(name: "a second slot splits the largest range left", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
-            (.progressed(stream: 0, position: 20), []),
+            (.progressed(stream: 0, from: 0, position: 20), []),
             (.slotOffered, [.request(stream: 2, first: 75, last: 99)]),
         ], phase: .running),
         Row(name: "a slot is declined when no piece would be worth a connection", start: fresh(lead: 85), steps: [
@@ -73,38 +73,38 @@ struct SegmentedDownloadMachineTests {
             (.slotOffered, [.declineSlot]),
         ], phase: .running),
         Row(name: "progress past the checkpoint size asks for a checkpoint, then records what it covered", start: fresh(), steps: [
-            (.progressed(stream: 0, position: 20), []),
-            (.progressed(stream: 0, position: 35), [.checkpoint]),
-            (.progressed(stream: 0, position: 40), []),
+            (.progressed(stream: 0, from: 0, position: 20), []),
+            (.progressed(stream: 0, from: 0, position: 35), [.checkpoint]),
+            (.progressed(stream: 0, from: 0, position: 40), []),
             (.checkpointed, [.recordMap([ByteRange(0, 35)])]),
         ], phase: .running),
         Row(name: "a checkpoint falls due: one starts when bytes are unrecorded, none while one runs or none are", start: fresh(), steps: [
             (.checkpointDue, []),
-            (.progressed(stream: 0, position: 5), []),
+            (.progressed(stream: 0, from: 0, position: 5), []),
             (.checkpointDue, [.checkpoint]),
             (.checkpointDue, []),
             (.checkpointed, [.recordMap([ByteRange(0, 5)])]),
             (.checkpointDue, []),
         ], phase: .running),
         Row(name: "bytes written during a checkpoint start the next one when it is done", start: fresh(), steps: [
-            (.progressed(stream: 0, position: 30), [.checkpoint]),
-            (.progressed(stream: 0, position: 65), []),
+            (.progressed(stream: 0, from: 0, position: 30), [.checkpoint]),
+            (.progressed(stream: 0, from: 0, position: 65), []),
             (.checkpointed, [.recordMap([ByteRange(0, 30)]), .checkpoint]),
             (.checkpointed, [.recordMap([ByteRange(0, 65)])]),
         ], phase: .running),
         Row(name: "a stream that reaches its end splits the largest running range", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
-            (.progressed(stream: 0, position: 10), []),
+            (.progressed(stream: 0, from: 0, position: 10), []),
             (.streamEnded(stream: 1, .reachedEnd, position: 100), [.request(stream: 1, first: 30, last: 49)]),
         ], phase: .running),
         Row(name: "an extra stream with nothing left to take gives its slot back", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
-            (.progressed(stream: 0, position: 45), [.checkpoint]),
+            (.progressed(stream: 0, from: 0, position: 45), [.checkpoint]),
             (.streamEnded(stream: 1, .reachedEnd, position: 100), [.releaseSlot(stream: 1)]),
         ], phase: .running),
         Row(name: "the last stream done: the digest reads on, a last checkpoint, then complete", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
-            (.progressed(stream: 0, position: 45), [.checkpoint]),
+            (.progressed(stream: 0, from: 0, position: 45), [.checkpoint]),
             (.streamEnded(stream: 1, .reachedEnd, position: 100), [.releaseSlot(stream: 1)]),
             // The checkpoint under way covers less: another follows it.
             (.streamEnded(stream: 0, .reachedEnd, position: 50), [.advanceHash(to: 100)]),
@@ -113,7 +113,7 @@ struct SegmentedDownloadMachineTests {
         ], phase: .completed),
         Row(name: "a failed stream leaves its rest to the next stream that is free", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
-            (.progressed(stream: 0, position: 20), []),
+            (.progressed(stream: 0, from: 0, position: 20), []),
             (.streamEnded(stream: 1, .failed(serverError), position: 60), [.releaseSlot(stream: 1)]),
             (.streamEnded(stream: 0, .reachedEnd, position: 50), [.advanceHash(to: 60), .request(stream: 0, first: 60, last: 99)]),
         ], phase: .running),
@@ -144,7 +144,7 @@ struct SegmentedDownloadMachineTests {
                 .releaseSlot(stream: 1), .stop(stream: 0),
                 .fail(.rangeMismatch("the file changed on the server during a segmented download (412)"), discard: true),
             ]),
-            (.progressed(stream: 0, position: 30), []),
+            (.progressed(stream: 0, from: 0, position: 30), []),
         ], phase: .failed),
         Row(name: "another version again, after the restart: the remote is unstable", start: fresh(mayRestart: false), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
@@ -154,7 +154,7 @@ struct SegmentedDownloadMachineTests {
         ], phase: .failed),
         Row(name: "a failed checkpoint stops every stream and keeps the map as it was", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
-            (.progressed(stream: 0, position: 30), [.checkpoint]),
+            (.progressed(stream: 0, from: 0, position: 30), [.checkpoint]),
             (.checkpointFailed(.localIO(path: "f.part", operation: "fdatasync", errno: EIO)), [
                 .stop(stream: 0), .stop(stream: 1), .releaseSlot(stream: 1),
                 .fail(.localIO(path: "f.part", operation: "fdatasync", errno: EIO), discard: false),
@@ -177,7 +177,7 @@ struct SegmentedDownloadMachineTests {
         Row(name: "a stream's end after the download failed only gives its slot back", start: fresh(), steps: [
             (.slotOffered, [.request(stream: 1, first: 50, last: 99)]),
             (.checkpointed, []),
-            (.progressed(stream: 0, position: 30), [.checkpoint]),
+            (.progressed(stream: 0, from: 0, position: 30), [.checkpoint]),
             (.checkpointFailed(.cancelled), [.stop(stream: 0), .stop(stream: 1), .releaseSlot(stream: 1), .fail(.cancelled, discard: false)]),
             (.streamEnded(stream: 1, .reachedEnd, position: 100), []),
             (.checkpointed, []),
@@ -198,6 +198,23 @@ struct SegmentedDownloadMachineTests {
 
     /// However the events fall, no range is recorded before a checkpoint covered it, and
     /// every extra slot taken is given back exactly once.
+    /// Progress is posted: it may arrive after its stream ended and took its next range under
+    /// the same id. Progress of the range before (here 50-99, up to 100) must not count for the
+    /// next one (25-49): it would mark bytes written that no one wrote, and the hash and the
+    /// map would then read them.
+    @Test func progressOfAStreamsPreviousRangeDoesNotCountForItsNext() throws {
+        var machine = Self.fresh()
+        #expect(machine.handle(.slotOffered) == [.request(stream: 1, first: 50, last: 99)])
+        let effects = machine.handle(.streamEnded(stream: 1, .reachedEnd, position: 100))
+        #expect(effects.contains(.request(stream: 1, first: 25, last: 49)), "\(effects)")
+        let before = machine.writtenRanges
+        #expect(machine.handle(.progressed(stream: 1, from: 50, position: 100)) == [])
+        #expect(machine.streams[1]?.position == 25, "the new range has nothing written yet")
+        #expect(machine.writtenRanges == before)
+        _ = machine.handle(.progressed(stream: 1, from: 25, position: 40))
+        #expect(machine.streams[1]?.position == 40, "its own progress counts")
+    }
+
     @Test func randomEventsNeverRecordUnwrittenBytesAndGiveEverySlotBackOnce() {
         var random = SeededGenerator(seed: 7)
         for _ in 0..<300 {
@@ -205,6 +222,7 @@ struct SegmentedDownloadMachineTests {
             var slots: Set<Int> = []
             var written: [ByteRange] = []
             var pending: [ByteRange]?
+            var earlier: [Int: [(first: Int64, end: Int64)]] = [:]
             for _ in 0..<60 {
                 let running = machine.streams.keys.sorted()
                 var event: Event
@@ -212,7 +230,12 @@ struct SegmentedDownloadMachineTests {
                 case 0: event = .slotOffered
                 case 1, 2:
                     guard let id = running.randomElement(using: &random), let stream = machine.streams[id] else { continue }
-                    event = .progressed(stream: id, position: min(stream.end, stream.position + Int64.random(in: 1...20, using: &random)))
+                    if let stale = earlier[id]?.randomElement(using: &random), stale.first != stream.first, Bool.random(using: &random) {
+                        // Progress of a range the stream had before, arriving late: never counted.
+                        event = .progressed(stream: id, from: stale.first, position: stale.end)
+                    } else {
+                        event = .progressed(stream: id, from: stream.first, position: min(stream.end, stream.position + Int64.random(in: 1...20, using: &random)))
+                    }
                 case 3:
                     guard let id = running.randomElement(using: &random), let stream = machine.streams[id] else { continue }
                     let ends: [SegmentedDownload.StreamEnd] = [.reachedEnd, .reachedEnd, .failed(Self.serverError), .fold(Self.reset)]
@@ -220,8 +243,11 @@ struct SegmentedDownloadMachineTests {
                     event = .streamEnded(stream: id, end, position: end == .reachedEnd ? stream.end : stream.position)
                 default: event = .checkpointed
                 }
-                if case .progressed(let id, let position) = event, let stream = machine.streams[id] {
+                if case .progressed(let id, let from, let position) = event, let stream = machine.streams[id], stream.first == from {
                     written = ByteRanges.merged(written + [ByteRange(stream.first, position)])
+                }
+                for (id, stream) in machine.streams where earlier[id]?.last?.first != stream.first {
+                    earlier[id, default: []].append((stream.first, stream.end))
                 }
                 if case .streamEnded(let id, _, let position) = event, let stream = machine.streams[id] {
                     written = ByteRanges.merged(written + [ByteRange(stream.first, position)])

@@ -61,8 +61,11 @@ struct SegmentedDownload: Equatable {
         case leadPaced(secondsLeft: Double)
         /// An extra transfer slot is held for this download.
         case slotOffered
-        /// `stream` has written its range up to `position` (exclusive).
-        case progressed(stream: Int, position: Int64)
+        /// `stream` has written its range from `from` up to `position` (exclusive). `from` names
+        /// the range the stream was asked for: progress is posted, and may arrive after the
+        /// stream ended and was given its next range (the same id), so it counts only while the
+        /// stream still writes the range it came from.
+        case progressed(stream: Int, from: Int64, position: Int64)
         /// `stream`'s request is over, having written up to `position`.
         case streamEnded(stream: Int, StreamEnd, position: Int64)
         /// The `checkpoint` asked for is done: the bytes written before it are on disk.
@@ -207,8 +210,10 @@ struct SegmentedDownload: Equatable {
             nextStream += 1
             return assign(stream: id, extraSlot: true)
 
-        case .progressed(let id, let position):
-            guard phase == .running || phase == .pacing, var stream = streams[id], position > stream.position else { return [] }
+        case .progressed(let id, let from, let position):
+            guard phase == .running || phase == .pacing, var stream = streams[id], stream.first == from,
+                  position > stream.position
+            else { return [] }
             if phase == .pacing {
                 // Nothing is recorded yet: the lead is a plain download.
                 stream.position = min(position, stream.end)

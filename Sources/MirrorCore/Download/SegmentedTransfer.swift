@@ -149,7 +149,7 @@ final class SegmentedTransfer: @unchecked Sendable {
 
     /// The lead, one stream of several, has written up to `position` (posted, as above).
     func postLeadProgress(_ position: Int64) {
-        environment.fetcher.engine.post { [self] in deliver(.progressed(stream: 0, position: position)) }
+        environment.fetcher.engine.post { [self] in deliver(.progressed(stream: 0, from: 0, position: position)) }
     }
 
     private func deliver(_ event: SegmentedDownload.Event) {
@@ -295,13 +295,13 @@ final class SegmentedTransfer: @unchecked Sendable {
     // MARK: Range requests
 
     /// A stream's bytes arrived: written at their offset.
-    fileprivate func wrote(_ stream: Int, count: Int64, reportedAt: inout Int64, position: Int64) {
+    fileprivate func wrote(_ stream: Int, from first: Int64, count: Int64, reportedAt: inout Int64, position: Int64) {
         bytes += count
         environment.progress?.add(count)
         if position - reportedAt >= Self.reportEvery {
             reportedAt = position
             // Not from inside libcurl's callback: the machine may start or stop requests.
-            environment.fetcher.engine.post { [self] in deliver(.progressed(stream: stream, position: position)) }
+            environment.fetcher.engine.post { [self] in deliver(.progressed(stream: stream, from: first, position: position)) }
         }
     }
 
@@ -358,7 +358,7 @@ final class RangeSink: ResponseBodySink, @unchecked Sendable {
             return false
         }
         position += Int64(bytes.count)
-        transfer.wrote(stream, count: Int64(bytes.count), reportedAt: &reportedAt, position: position)
+        transfer.wrote(stream, from: first, count: Int64(bytes.count), reportedAt: &reportedAt, position: position)
         if position >= end {
             reachedEnd = true
             // The rest of the range is another stream's now: stop here. A whole range ends
