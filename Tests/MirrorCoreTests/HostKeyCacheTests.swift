@@ -58,5 +58,11 @@ struct HostKeyCacheTests {
         #expect(!request("http://a.test/").usesTLS)
         #expect(!request("http://a.test/", proxy: "http://proxy.test:3128").usesTLS)
         #expect(!request("file:///x").usesTLS)
+        var explicit = request("ftp://a.test/f")
+        #expect(!explicit.usesTLS)
+        explicit.ftpTLS = .try
+        #expect(explicit.usesTLS, "AUTH TLS on an ftp: URL")
+        explicit.ftpTLS = .required
+        #expect(explicit.usesTLS)
     }
 }

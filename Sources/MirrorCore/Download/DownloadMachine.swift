@@ -177,6 +177,9 @@ struct DownloadMachine: Equatable {
     private(set) var state: State
     /// Where the `.part` is (from `begin`).
     private var partialPath = ""
+    /// The download joined ranges sent without a precondition (a pinned file whose server
+    /// names no version): a pin that fails says nothing then of whether the file changed.
+    private(set) var joinedUnnamedRanges = false
 
     /// Bytes re-requested before the resume point when no validator vouches for the partial file.
     static let overlapLength: Int64 = 64 * 1024
@@ -271,7 +274,10 @@ struct DownloadMachine: Equatable {
             state = .segmented(segmented)
             return effects.map(Effect.segments)
 
-        case (.segmented, .segmentsEnded(let end, let leadBytes)):
+        case (.segmented(let segmented), .segmentsEnded(let end, let leadBytes)):
+            // Ranges a pin alone vouched for: nothing showed whether the file changed
+            // between them (see `joinedUnnamedRanges`).
+            if segmented.version.precondition == nil { joinedUnnamedRanges = true }
             var versionChanged = false
             if case .failed(.rangeMismatch, _, _) = end { versionChanged = true }
             state = .ended

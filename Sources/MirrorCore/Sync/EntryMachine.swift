@@ -276,6 +276,8 @@ struct EntryMachine {
     private(set) var download: DownloadMachine?
     /// Segmented downloads of this entry started over because the server's version changed.
     private var segmentRestarts = 0
+    /// The attempt's bytes came in ranges sent without a precondition (`DownloadMachine`).
+    private var joinedUnnamedRanges = false
 
     init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: Set<Int> = []) {
         self.mode = mode
@@ -445,6 +447,7 @@ struct EntryMachine {
 
         case (.transferring, .transferEnded(let end)):
             download = nil
+            joinedUnnamedRanges = false
             return transferEnded(end)
         case (.transferring, .download(let inner)):
             guard var machine = download else { return unexpected(event) }
@@ -456,6 +459,7 @@ struct EntryMachine {
                 }
                 // The entry's logic after a transfer, whatever shape the download had.
                 if versionChanged { segmentRestarts += 1 }
+                joinedUnnamedRanges = machine.joinedUnnamedRanges
                 download = nil
                 return effects + transferEnded(end)
             }
@@ -483,9 +487,11 @@ struct EntryMachine {
                     return attemptFailed(.sizeMismatch(expected: pinned, actual: pending.size), cleanup: [.removePartial, .record(.clearPartial)])
                 }
                 if let pin = pins.digest, file.sha256 != pin {
+                    // Ranges no precondition tied to one version are not one whole file: the
+                    // file may have changed between them, and another attempt may get it right.
                     let failure = TransferFailure.pinMismatch(
                         expected: pin, actual: file.sha256, served: pending.validators, before: versionBeforeReply,
-                        wholeFile: action.startsFromZero)
+                        wholeFile: action.startsFromZero && !joinedUnnamedRanges)
                     lastServed = (source, pending.validators)
                     return attemptFailed(failure, cleanup: [.removePartial, .record(.clearPartial)])
                 }

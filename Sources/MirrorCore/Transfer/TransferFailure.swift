@@ -159,8 +159,10 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     ///   - before: the newest version known before that reply, on the same source: the
     ///     attempt's probe, else the reply of the attempt before. Nil when there was none (a
     ///     first download with no probe): then nothing shows the version moved.
-    ///   - wholeFile: the attempt fetched the file from byte 0. A resumed one may have joined
-    ///     bytes of two versions, and the next attempt starts over: that is retried.
+    ///   - wholeFile: the attempt fetched the file from byte 0 as one version. A resumed one,
+    ///     or one joined from ranges no precondition tied to a version (a pinned file whose
+    ///     server names none), may hold bytes of two versions, and the next attempt starts
+    ///     over: that is retried.
     static func pinMismatch(
         expected: String, actual: String, served: RemoteValidators, before: RemoteValidators?, wholeFile: Bool
     ) -> TransferFailure {

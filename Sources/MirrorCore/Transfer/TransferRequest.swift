@@ -40,9 +40,11 @@ struct TransferRequest: Sendable {
     /// head of its reply is in.
     var onReplyProtocol: (@Sendable (RequestBudget.OriginProtocol) -> Void)?
 
-    /// Whether the request's bytes pass through TLS: its URL's scheme or its proxy's.
+    /// Whether the request's bytes may pass through TLS: its URL's scheme or its proxy's, or
+    /// an `ftp:` URL asked to `AUTH TLS` (`ftp_tls`).
     var usesTLS: Bool {
         func tls(_ url: String) -> Bool { ["https", "ftps"].contains(RemoteProbe.scheme(of: url)) }
+        if RemoteProbe.scheme(of: url) == "ftp", ftpTLS != .no { return true }
         return tls(url) || proxy.map(tls) == true
     }
 
