@@ -9,6 +9,18 @@ import Testing
 struct SegmentedDownloadTests {
     static let mebibyte = 1 << 20
 
+    /// nginx in front of itself under /bare/, hiding ETag and Last-Modified: a server that
+    /// names no version of its files.
+    static let bare = """
+            location /bare/ {
+                rewrite ^/bare/(.*)$ /$1 break;
+                proxy_pass http://127.0.0.1:$server_port;
+                proxy_hide_header ETag;
+                proxy_hide_header Last-Modified;
+                proxy_buffering off;
+            }
+        """
+
     /// The GETs nginx logged for `path`, in the order they ended.
     static func gets(_ requests: [LoggedRequest], _ path: String) -> [LoggedRequest] {
         requests.filter { $0.method == "GET" && $0.uri == path }
@@ -163,17 +175,8 @@ struct SegmentedDownloadTests {
     /// answered 206, and the file is byte-identical.
     @Test func aPinnedFileFromAServerWithoutValidatorsIsSegmentedToo() async throws {
         let data = randomData(count: 12 * Self.mebibyte, seed: 74)
-        let bare = """
-                location /bare/ {
-                    rewrite ^/bare/(.*)$ /$1 break;
-                    proxy_pass http://127.0.0.1:$server_port;
-                    proxy_hide_header ETag;
-                    proxy_hide_header Last-Modified;
-                    proxy_buffering off;
-                }
-            """
         let scenario = try SyncScenario(.nginx(site: ["big.bin": data], options: NginxOptions(
-            rateLimit: 2 * Self.mebibyte, extraServerConfiguration: bare)))
+            rateLimit: 2 * Self.mebibyte, extraServerConfiguration: Self.bare)))
         let pin = DigestHasher.hex(of: data)
         let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [
             .init(scenario.url("/bare/big.bin"), "sha256: \(pin)"),
@@ -219,17 +222,8 @@ struct SegmentedDownloadTests {
     @Test func aPinnedUnnamedFileThatChangesUnderItsRangesIsFetchedAgain() async throws {
         let data = randomData(count: 12 * Self.mebibyte, seed: 76)
         let other = randomData(count: 12 * Self.mebibyte, seed: 77)
-        let bare = """
-                location /bare/ {
-                    rewrite ^/bare/(.*)$ /$1 break;
-                    proxy_pass http://127.0.0.1:$server_port;
-                    proxy_hide_header ETag;
-                    proxy_hide_header Last-Modified;
-                    proxy_buffering off;
-                }
-            """
         let scenario = try SyncScenario(.nginx(site: ["big.bin": other, "pinned.bin": data], options: NginxOptions(
-            rateLimit: Self.mebibyte, extraServerConfiguration: bare)))
+            rateLimit: Self.mebibyte, extraServerConfiguration: Self.bare)))
         let pin = DigestHasher.hex(of: data)
         let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [
             .init(scenario.url("/bare/big.bin"), "sha256: \(pin)"),
