@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Starts `body` on a new detached POSIX thread: for work that blocks (the curl loop, hashing
 /// from disk) and so must stay off Swift's cooperative thread pool.
@@ -17,5 +18,46 @@ public enum DetachedThread {
         }, box)
         guard created == 0 else { fatalError("pthread_create failed: \(String(cString: strerror(created)))") }
         pthread_detach(thread)
+    }
+}
+
+/// A thread of its own whose end can be waited for (`join`): the engine's loop, whose libcurl
+/// and OpenSSL teardown must be over before the process runs its exit handlers.
+final class JoinableThread: @unchecked Sendable {
+    private final class Body {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+
+    private let thread: pthread_t
+    private let joined = Mutex(false)
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Body(body)).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(&thread, nil, { argument in
+            Unmanaged<Body>.fromOpaque(argument!).takeRetainedValue().run()
+            return nil
+        }, box)
+        guard created == 0 else { fatalError("pthread_create failed: \(String(cString: strerror(created)))") }
+        self.thread = thread
+    }
+
+    /// Whether the caller runs on this thread.
+    var isCurrent: Bool { pthread_equal(pthread_self(), thread) != 0 }
+
+    /// Waits until the thread has ended, its thread-local destructors included; from the thread
+    /// itself, lets it end on its own instead. Once.
+    func join() {
+        let first = joined.withLock { joined in
+            defer { joined = true }
+            return !joined
+        }
+        guard first else { return }
+        if isCurrent {
+            pthread_detach(thread)
+        } else {
+            pthread_join(thread, nil)
+        }
     }
 }
