@@ -174,6 +174,9 @@ struct DownloadMachine: Equatable {
     let order: EntryMachine.TransferOrder
     /// A version change met in segments may start the entry over (it has not yet).
     let mayRestartSegments: Bool
+    /// The entry allows segments in this attempt (see `EntryMachine`: not after a pin failed on
+    /// ranges joined without a precondition).
+    let maySegment: Bool
     private(set) var state: State
     /// Where the `.part` is (from `begin`).
     private var partialPath = ""
@@ -185,16 +188,17 @@ struct DownloadMachine: Equatable {
     static let overlapLength: Int64 = 64 * 1024
 
     /// The download `order` asks for, waiting for its surroundings (`begin`).
-    init(order: EntryMachine.TransferOrder, mayRestartSegments: Bool = true) {
+    init(order: EntryMachine.TransferOrder, mayRestartSegments: Bool = true, maySegment: Bool = true) {
         self.order = order
         self.mayRestartSegments = mayRestartSegments
+        self.maySegment = maySegment
         state = .ordered
     }
 
     /// The body of the conditional GET's reply, its request already sent: `begin` says whether
     /// it may lead segments, as a GET from 0 may.
-    static func receiving(_ order: EntryMachine.TransferOrder, mayRestartSegments: Bool = true) -> DownloadMachine {
-        var machine = DownloadMachine(order: order, mayRestartSegments: mayRestartSegments)
+    static func receiving(_ order: EntryMachine.TransferOrder, mayRestartSegments: Bool = true, maySegment: Bool = true) -> DownloadMachine {
+        var machine = DownloadMachine(order: order, mayRestartSegments: mayRestartSegments, maySegment: maySegment)
         machine.receiving = true
         return machine
     }
@@ -293,7 +297,7 @@ struct DownloadMachine: Equatable {
     private mutating func begin(_ around: Surroundings) -> [Effect] {
         partialPath = around.partialPath
         if let map = around.map, order.offset > 0, order.offset == map.prefix, case .resume(_, .partial) = order.action,
-           map.version.url == around.url, map.version.matches(order.startedFrom), !around.hostFolded {
+           map.version.url == around.url, map.version.matches(order.startedFrom), !around.hostFolded, maySegment {
             let download = SegmentedDownload.resumed(total: map.version.total, durable: map.durable, mayRestart: mayRestartSegments)
             state = .segmented(Segmented(version: map.version, download: download, fromLead: false, ready: false))
             return [.openPartial(truncate: false)]
@@ -305,7 +309,7 @@ struct DownloadMachine: Equatable {
             state = .resumed(Resumed(offset: order.offset, guarding: guarding, sent: false))
             return removal + [.openPartial(truncate: false)]
         }
-        let mayLead = around.segmentMin < .max && around.hasStore && around.speaksHTTP && !around.hostFolded
+        let mayLead = around.segmentMin < .max && around.hasStore && around.speaksHTTP && !around.hostFolded && maySegment
         if receiving {
             // The reply is at hand: its body goes into the partial file, perhaps as a lead.
             state = .contiguous(Contiguous(mayLead: mayLead, sent: true))

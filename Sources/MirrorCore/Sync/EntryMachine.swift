@@ -278,6 +278,10 @@ struct EntryMachine {
     private var segmentRestarts = 0
     /// The attempt's bytes came in ranges sent without a precondition (`DownloadMachine`).
     private var joinedUnnamedRanges = false
+    /// A pin failed on such ranges: the next attempts fetch the file as one GET, whose
+    /// mismatch, if it comes again, is the server's settled answer (not one more download of
+    /// the same wrong file per retry).
+    private var segmentsRefused = false
 
     init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: Set<Int> = []) {
         self.mode = mode
@@ -379,7 +383,7 @@ struct EntryMachine {
                                           hadPartialRecord: hadPartialRecord)
                 self.order = order
                 phase = .transferring
-                download = .receiving(order, mayRestartSegments: segmentRestarts == 0)
+                download = .receiving(order, mayRestartSegments: segmentRestarts == 0, maySegment: !segmentsRefused)
                 return announce + [.receiveBody(order)]
             }
             // A skip or a failure: the body is not wanted, and what follows waits for the end
@@ -492,6 +496,7 @@ struct EntryMachine {
                     let failure = TransferFailure.pinMismatch(
                         expected: pin, actual: file.sha256, served: pending.validators, before: versionBeforeReply,
                         wholeFile: action.startsFromZero && !joinedUnnamedRanges)
+                    if joinedUnnamedRanges { segmentsRefused = true }
                     lastServed = (source, pending.validators)
                     return attemptFailed(failure, cleanup: [.removePartial, .record(.clearPartial)])
                 }
@@ -697,7 +702,7 @@ struct EntryMachine {
     private mutating func startTransfer(_ order: TransferOrder) -> [Effect] {
         self.order = order
         phase = .transferring
-        download = DownloadMachine(order: order, mayRestartSegments: segmentRestarts == 0)
+        download = DownloadMachine(order: order, mayRestartSegments: segmentRestarts == 0, maySegment: !segmentsRefused)
         return [.transfer(order)]
     }
 

@@ -123,7 +123,12 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return "\(name) mismatch: expected \(expected), download has \(actual)"
         case .checksumMismatchUnchanged(let expected, let actual, let served):
             let mismatch = TransferFailure.checksumMismatch(expected: expected, actual: actual).description
-            return "\(mismatch); the server's file did not change during the download (\(served.summary)), "
+            // A reply that names no version cannot show it stayed the same, only that nothing
+            // showed it moved.
+            let unnamed = served.etag == nil && served.lastModified == nil
+            let stayed = unnamed ? "nothing showed the server's file change during the download"
+                : "the server's file did not change during the download"
+            return "\(mismatch); \(stayed) (\(served.summary)), "
                 + "so it was not fetched again: the pin (or the checksum file) and the server disagree"
         case .checksumFileUnavailable(let url, let failure):
             return "checksum file \(url) could not be fetched: \(failure)"

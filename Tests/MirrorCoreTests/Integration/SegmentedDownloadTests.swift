@@ -246,4 +246,29 @@ struct SegmentedDownloadTests {
         #expect((reports.first?.attempts ?? 0) >= 2, "the joined file failed its pin and was fetched again: \(reports)")
         #expect(scenario.local("big.bin")?.fingerprint == data.fingerprint)
     }
+
+    /// The same wrong file from a server that names no version: the segmented attempt's
+    /// mismatch is retried once, as one GET (nothing tied the ranges to one version); that
+    /// GET's mismatch is the server's settled answer. Two downloads, not one per retry.
+    @Test func aStableWrongFileWithoutValidatorsIsFetchedTwiceNotOncePerRetry() async throws {
+        let data = randomData(count: 12 * Self.mebibyte, seed: 78)
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": data], options: NginxOptions(
+            rateLimit: 4 * Self.mebibyte, extraServerConfiguration: Self.bare)))
+        let wrongPin = DigestHasher.hex(of: randomData(count: 16, seed: 79))
+        let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [
+            .init(scenario.url("/bare/big.bin"), "sha256: \(wrongPin)", "retries: 5"),
+        ])
+        let reports = try await scenario.sync(manifest)
+        let report = try #require(reports.first)
+        guard case .failed(let failure) = report.outcome, case .checksumMismatchUnchanged = failure else {
+            Issue.record("a settled mismatch: \(reports)")
+            return
+        }
+        #expect(report.attempts == 2, "\(reports)")
+        #expect(scenario.local("big.bin") == nil)
+        let gets = Self.gets(try scenario.nginxRequests(), "/bare/big.bin")
+        #expect(gets.contains { $0.range != nil }, "the first attempt came in ranges: \(gets)")
+        #expect(gets.filter { $0.range == nil }.count == 2, "then one plain GET: \(gets)")
+        #expect(gets.last?.range == nil, "\(gets)")
+    }
 }
