@@ -1,15 +1,20 @@
 import Glibc
 import Synchronization
 
-/// Starts `body` on a new detached POSIX thread: for work that blocks (the curl loop, hashing
+/// Starts `body` on a new detached POSIX thread: for work that blocks (hashing
 /// from disk) and so must stay off Swift's cooperative thread pool.
 public enum DetachedThread {
+    public static func start(_ body: @escaping @Sendable () -> Void) {
+        pthread_detach(spawn(body))
+    }
+
     private final class Body {
         let run: @Sendable () -> Void
         init(_ run: @escaping @Sendable () -> Void) { self.run = run }
     }
 
-    public static func start(_ body: @escaping @Sendable () -> Void) {
+    /// A new POSIX thread running `body`, not yet detached.
+    fileprivate static func spawn(_ body: @escaping @Sendable () -> Void) -> pthread_t {
         let box = Unmanaged.passRetained(Body(body)).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(&thread, nil, { argument in
@@ -17,30 +22,18 @@ public enum DetachedThread {
             return nil
         }, box)
         guard created == 0 else { fatalError("pthread_create failed: \(String(cString: strerror(created)))") }
-        pthread_detach(thread)
+        return thread
     }
 }
 
 /// A thread of its own whose end can be waited for (`join`): the engine's loop, whose libcurl
 /// and OpenSSL teardown must be over before the process runs its exit handlers.
 final class JoinableThread: @unchecked Sendable {
-    private final class Body {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-    }
-
     private let thread: pthread_t
     private let joined = Mutex(false)
 
     init(_ body: @escaping @Sendable () -> Void) {
-        let box = Unmanaged.passRetained(Body(body)).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { argument in
-            Unmanaged<Body>.fromOpaque(argument!).takeRetainedValue().run()
-            return nil
-        }, box)
-        guard created == 0 else { fatalError("pthread_create failed: \(String(cString: strerror(created)))") }
-        self.thread = thread
+        thread = DetachedThread.spawn(body)
     }
 
     /// Whether the caller runs on this thread.

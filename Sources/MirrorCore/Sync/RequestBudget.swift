@@ -31,6 +31,12 @@ enum RequestBudget: Equatable, Sendable {
         /// A GET expected to bring this many bytes (the probe's size less the resume offset, or
         /// the entry's `size` pin).
         case body(Int64)
+
+        /// A GET expected to bring `largeBody` bytes or more: a large transfer.
+        var isLarge: Bool {
+            guard case .body(let bytes) = self else { return false }
+            return bytes >= RequestBudget.largeBody
+        }
     }
 
     /// Streams at once per HTTP/2 connection, at most: libcurl's
@@ -54,10 +60,7 @@ enum RequestBudget: Equatable, Sendable {
     /// request may share a connection at all (`multiplexes(url:rateLimited:)`).
     static func choose(_ request: Request, origin: OriginProtocol, multiplexable: Bool) -> RequestBudget {
         guard multiplexable, origin == .http2 else { return .connection }
-        switch request {
-        case .light: return .stream
-        case .body(let bytes): return bytes < largeBody ? .stream : .connection
-        }
+        return request.isLarge ? .connection : .stream
     }
 
     /// Once the head of a reply to a GET sent on a stream is in, before its first body byte:

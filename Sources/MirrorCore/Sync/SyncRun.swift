@@ -100,13 +100,16 @@ final class SyncRun: @unchecked Sendable {
             start(index, countedAgainst: host)
             started += 1
             if started == burst {
-                if running.count < width, next < entries.count || deferredCount > 0 {
+                if running.count < width, hasMoreToStart {
                     environment.fetcher.engine.post { [self] in startMore() }
                 }
                 return
             }
         }
     }
+
+    /// Entries not started yet: further in the manifest, or passed over for their host.
+    private var hasMoreToStart: Bool { next < entries.count || deferredCount > 0 }
 
     /// The next entry that may start, with the limited host it counts against: the earliest
     /// one passed over whose host has room now, else the next in the manifest whose host has
@@ -170,7 +173,7 @@ final class SyncRun: @unchecked Sendable {
         remaining -= 1
         if remaining == 0 { return finishRun() }
         // Not from inside the finishing driver's own step: the next one starts on a clean stack.
-        if next < entries.count || deferredCount > 0 {
+        if hasMoreToStart {
             environment.fetcher.engine.post { [self] in startMore() }
         }
     }

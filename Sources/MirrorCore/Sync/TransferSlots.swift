@@ -68,17 +68,14 @@ final class TransferSlots: Sendable {
     fileprivate struct WantClass: Hashable {
         var host: String?
         var origin: OriginKey?
-        /// 0: light, 1: a body below `RequestBudget.largeBody`, 2: a large body.
-        var weight: Int
+        /// What `RequestBudget.choose` reads of the request.
+        var isLarge: Bool
         var multiplexable: Bool
 
         init(_ want: Want) {
             host = want.host
             origin = want.origin
-            switch want.request {
-            case .light: weight = 0
-            case .body(let bytes): weight = bytes < RequestBudget.largeBody ? 1 : 2
-            }
+            isLarge = want.request.isLarge
             multiplexable = want.multiplexable
         }
     }

@@ -44,8 +44,7 @@ struct TransferRequest: Sendable {
     /// an `ftp:` URL asked to `AUTH TLS` (`ftp_tls`).
     var usesTLS: Bool {
         func tls(_ url: String) -> Bool { ["https", "ftps"].contains(RemoteProbe.scheme(of: url)) }
-        if RemoteProbe.scheme(of: url) == "ftp", ftpTLS != .no { return true }
-        return tls(url) || proxy.map(tls) == true
+        return tls(url) || (isFTP && ftpTLS != .no) || proxy.map(tls) == true
     }
 
     init(
