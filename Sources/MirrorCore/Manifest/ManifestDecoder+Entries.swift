@@ -171,8 +171,8 @@ extension ManifestDecoder {
     }
 
     /// Whether the last segment of the path of `url` (the text before any `?`) holds a `${`.
-    /// Searched on the bytes in place (through `String.UTF8View` and `zip`, about 4,000
-    /// instructions an entry).
+    /// Searched on the bytes in place: through `String.UTF8View` and `zip` it cost about 4,000
+    /// instructions an entry.
     private static func fileNameHasVariable(_ url: String) -> Bool {
         var url = url
         return url.withUTF8 { url in
