@@ -43,11 +43,12 @@ struct CommonOptions: ParsableArguments {
 
     /// Loads the manifest, or prints every problem in it and ends with exit status 2; so does
     /// a state directory the run may not use (a `state_dir` beside a `ROOT/.mirror`, or inside
-    /// the root). Warns about entries that turn TLS verification off.
-    func loadManifest(console: Console) throws -> Manifest {
+    /// the root). Warns about entries that turn TLS verification off. `hashingContent`: see
+    /// `readManifest`.
+    func loadManifest(console: Console, hashingContent: Bool = false) throws -> Manifest {
         let loaded: Manifest
         do {
-            loaded = try readManifest()
+            loaded = try readManifest(hashingContent: hashingContent)
         } catch {
             if json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics {
@@ -67,9 +68,10 @@ struct CommonOptions: ParsableArguments {
         return loaded
     }
 
-    /// The manifest as the command line names it, with its `--root` and `--state-dir`.
-    func readManifest() throws(ManifestError) -> Manifest {
-        try ManifestLoader.load(path: manifest, rootOverride: root, stateDirectoryOverride: stateDir)
+    /// The manifest as the command line names it, with its `--root` and `--state-dir`; with the
+    /// SHA-256 of its bytes when `hashingContent` (only a report names it).
+    func readManifest(hashingContent: Bool = false) throws(ManifestError) -> Manifest {
+        try ManifestLoader.load(path: manifest, rootOverride: root, stateDirectoryOverride: stateDir, hashingContent: hashingContent)
     }
 
     func runOptions(for manifest: Manifest, console: Console, progress: SyncProgress? = nil) -> RunOptions {

@@ -27,44 +27,83 @@ enum HelpText {
     /// The indentation of a list's terms; the text starts two columns after the widest.
     private static let termColumn = 2
 
+    private static let space = UInt8(ascii: " ")
+
     /// `rows` as an indented list, term and text: every line begins with a term or continues
     /// the text above it, under that text. Lines are at most `width - 1` columns (the most the
     /// parser's own wrapping leaves on a line, so it breaks none of these again); a single word
     /// longer than that stays whole.
+    ///
+    /// Built on UTF-8 bytes, a column per Unicode scalar (the texts are ASCII): the list is
+    /// laid out on every start, since the parser's configuration holds it, and Characters,
+    /// `split` and `enumerated` there cost the start-up more than the rest of `--version`.
     static func list(_ rows: [(term: String, text: String)], width: Int) -> String {
-        let textColumn = termColumn + (rows.map(\.term.count).max() ?? 0) + 2
+        var widest = 0
+        for row in rows { widest = max(widest, columns(row.term.utf8)) }
+        let textColumn = termColumn + widest + 2
         let room = max(1, width - 1 - textColumn)
-        var lines: [String] = []
+        var out: [UInt8] = []
+        var first = true
         for row in rows {
-            let lead = String(repeating: " ", count: termColumn) + row.term
-            let pad = String(repeating: " ", count: textColumn)
-            for (index, line) in wrapped(row.text, to: room).enumerated() {
-                lines.append((index == 0 ? lead + String(repeating: " ", count: textColumn - lead.count) : pad) + line)
+            let lines = wrapped(Array(row.text.utf8), to: room)
+            for index in lines.indices {
+                if !first { out.append(UInt8(ascii: "\n")) }
+                first = false
+                if index == 0 {
+                    out.append(contentsOf: repeatElement(space, count: termColumn))
+                    out.append(contentsOf: row.term.utf8)
+                    out.append(contentsOf: repeatElement(space, count: textColumn - termColumn - columns(row.term.utf8)))
+                } else {
+                    out.append(contentsOf: repeatElement(space, count: textColumn))
+                }
+                out.append(contentsOf: lines[index])
             }
         }
-        return lines.joined(separator: "\n")
+        return String(decoding: out, as: UTF8.self)
     }
 
-    /// `text`'s words in lines of at most `width` characters; a longer word has a line of its own.
-    static func wrapped(_ text: String, to width: Int) -> [String] {
-        var lines: [String] = []
-        var line = ""
-        for word in text.split(separator: " ") {
-            if line.isEmpty {
-                line = String(word)
-            } else if line.count + 1 + word.count <= width {
-                line += " " + word
-            } else {
-                lines.append(line)
-                line = String(word)
+    /// `text`'s words (separated by spaces) in lines of at most `width` columns; a longer word
+    /// has a line of its own.
+    private static func wrapped(_ text: [UInt8], to width: Int) -> [ArraySlice<UInt8>] {
+        var lines: [ArraySlice<UInt8>] = []
+        var lineStart = -1, lineEnd = -1, lineColumns = 0
+        var index = 0
+        while index < text.count {
+            if text[index] == space {
+                index += 1
+                continue
             }
+            var end = index
+            while end < text.count, text[end] != space { end += 1 }
+            let wordColumns = columns(text[index..<end])
+            if lineStart < 0 {
+                lineStart = index
+                lineColumns = wordColumns
+            } else if lineColumns + 1 + wordColumns <= width {
+                lineColumns += 1 + wordColumns
+            } else {
+                lines.append(text[lineStart..<lineEnd])
+                lineStart = index
+                lineColumns = wordColumns
+            }
+            lineEnd = end
+            index = end
         }
-        if !line.isEmpty || lines.isEmpty { lines.append(line) }
+        if lineStart >= 0 || lines.isEmpty { lines.append(lineStart >= 0 ? text[lineStart..<lineEnd] : []) }
         return lines
+    }
+
+    /// The columns `text` takes: one per Unicode scalar (a byte that does not continue one).
+    private static func columns(_ text: some Sequence<UInt8>) -> Int {
+        var count = 0
+        for byte in text where byte & 0xC0 != 0x80 { count += 1 }
+        return count
     }
 
     /// The EXIT STATUS section of `mirror --help`, for `width` columns.
     static func exitStatus(width: Int) -> String {
-        "EXIT STATUS\n" + list(ExitStatus.allCases.map { (String($0.rawValue), $0.meaning) }, width: width)
+        var rows: [(term: String, text: String)] = []
+        for status in ExitStatus.allCases { rows.append((String(status.rawValue), status.meaning)) }
+        return "EXIT STATUS\n" + list(rows, width: width)
     }
 }

@@ -50,7 +50,7 @@ struct MirrorCommand: AsyncParsableCommand {
             Glibc.exit(ExitStatus.usage.rawValue)
         }
         do {
-            var command = try parseAsRoot()
+            var command = try parsedCommandLine()
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -69,5 +69,22 @@ struct MirrorCommand: AsyncParsableCommand {
             Console.writeToStandardError(fullMessage(for: error) + "\n")
             Glibc.exit(ExitStatus.usage.rawValue)
         }
+    }
+
+    /// The command line, parsed. One that starts with a command's name is parsed with that
+    /// command as the root first: the parser then reflects that command's options alone, not
+    /// also the root's, the tree of every command and, to see whether the command takes its
+    /// input raw, the command's options a second time. Only a parse that yields that command
+    /// is taken; anything else (help, `--version`, a usage error, a completion script) is
+    /// parsed again from the root, which decides and prints it as it always has.
+    static func parsedCommandLine() throws -> ParsableCommand {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let name = arguments.first,
+           let command = configuration.subcommands.first(where: { $0.configuration.commandName == name }),
+           let parsed = try? command.parseAsRoot(Array(arguments.dropFirst())),
+           ObjectIdentifier(type(of: parsed)) == ObjectIdentifier(command) {
+            return parsed
+        }
+        return try parseAsRoot()
     }
 }

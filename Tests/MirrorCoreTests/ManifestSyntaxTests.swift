@@ -191,6 +191,13 @@ func keySuggestions(_ typed: String, _ expected: String?) {
     ("dir/.mirror", "dir/.mirror"),
     (".mirrors/x", ".mirrors/x"),
     ("a..b/..c", "a..b/..c"),
+    ("a/b/c.bin", "a/b/c.bin"),
+    ("a/./b", "a/b"),
+    ("a//b", "a/b"),
+    ("./a", "a"),
+    ("x/.mirror-trashy/y", "x/.mirror-trashy/y"),
+    ("é/\u{301}x", "é/\u{301}x"),
+    (String(repeating: "n", count: 255), String(repeating: "n", count: 255)),
 ])
 func destinationsNormalise(_ text: String, _ expected: String) throws {
     #expect(try DestinationPath.normalised(text) == expected)
@@ -211,6 +218,11 @@ func destinationsNormalise(_ text: String, _ expected: String) throws {
     ("a/\u{301}/", "names a directory"),
     (".", "does not name a file"),
     (".mirror", "reserved for mirror's own state"),
+    (".mirror/x", "reserved for mirror's own state"),
+    ("x/.mirror-trash/y", "reserved for the files `--prune` is deleting"),
+    (".mirror-trash", "reserved for the files `--prune` is deleting"),
+    ("a/..", "`..` component"),
+    ("a/b/" + String(repeating: "n", count: 256), "limited to 255 bytes"),
     ("./.mirror/state.sqlite", "reserved for mirror's own state"),
     ("a\0b", "NUL"),
     (String(repeating: "n", count: 256), "limited to 255 bytes"),

@@ -31,8 +31,10 @@ public struct Manifest: Sendable, Equatable {
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
     /// SHA-256 of the manifest's bytes as they were loaded (lowercase hex): a report names the
-    /// version of the manifest its run read.
-    public var contentSHA256 = ""
+    /// version of the manifest its run read. Nil unless the load was asked for it
+    /// (`ManifestLoader.load(…, hashingContent: true)`): only a report names it, and hashing
+    /// cost every run's start 3 to 6 million instructions before its first request.
+    public var contentSHA256: String?
     /// Where relative paths were resolved from: the manifest's own directory (`root`,
     /// `ca_file`) and the working directory (`--root`, the CA variables). `mirror lock` reloads
     /// its pinned text from the same places.

@@ -32,11 +32,14 @@ public enum ManifestLoader {
     ///   - stateDirectoryOverride: The command line's `--state-dir`: replaces the manifest's
     ///     `state_dir`, resolved as `rootOverride` is.
     ///   - environment: Where `${VAR}` references are looked up.
+    ///   - hashingContent: Whether to record the SHA-256 of the bytes decoded
+    ///     (`Manifest.contentSHA256`), for a report that names the manifest's version.
     /// - Throws: `ManifestError` with every problem found, in file order. When the file cannot be
     ///   read, the single diagnostic names the path and the system's reason, with no location.
     public static func load(
         path: String, rootOverride: String? = nil, stateDirectoryOverride: String? = nil,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        hashingContent: Bool = false
     ) throws(ManifestError) -> Manifest {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw ManifestError(unreadable(path, .system(errno: errno))) }
@@ -58,7 +61,7 @@ public enum ManifestLoader {
             rootResolution: .init(
                 manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory,
                 stateDirectoryOverride: stateDirectoryOverride),
-            environment: environment)
+            environment: environment, hashingContent: hashingContent)
     }
 
     /// Validates a manifest already in memory.
@@ -104,7 +107,7 @@ public enum ManifestLoader {
 
     private static func decode(
         _ text: ManifestStream.Text, path: String, rootResolution: ManifestDecoder.RootResolution,
-        environment: [String: String]
+        environment: [String: String], hashingContent: Bool = false
     ) throws(ManifestError) -> Manifest {
         var netrc: Netrc?
         var problems: [ManifestDiagnostic] = []
@@ -119,7 +122,7 @@ public enum ManifestLoader {
         guard var manifest = decoded, problems.isEmpty else {
             throw ManifestError(diagnostics: problems.inFileOrder())
         }
-        manifest.contentSHA256 = contentSHA256(of: text)
+        if hashingContent { manifest.contentSHA256 = contentSHA256(of: text) }
         return manifest
     }
 

@@ -131,6 +131,26 @@ struct CLITests {
         #expect(scenario.local("a.bin") == nil)
     }
 
+    /// A command line that starts with a command is parsed with that command as the root
+    /// first (`MirrorCommand.parsedCommandLine`); whatever that parse does not yield as the
+    /// command is parsed from the root again, so it reads as it always did: the root's
+    /// `--version` after a command, the root's name in a usage error and a completion script.
+    @Test func whatACommandAloneDoesNotParseIsTheRootsToPrint() throws {
+        let directory = try TemporaryDirectory()
+        let version = try MirrorBinary.run(["sync", "m.yaml", "--version"], in: directory.path)
+        #expect(version.status == 0, "\(version)")
+        #expect(version.stdout == MirrorVersion.string + "\n", "\(version)")
+
+        let unknown = try MirrorBinary.run(["sync", "m.yaml", "--bogus"], in: directory.path)
+        #expect(unknown.status == 2, "\(unknown)")
+        #expect(unknown.stderr.contains("Error: Unknown option '--bogus'"), "\(unknown)")
+        #expect(unknown.stderr.contains("See 'mirror sync --help' for more information."), "\(unknown)")
+
+        let completion = try MirrorBinary.run(["plan", "--generate-completion-script", "bash"], in: directory.path)
+        #expect(completion.status == 0, "\(completion)")
+        #expect(completion.stdout.contains("complete -o filenames -F _mirror mirror"), "\(completion)")
+    }
+
     @Test func helpDocumentsExitStatus() throws {
         let directory = try TemporaryDirectory()
         let result = try MirrorBinary.run(["--help"], in: directory.path)

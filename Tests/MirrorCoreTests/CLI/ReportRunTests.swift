@@ -34,6 +34,9 @@ struct ReportRunTests {
         // One manifest, edited between its shards' runs.
         let first = try scenario.run(["sync", "--quiet", "one.yaml", "--shard", "0/2", "--report", "r0.json"])
         #expect(first.status == 0, "\(first)")
+        // The report names the version it read by the SHA-256 of the manifest's bytes.
+        let version = DigestHasher.hex(of: Array(Self.manifest(names, in: scenario).utf8))
+        #expect(scenario.text(of: "r0.json").contains("\"manifest_sha256\":\"\(version)\""), "\(scenario.text(of: "r0.json"))")
         try scenario.write(text: Self.manifest(names + ["extra.txt"], in: scenario), to: "one.yaml")
         let second = try scenario.run(["sync", "--quiet", "one.yaml", "--shard", "1/2", "--report", "r1.json"])
         #expect(second.status == 0, "\(second)")
