@@ -93,7 +93,18 @@ struct RemoteProbe: Sendable {
         }
     }
 
+    /// The scheme of `url`, lowercased: what comes before its first `:`. Asked several times
+    /// for every request, so read as bytes when the scheme and the byte after its colon are
+    /// ASCII (then a byte is a Character, and the answer is the same); otherwise, Characters.
     static func scheme(of url: String) -> String {
+        var url = url
+        let ascii: String?? = url.withUTF8 { bytes in
+            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return .some(nil) }
+            let scheme = bytes[..<colon]
+            guard scheme.allSatisfy({ $0 < 0x80 }), colon + 1 == bytes.count || bytes[colon + 1] < 0x80 else { return nil }
+            return String(decoding: scheme.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        }
+        if let ascii { return ascii ?? "" }
         guard let colon = url.firstIndex(of: ":") else { return "" }
         return url[..<colon].lowercased()
     }
