@@ -100,9 +100,11 @@ struct RemoteProbe: Sendable {
         var url = url
         let ascii: String?? = url.withUTF8 { bytes in
             guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return .some(nil) }
-            let scheme = bytes[..<colon]
+            let scheme = UnsafeBufferPointer(rebasing: bytes[..<colon])
             guard scheme.allSatisfy({ $0 < 0x80 }), colon + 1 == bytes.count || bytes[colon + 1] < 0x80 else { return nil }
-            return String(decoding: scheme.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+            let isUpper = { (byte: UInt8) in (0x41...0x5A).contains(byte) }
+            if !scheme.contains(where: isUpper) { return String(decoding: scheme, as: UTF8.self) }
+            return String(decoding: scheme.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
         }
         if let ascii { return ascii ?? "" }
         guard let colon = url.firstIndex(of: ":") else { return "" }
