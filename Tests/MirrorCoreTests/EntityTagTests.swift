@@ -25,6 +25,14 @@ struct EntityTagTests {
         Case(first: #"w/"1""#, second: #""1""#, weak: false, strong: false),
         Case(first: #""W/1""#, second: #""1""#, weak: false, strong: false),
         Case(first: #""""#, second: #""""#, weak: true, strong: true),
+        // Tabs and spaces around a tag, read on bytes as on Characters.
+        Case(first: "\t\"1\" ", second: #""1""#, weak: true, strong: true),
+        Case(first: "\tW/\"1\"", second: #""1""#, weak: true, strong: false),
+        Case(first: "W/", second: #""""#, weak: true, strong: false),
+        // Text beyond ASCII is read as Characters.
+        Case(first: #"W/"é""#, second: #""é""#, weak: true, strong: false),
+        Case(first: #""é""#, second: #""e""#, weak: false, strong: false),
+        Case(first: "\"x\u{301}\"", second: #""x""#, weak: false, strong: false),
     ]
 
     @Test(arguments: cases)

@@ -71,6 +71,23 @@ struct RequestBudgetTests {
         #expect(OriginKey(url: "file:///tmp/a", proxy: nil) == nil)
     }
 
+    /// Origins without a proxy are remembered by `scheme://authority`: asked again, in any
+    /// order, each URL still gets its own, and one through a proxy never stands for one without.
+    @Test func rememberedOriginsStayTheirURLsOwn() throws {
+        let cases: [(url: String, proxy: String?, description: String)] = [
+            ("https://Origin-Cache.test/a", nil, "https://origin-cache.test:443"),
+            ("https://origin-cache.test/a", "http://proxy:3128", "https://origin-cache.test:443 via http://proxy:3128"),
+            ("https://origin-cache.test:8443/b?c", nil, "https://origin-cache.test:8443"),
+            ("HTTP://origin-cache.test/d", nil, "http://origin-cache.test:80"),
+            ("https://u:p@origin-cache.test/e", nil, "https://origin-cache.test:443"),
+        ]
+        for _ in 0..<2 {
+            for (url, proxy, description) in cases + cases.reversed() {
+                #expect(OriginKey(url: url, proxy: proxy)?.description == description, "\(url) via \(proxy ?? "nothing")")
+            }
+        }
+    }
+
     /// 100 streams per connection, spread over at most 4 of the origin's connections.
     @Test(arguments: [(1, 100), (2, 200), (4, 400), (8, 400), (64, 400), (0, 100)])
     func anOriginsStreamsSpreadOverFewConnections(_ connections: Int, _ budget: Int) {

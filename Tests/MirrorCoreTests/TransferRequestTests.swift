@@ -23,4 +23,15 @@ struct TransferRequestTests {
         explicit.ftpTLS = .required
         #expect(explicit.usesTLS)
     }
+
+    /// A URL's scheme is read on its bytes when it is ASCII; it must be what reading Characters
+    /// finds: everything before the first `:` Character, lowercased.
+    @Test(arguments: [
+        "https://a.test/", "HTTPS://a.test/", "Ftp://a.test/", "file:///x", "no-colon", ":leading", "http:", "",
+        "hTtP://a.test:8080/x:y", "sch\u{E9}me://a.test/", "ab:\u{301}cd:ef", "\u{301}:x", "a\r\n:b",
+    ])
+    func theSchemeIsWhatCharactersSay(url: String) {
+        let characters = url.firstIndex(of: ":").map { url[..<$0].lowercased() } ?? ""
+        #expect(RemoteProbe.scheme(of: url) == characters)
+    }
 }

@@ -28,6 +28,11 @@ public struct ConnectivityTarget: Sendable, Hashable, CustomStringConvertible {
     /// with no host (file://), which has no network to check.
     public init?(for url: RemoteURL, probe: RemoteURL?, proxies: ProxyEnvironment) {
         guard let own = HostKey(url) else { return nil }
+        self.init(for: url, host: own, probe: probe, proxies: proxies)
+    }
+
+    /// The same, for a caller that has `HostKey(url)` already.
+    init(for url: RemoteURL, host own: HostKey, probe: RemoteURL?, proxies: ProxyEnvironment) {
         let checked = probe ?? url
         if let proxy = proxies.proxy(for: checked.string) {
             self.init(endpoint: proxy.endpoint, role: .proxy(variable: proxy.variable))

@@ -17,8 +17,13 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
 
     /// The host of a manifest URL, labelled so that a host written as `${VAR}` is not printed.
     public init?(_ url: RemoteURL) {
+        self.init(url, display: url.display)
+    }
+
+    /// The same, for a caller that has `url.display` already.
+    init?(_ url: RemoteURL, display: String) {
         self.init(url: url.string)
-        if !Self.text(url.display, contains: host) { label = "<host>" }
+        if !Self.text(display, contains: host) { label = "<host>" }
     }
 
     /// Whether the bytes of `part` occur in `text`: whether the host is written out in the

@@ -9,9 +9,10 @@ struct HostConditions: Sendable {
     let probe: RemoteURL?
     let proxies: ProxyEnvironment
 
-    /// What the gate checks for requests to `url`; nil for a URL with no host.
-    func target(for url: RemoteURL) -> ConnectivityTarget? {
-        ConnectivityTarget(for: url, probe: probe, proxies: proxies)
+    /// What the gate checks for requests to `url`, whose host is `host`; nil for a URL with
+    /// no host.
+    func target(for url: RemoteURL, host: HostKey?) -> ConnectivityTarget? {
+        host.map { ConnectivityTarget(for: url, host: $0, probe: probe, proxies: proxies) }
     }
 }
 

@@ -80,7 +80,7 @@ final class DownloadDriver: @unchecked Sendable {
     private func surroundings(of order: EntryMachine.TransferOrder) -> DownloadMachine.Surroundings {
         let source = host.sources[order.source]
         return DownloadMachine.Surroundings(
-            url: source.url.display, partialPath: paths.partial, map: segmentMap, mapSeen: segmentMapSeen,
+            url: source.display, partialPath: paths.partial, map: segmentMap, mapSeen: segmentMapSeen,
             segmentMin: env.segmentMin ?? entry.settings.segmentMin, hasStore: store != nil,
             speaksHTTP: source.protocols == "http,https", hostFolded: host.isFolded(source))
     }
@@ -187,7 +187,7 @@ final class DownloadDriver: @unchecked Sendable {
 
     /// The entry's GET of the whole file, watched for a reply worth splitting.
     private func segmentLead(writer: PartialFileWriter, source: EntryDriver.Source) -> SegmentLead {
-        let url = source.url.display
+        let url = source.display
         let minimum = env.segmentMin ?? entry.settings.segmentMin
         let pinned = entry.pins.digest != nil
         return SegmentLead(writer: writer, splittable: { head in
@@ -280,7 +280,7 @@ final class DownloadDriver: @unchecked Sendable {
             pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
             startedFrom: startedFrom, overlap: overlap,
             onStart: TransferStartRecord(
-                store: store, dest: entry.dest, url: host.sources[order.source].url.display, paths: paths, rootDirectory: env.rootDirectory,
+                store: store, dest: entry.dest, url: host.sources[order.source].display, paths: paths, rootDirectory: env.rootDirectory,
                 continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
             ).write
         )

@@ -93,7 +93,20 @@ struct RemoteProbe: Sendable {
         }
     }
 
+    /// The scheme of `url`, lowercased: what comes before its first `:`. Asked several times
+    /// for every request, so read as bytes when the scheme and the byte after its colon are
+    /// ASCII (then a byte is a Character, and the answer is the same); otherwise, Characters.
     static func scheme(of url: String) -> String {
+        var url = url
+        let ascii: String?? = url.withUTF8 { bytes in
+            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return .some(nil) }
+            let scheme = UnsafeBufferPointer(rebasing: bytes[..<colon])
+            guard scheme.allSatisfy({ $0 < 0x80 }), colon + 1 == bytes.count || bytes[colon + 1] < 0x80 else { return nil }
+            let isUpper = { (byte: UInt8) in (0x41...0x5A).contains(byte) }
+            if !scheme.contains(where: isUpper) { return String(decoding: scheme, as: UTF8.self) }
+            return String(decoding: scheme.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        }
+        if let ascii { return ascii ?? "" }
         guard let colon = url.firstIndex(of: ":") else { return "" }
         return url[..<colon].lowercased()
     }

@@ -63,6 +63,8 @@ final class EntryDriver: @unchecked Sendable {
     /// A source URL and what is derived from it, parsed once.
     struct Source {
         let url: RemoteURL
+        /// `url.display`, made once: messages, events and the record name the source by it.
+        let display: String
         /// The host whose Retry-After pauses apply; nil for a URL with no host (file:).
         let host: HostKey?
         /// What the connectivity gate checks for it; nil for a URL with no host.
@@ -81,9 +83,11 @@ final class EntryDriver: @unchecked Sendable {
 
         init(_ url: RemoteURL, entry: Entry, run: SyncRun) {
             self.url = url
-            let host = HostKey(url)
+            let display = url.display
+            self.display = display
+            let host = HostKey(url, display: display)
             self.host = host
-            target = run.environment.conditions.target(for: url)
+            target = run.environment.conditions.target(for: url, host: host)
             protocols = RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string))
             let hosts = run.environment.manifest.hosts
             let rule = hosts.isEmpty ? nil : host.flatMap(hosts.rule(for:))
@@ -100,6 +104,9 @@ final class EntryDriver: @unchecked Sendable {
             TransferSlots.Want(host: limitedHost, origin: origin, request: request, multiplexable: multiplexable)
         }
     }
+
+    /// `entry.url.display`: its first source's.
+    private var urlDisplay: String { sources[0].display }
 
     /// The entry's own `rate_limit`, shared by its attempts.
     private let entryBucket: RateBucket?
@@ -183,7 +190,7 @@ final class EntryDriver: @unchecked Sendable {
             // interruption reaches before then never starts (`interruptedBeforeStart`).
             if run.mode == .sync && !announcedStart {
                 announcedStart = true
-                env.emit(.started(dest: entry.dest, url: entry.url.display))
+                env.emit(.started(dest: entry.dest, url: urlDisplay))
             }
             return inspect()
         case .probe where run.isCancelled:
@@ -195,7 +202,7 @@ final class EntryDriver: @unchecked Sendable {
         case .probe(let index):
             let source = sources[index]
             probe(source) { [self] facts in
-                env.emit(.probed(dest: entry.dest, url: source.url.display, facts))
+                env.emit(.probed(dest: entry.dest, url: source.display, facts))
                 return .probed(facts)
             }
         case .measureBody(let index):
@@ -262,7 +269,7 @@ final class EntryDriver: @unchecked Sendable {
             if run.isCancelled { return .backOffEnded(cancelled: true) }
             let serverPause = header.flatMap { RetryAfter.delay($0, now: Int(time(nil)), cap: env.retryAfterCap) }
             let delay = serverPause ?? env.retryPolicy.delay(afterAttempt: attempt, unitRandom: Double.random(in: 0...1))
-            env.emit(.retrying(dest: entry.dest, url: sources[machine.source].url.display, failure: failure, attempt: attempt, delay: delay))
+            env.emit(.retrying(dest: entry.dest, url: sources[machine.source].display, failure: failure, attempt: attempt, delay: delay))
             waiting = Task { [self] in
                 let cancelled = (try? await Task.sleep(for: delay)) == nil
                 answer(.backOffEnded(cancelled: cancelled))
@@ -293,7 +300,7 @@ final class EntryDriver: @unchecked Sendable {
         slot?.release()
         slot = nil
         if case .planned(let action, let localSize, let remoteSize) = outcome {
-            onFinish(.planned(PlannedEntry(dest: entry.dest, url: entry.url.display, action: action, localSize: localSize, remoteSize: remoteSize)))
+            onFinish(.planned(PlannedEntry(dest: entry.dest, url: urlDisplay, action: action, localSize: localSize, remoteSize: remoteSize)))
         } else {
             onFinish(.synced(report(outcome)))
         }
@@ -306,9 +313,9 @@ final class EntryDriver: @unchecked Sendable {
         case .decided(let action):
             env.emit(.decided(dest: entry.dest, action))
         case .answered(let facts):
-            env.emit(.probed(dest: entry.dest, url: sources[machine.source].url.display, facts))
+            env.emit(.probed(dest: entry.dest, url: sources[machine.source].display, facts))
         case .fallingBack(let index, let failure):
-            env.emit(.fallingBack(dest: entry.dest, to: sources[index].url.display, after: failure))
+            env.emit(.fallingBack(dest: entry.dest, to: sources[index].display, after: failure))
         }
     }
 
@@ -369,7 +376,7 @@ final class EntryDriver: @unchecked Sendable {
     private func prepare(copyLength: Int64?, clearingRecord: Bool) -> TransferFailure? {
         if clearingRecord, let store {
             do {
-                try store.update(dest: entry.dest, url: entry.url.display) { $0.partial = nil }
+                try store.update(dest: entry.dest, url: urlDisplay) { $0.partial = nil }
             } catch {
                 return .localConflict("cannot clear in \(store.path) the record of another version of \(paths.partial) (\(error)); not writing to it")
             }
@@ -387,7 +394,7 @@ final class EntryDriver: @unchecked Sendable {
     private func record(_ change: EntryMachine.RecordChange) {
         guard let store else { return }
         do {
-            try store.update(dest: entry.dest, url: entry.url.display) { record in
+            try store.update(dest: entry.dest, url: urlDisplay) { record in
                 switch change {
                 case .clearPartial:
                     record.partial = nil
@@ -539,7 +546,7 @@ final class EntryDriver: @unchecked Sendable {
     /// identity after the rename, when it can be read.
     private func commit(_ open: OpenPartial, validators: RemoteValidators, sha256: String) {
         run.groupCommit.commit(GroupCommit.Request(
-            fd: open.fd, paths: paths, dest: entry.dest, url: entry.url.display, validators: validators, sha256: sha256
+            fd: open.fd, paths: paths, dest: entry.dest, url: urlDisplay, validators: validators, sha256: sha256
         ) { [self] result in
             if case .success = result { open.committed = true }
             deliver(.committed(result))
@@ -547,7 +554,7 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     private func report(_ outcome: EntryMachine.Outcome) -> EntryReport {
-        let source = sources[machine.source].url.display
+        let source = sources[machine.source].display
         switch outcome {
         case .succeeded(let result, let action, let size, let sha256):
             return EntryReport(

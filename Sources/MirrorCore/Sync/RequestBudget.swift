@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Which budget a request of `sync` or `plan` takes: one of the run's `concurrency` permits
 /// (`connection`), or a stream on the HTTP/2 connection its origin already speaks (`stream`).
 /// The one place that decides it; `TransferSlots` counts what it decides.
@@ -90,8 +92,25 @@ struct OriginKey: Hashable, Sendable, CustomStringConvertible {
 
     /// Nil for a URL with no host (`file:`).
     init?(url: String, proxy: String?) {
+        // Asked for every entry and every request; without a proxy it depends only on the
+        // URL's `scheme://authority`, so a run's URLs to one server share one (as `HostKey`'s).
+        let prefix = proxy == nil ? HostKey.schemeAndAuthority(of: url) : nil
+        if let prefix, let known = Self.known.withLock({ $0[prefix] }) {
+            self = known
+            return
+        }
         guard let host = HostKey(url: url) else { return nil }
         let scheme = RemoteProbe.scheme(of: url)
         description = "\(scheme)://\(host.host.lowercased()):\(host.port)" + (proxy.map { " via \($0)" } ?? "")
+        if let prefix {
+            let key = Substring(String(prefix))
+            Self.known.withLock { known in
+                if known.count < Self.knownLimit { known[key] = self }
+            }
+        }
     }
+
+    /// Origins without a proxy already made, by `scheme://authority`.
+    private static let known = Mutex<[Substring: OriginKey]>([:])
+    private static let knownLimit = 4096
 }

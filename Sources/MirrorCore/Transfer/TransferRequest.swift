@@ -43,7 +43,10 @@ struct TransferRequest: Sendable {
     /// Whether the request's bytes may pass through TLS: its URL's scheme or its proxy's, or
     /// an `ftp:` URL asked to `AUTH TLS` (`ftp_tls`).
     var usesTLS: Bool {
-        func tls(_ url: String) -> Bool { ["https", "ftps"].contains(RemoteProbe.scheme(of: url)) }
+        func tls(_ url: String) -> Bool {
+            let scheme = RemoteProbe.scheme(of: url)
+            return scheme == "https" || scheme == "ftps"
+        }
         return tls(url) || (isFTP && ftpTLS != .no) || proxy.map(tls) == true
     }
 
@@ -82,7 +85,10 @@ struct TransferRequest: Sendable {
     }
 
     /// An ftp or ftps URL: no HTTP headers come back, and the file's time needs asking for.
-    var isFTP: Bool { ["ftp", "ftps"].contains(RemoteProbe.scheme(of: url)) }
+    var isFTP: Bool {
+        let scheme = RemoteProbe.scheme(of: url)
+        return scheme == "ftp" || scheme == "ftps"
+    }
 }
 
 /// What a response's body should become, decided once its headers are known.
