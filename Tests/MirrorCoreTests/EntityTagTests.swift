@@ -33,6 +33,14 @@ struct EntityTagTests {
         Case(first: #"W/"é""#, second: #""é""#, weak: true, strong: false),
         Case(first: #""é""#, second: #""e""#, weak: false, strong: false),
         Case(first: "\"x\u{301}\"", second: #""x""#, weak: false, strong: false),
+        // Tags are bytes: text Unicode calls canonically equivalent is two tags when its bytes
+        // differ (a precomposed é and e with a combining accent; the Angstrom sign U+212B and
+        // Å U+00C5; the Kelvin sign U+212A and K), weak or strong.
+        Case(first: "\"caf\u{E9}\"", second: "\"cafe\u{301}\"", weak: false, strong: false),
+        Case(first: "W/\"caf\u{E9}\"", second: "\"cafe\u{301}\"", weak: false, strong: false),
+        Case(first: "\"\u{212B}\"", second: "\"\u{C5}\"", weak: false, strong: false),
+        Case(first: "\"\u{212A}1\"", second: #""K1""#, weak: false, strong: false),
+        Case(first: "\"cafe\u{301}\"", second: "W/\"cafe\u{301}\"", weak: true, strong: false),
     ]
 
     @Test(arguments: cases)
@@ -50,6 +58,44 @@ struct EntityTagTests {
         #expect(recorded.difference(from: current) == nil)
         current.etag = #""5f3-5e1b""#
         #expect(recorded.difference(from: current) == #"ETag changed from W/"5f3-5e1a" to "5f3-5e1b""#)
+    }
+
+    /// Validators are the server's bytes: canonically equivalent text that differs in its bytes
+    /// is a change, in the ETag and in Last-Modified, and `==` says the same.
+    @Test func validatorsDifferWhenTheirBytesDo() {
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let recorded = RemoteValidators(etag: "\"caf\u{E9}\"", lastModified: date, size: 5)
+        var current = recorded
+        current.etag = "\"cafe\u{301}\""
+        #expect(recorded != current)
+        #expect(recorded.difference(from: current) == "ETag changed from \"caf\u{E9}\" to \"cafe\u{301}\"")
+        current = recorded
+        #expect(recorded == current)
+        let accented = RemoteValidators(etag: nil, lastModified: "\u{C5}", size: 5)
+        let composed = RemoteValidators(etag: nil, lastModified: "A\u{30A}", size: 5)
+        #expect(accented != composed)
+        #expect(accented.difference(from: composed) != nil)
+        #expect(RemoteValidators.sameBytes(nil, nil) && !RemoteValidators.sameBytes("a", nil) && !RemoteValidators.sameBytes(nil, "a"))
+    }
+
+    /// A reply's ETag or Last-Modified whose bytes are not UTF-8 (obs-text, which RFC 9110
+    /// allows in a tag) would read as U+FFFD, and two different tags the same: it names no
+    /// version mirror can compare or send back, so it counts as absent.
+    @Test func aValidatorThatIsNotUTF8CountsAsAbsent() {
+        func head(_ lines: [[UInt8]]) -> ResponseHead? {
+            var parser = HeaderLineParser()
+            for line in lines {
+                let bytes = line + Array("\r\n".utf8)
+                bytes.withUnsafeBytes { parser.receive($0) }
+            }
+            return parser.head
+        }
+        let parsed = head([Array("HTTP/1.1 200 OK".utf8), Array("ETag: \"".utf8) + [0xE9] + Array("\"".utf8),
+                           Array("Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT".utf8), Array("Content-Length: 5".utf8), []])
+        #expect(parsed?.etag == nil)
+        #expect(parsed?.lastModified == "Sun, 06 Nov 1994 08:49:37 GMT")
+        let utf8 = head([Array("HTTP/1.1 200 OK".utf8), Array("ETag: \"caf\u{E9}\"".utf8), Array("Content-Length: 5".utf8), []])
+        #expect(utf8?.etag == "\"caf\u{E9}\"", "a tag of UTF-8 text is kept")
     }
 
     @Test func onlyAStrongTagGoesIntoIfRange() {

@@ -20,7 +20,8 @@ struct SegmentVersion: Equatable, Sendable {
     /// is this version: the same size, ETag and Last-Modified, each known on both sides.
     func matches(_ validators: RemoteValidators?) -> Bool {
         guard let validators else { return false }
-        return validators.size == total && validators.etag == etag && validators.lastModified == lastModified
+        return validators.size == total && RemoteValidators.sameBytes(validators.etag, etag)
+            && RemoteValidators.sameBytes(validators.lastModified, lastModified)
     }
 }
 

@@ -101,7 +101,7 @@ enum SegmentReply {
            !(EntityTag(etag).isWeak ? EntityTag.weaklyMatch(etag, sent) : EntityTag.stronglyMatch(etag, sent)) {
             return "ETag changed from \(etag) to \(sent)"
         }
-        if let modified = version.lastModified, let sent = head.lastModified, modified != sent {
+        if let modified = version.lastModified, let sent = head.lastModified, !RemoteValidators.sameBytes(modified, sent) {
             return "Last-Modified changed from \(modified) to \(sent)"
         }
         return nil

@@ -4,6 +4,11 @@
 /// marks it `W/"…"` while the file's modification time is less than a second old. Weak
 /// comparison, which ignores the `W/`, recognises such a file as unchanged. Only strong
 /// comparison promises the same bytes, which is what appending a range needs.
+///
+/// Tags are compared on their bytes, as the server sent them. Swift's `String` equality is
+/// Unicode's canonical equivalence: `"café"` written with a precomposed `é` and with `e` and a
+/// combining accent are equal Strings but different tags, and a server that changes one into
+/// the other has named a new version.
 struct EntityTag: Equatable, Sendable {
     /// Sent with the case-sensitive `W/` prefix.
     var isWeak: Bool
@@ -61,14 +66,18 @@ struct EntityTag: Equatable, Sendable {
         return bytes.dropFirst().dropLast().allSatisfy { $0 == 0x21 || (0x23...0x7E).contains($0) || $0 >= 0x80 }
     }
 
-    /// Weak comparison: the opaque tags are equal, whether either is weak or not.
-    static func weaklyMatch(_ first: String, _ second: String) -> Bool {
-        EntityTag(first).opaque == EntityTag(second).opaque
+    static func == (one: EntityTag, other: EntityTag) -> Bool {
+        one.isWeak == other.isWeak && one.opaque.utf8.elementsEqual(other.opaque.utf8)
     }
 
-    /// Strong comparison: neither is weak, and the opaque tags are equal.
+    /// Weak comparison: the opaque tags are the same bytes, whether either is weak or not.
+    static func weaklyMatch(_ first: String, _ second: String) -> Bool {
+        EntityTag(first).opaque.utf8.elementsEqual(EntityTag(second).opaque.utf8)
+    }
+
+    /// Strong comparison: neither is weak, and the opaque tags are the same bytes.
     static func stronglyMatch(_ first: String, _ second: String) -> Bool {
         let (one, other) = (EntityTag(first), EntityTag(second))
-        return !one.isWeak && !other.isWeak && one.opaque == other.opaque
+        return !one.isWeak && !other.isWeak && one.opaque.utf8.elementsEqual(other.opaque.utf8)
     }
 }

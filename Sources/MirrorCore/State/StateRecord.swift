@@ -24,6 +24,22 @@ public struct RemoteValidators: Sendable, Equatable {
     public var lastModified: String?
     public var size: Int64?
 
+    /// Equal when the size is equal and each validator is the same bytes (see `sameBytes`).
+    public static func == (one: RemoteValidators, other: RemoteValidators) -> Bool {
+        one.size == other.size && sameBytes(one.etag, other.etag) && sameBytes(one.lastModified, other.lastModified)
+    }
+
+    /// Whether two validators, as recorded or as a server sent them, are the same bytes; both
+    /// absent counts as the same. Never `String`'s `==`, which is Unicode's canonical
+    /// equivalence: two different bytes sequences a server sent are two different versions.
+    static func sameBytes(_ one: String?, _ other: String?) -> Bool {
+        switch (one, other) {
+        case (nil, nil): true
+        case let (one?, other?): one.utf8.elementsEqual(other.utf8)
+        default: false
+        }
+    }
+
     public init(etag: String?, lastModified: String?, size: Int64?) {
         self.etag = etag
         self.lastModified = lastModified
@@ -65,7 +81,7 @@ public struct RemoteValidators: Sendable, Equatable {
         if let etag, let otherETag = other.etag, !EntityTag.weaklyMatch(etag, otherETag) {
             return "ETag changed from \(etag) to \(otherETag)"
         }
-        if let lastModified, let otherDate = other.lastModified, lastModified != otherDate {
+        if let lastModified, let otherDate = other.lastModified, !Self.sameBytes(lastModified, otherDate) {
             return "Last-Modified changed from \(lastModified) to \(otherDate)"
         }
         return nil

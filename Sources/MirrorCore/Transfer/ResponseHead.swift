@@ -145,8 +145,20 @@ public struct ResponseHead: Sendable, Equatable {
     /// The reply's ETag and Last-Modified (no size: which size applies depends on the status).
     var validators: RemoteValidators { RemoteValidators(etag: etag, lastModified: lastModified, size: nil) }
 
-    public var etag: String? { field("etag").map { String(Substring($0).trimmingSpaces) } }
-    public var lastModified: String? { field("last-modified").map { String(Substring($0).trimmingSpaces) } }
+    public var etag: String? { validator("etag") }
+    public var lastModified: String? { validator("last-modified") }
+
+    /// A validator as the server sent it, or nil when it is absent or its bytes were not UTF-8.
+    /// Header values are decoded as UTF-8 with U+FFFD in place of what is not (RFC 9110 lets a
+    /// tag carry such obs-text bytes), and then two different tags could read the same: `"\xE9"`
+    /// and `"\xE8"` both become `"\u{FFFD}"`, and sent back as `If-None-Match` neither is what
+    /// the server sent. Such a validator names no version mirror can compare or send back, so
+    /// it is treated as absent, as from a server that sends none (a U+FFFD the server really
+    /// sent as UTF-8 is taken the same way: it cannot be told apart).
+    private func validator(_ name: String) -> String? {
+        guard let value = field(name).map({ String(Substring($0).trimmingSpaces) }) else { return nil }
+        return value.unicodeScalars.contains("\u{FFFD}") ? nil : value
+    }
 
     /// The total size of the file this response describes: Content-Range's total for a 206 or
     /// a 416, otherwise the Content-Length of a 200.

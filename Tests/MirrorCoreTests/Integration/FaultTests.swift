@@ -24,6 +24,52 @@ struct FaultTests {
         #expect(scenario.files() == ["a.bin"])
     }
 
+    /// A same-size change whose new ETag is the old one's text in another Unicode form (a
+    /// precomposed é, then e and a combining accent) is a new version, even when the server
+    /// answers the conditional GET with 200 rather than judging it: the reply is the new file,
+    /// never "up to date" over the old bytes.
+    @Test func aTagThatChangedOnlyInItsBytesIsANewVersion() async throws {
+        let old = randomData(count: 5_000, seed: 71)
+        let new = randomData(count: 5_000, seed: 72)
+        server.route("/t.bin", method: "GET", replies: [
+            .file(old, etag: "\"caf\u{E9}\""), .file(new, etag: "\"cafe\u{301}\"", honorConditions: false),
+        ])
+        let manifest = ManifestText.files(.url(server.url("/t.bin")))
+        _ = try await scenario.sync(manifest)
+        let again = try await scenario.sync(manifest)
+
+        #expect(again[0].outcome == .transferred, "\(again[0].outcome)")
+        #expect(scenario.local("t.bin")?.fingerprint == new.fingerprint)
+        // The server reads header bytes as Latin-1: the recorded tag went back as its UTF-8 bytes.
+        let sent = server.requests(for: "/t.bin").filter { $0.method == "GET" }
+            .map { $0.headers["If-None-Match"].map { $0.unicodeScalars.map { UInt8(truncatingIfNeeded: $0.value) } } }
+        #expect(sent == [nil, Array("\"caf\u{E9}\"".utf8)])
+    }
+
+    /// An ETag whose bytes are not UTF-8 (obs-text) names no version mirror can compare or send
+    /// back: a same-size change under such tags is fetched, and no `If-None-Match` is made of
+    /// a mangled tag.
+    @Test func aTagThatIsNotUTF8NamesNoVersion() async throws {
+        let old = randomData(count: 5_000, seed: 73)
+        let new = randomData(count: 5_000, seed: 74)
+        func reply(_ tag: UInt8, _ body: Data, head: Bool = false) -> FaultReply {
+            var bytes = Data("HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\nETag: \"".utf8)
+            bytes.append(tag)
+            bytes.append(contentsOf: Array("\"\r\n\r\n".utf8))
+            if !head { bytes.append(body) }
+            return .raw(bytes)
+        }
+        server.route("/o.bin", method: "GET", replies: [reply(0xE9, old), reply(0xE8, new)])
+        server.route("/o.bin", method: "HEAD", reply: reply(0xE8, new, head: true))
+        let manifest = ManifestText.files(.url(server.url("/o.bin")))
+        _ = try await scenario.sync(manifest)
+        let again = try await scenario.sync(manifest)
+
+        #expect(again[0].outcome == .transferred, "\(again[0].outcome)")
+        #expect(scenario.local("o.bin")?.fingerprint == new.fingerprint)
+        #expect(server.requests(for: "/o.bin").allSatisfy { $0.headers["If-None-Match"] == nil })
+    }
+
     @Test func aCutBodyIsResumedFromWhereItStopped() async throws {
         let data = randomData(count: 200_000, seed: 2)
         server.route("/cut.bin", method: "GET", replies: [.file(data, etag: "\"c\"").cut(afterBodyBytes: 70_000), .file(data, etag: "\"c\"")])
