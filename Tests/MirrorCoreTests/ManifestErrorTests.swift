@@ -396,3 +396,13 @@ func anEmptyVariableInAPathIsRefusedNamingIt(_ text: String, _ expected: String)
         }
     }
 }
+
+/// A `${VAR}` after the path's end (in the query or the fragment) is no part of the file name:
+/// the dest comes from the path, and nothing is refused.
+@Test(arguments: ["https://example.org/a/f1.bin#${TAG}", "https://example.org/a/f1.bin#/${TAG}", "https://example.org/a/f1.bin?v=${TAG}#x"])
+func aVariableAfterThePathIsNoPartOfTheFileName(_ url: String) throws {
+    let manifest = try ManifestLoader.parse(
+        text: "version: 1\nfiles:\n  - url: \(url)\n", path: "m.yaml", baseDirectory: "/srv", environment: ["TAG": "t"],
+        currentDirectory: "/")
+    #expect(manifest.entries.map(\.dest) == ["f1.bin"])
+}
