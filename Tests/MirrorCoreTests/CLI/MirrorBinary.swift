@@ -59,7 +59,7 @@ enum MirrorBinary {
         func waitUntilCatching(_ signal: Int32) {
             let deadline = ContinuousClock.now + .seconds(30)
             while process.isRunning && ContinuousClock.now < deadline {
-                let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+                let status = ProcFile.read("/proc/\(pid)/status") ?? ""
                 if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
                    let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16),
                    mask & (UInt64(1) << UInt64(signal - 1)) != 0 {

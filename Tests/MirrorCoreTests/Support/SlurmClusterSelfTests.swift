@@ -57,7 +57,7 @@ struct SlurmClusterSelfTests {
 
     /// The local addresses with a listening TCP socket on `port`, from /proc/net/tcp.
     static func listeners(on port: UInt16) -> [String] {
-        let table = (try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8)) ?? ""
+        let table = ProcFile.read("/proc/net/tcp") ?? ""
         return table.split(separator: "\n").dropFirst().compactMap { line in
             let columns = line.split(separator: " ")
             // local_address is "0100007F:1F90" (address little-endian, port big-endian); 0A is LISTEN.

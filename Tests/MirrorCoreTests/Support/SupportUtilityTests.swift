@@ -59,3 +59,29 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 }
+
+/// `ProcFile.read` returns a /proc file whole, past its first page: with 300 connections open,
+/// /proc/net/tcp holds more than 600 lines, and every one of them is read.
+@Test func aProcFileIsReadWhole() throws {
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #expect(listener >= 0)
+    defer { close(listener) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+    #expect(listen(listener, 512) == 0)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+    var clients: [Int32] = []
+    defer { clients.forEach { close($0) } }
+    for _ in 0..<300 {
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        clients.append(client)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
+    }
+    let table = try #require(ProcFile.read("/proc/net/tcp"))
+    let lines = table.split(separator: "\n").count
+    #expect(table.utf8.count > 4096 && lines > 600, "\(lines) lines, \(table.utf8.count) bytes")
+    #expect(table.hasSuffix("\n"))
+}
