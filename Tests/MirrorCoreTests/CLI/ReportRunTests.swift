@@ -56,6 +56,45 @@ struct ReportRunTests {
         #expect(roots.stderr.contains("r0.json and r1.json are reports of runs into different roots"), "\(roots)")
     }
 
+    /// A report read from a pipe (a FIFO here, `mirror report <(…)` in a shell), which states
+    /// no size, is read to its end; it was refused as "cannot be read".
+    @Test func aReportIsReadFromAPipe() throws {
+        let scenario = try SyncScenario()
+        let names = (0..<40).map { "f\($0).txt" }
+        for name in names { try scenario.directory.write(Data(name.utf8), to: "source/" + name) }
+        try scenario.write(text: Self.manifest(names, in: scenario), to: "m.yaml")
+        let run = try scenario.run(["sync", "--quiet", "m.yaml", "--report", "r.json"])
+        #expect(run.status == 0, "\(run)")
+        let bytes = try #require(FileManager.default.contents(atPath: scenario.directory.path("r.json")))
+        let fifo = scenario.directory.path("r.fifo")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // The writer waits (bounded) for mirror to open the pipe for reading, writes the report
+        // and closes it: mirror then reads to the end.
+        let writer = Thread {
+            for _ in 0..<3000 {
+                let descriptor = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+                if descriptor >= 0 {
+                    _ = fcntl(descriptor, F_SETFL, 0)
+                    bytes.withUnsafeBytes { buffer in
+                        var offset = 0
+                        while offset < buffer.count {
+                            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                            if written <= 0 { break }
+                            offset += written
+                        }
+                    }
+                    close(descriptor)
+                    return
+                }
+                usleep(10_000)
+            }
+        }
+        writer.start()
+        let piped = try scenario.run(["report", "r.fifo"])
+        #expect(piped.status == 0, "\(piped)")
+        #expect(piped.stdout.contains("1 report: 40 transferred"), "\(piped)")
+    }
+
     /// Shards of one run that reach one manifest by different paths (a symbolic link to it, or
     /// a `..` through a link) record its real path, so `mirror report` merges them; they were
     /// refused as reports of different manifests.
