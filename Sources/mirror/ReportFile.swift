@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import MirrorCore
 
 /// The file `sync --report` writes and `mirror report` reads: the `sync --json` document plus
@@ -148,23 +147,14 @@ enum ReportFile {
         }
     }
 
-    /// The bytes of the report at `path`, read to its end with read(2): a pipe or a process
-    /// substitution (`mirror report <(…)`) reports no size, and Foundation's readers gave up
-    /// on it ("cannot be read"). A failure names the system's reason.
+    /// The bytes of the report at `path`, read to its end (`WholeFile`): a pipe or a process
+    /// substitution (`mirror report <(…)`) states no size, and Foundation's reader gave up on
+    /// it ("cannot be read"). A failure names the system's reason.
     private static func contents(of path: String) throws(ReadError) -> Data {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw ReadError(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
-        var data = Data()
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw ReadError(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { return data }
-            data.append(contentsOf: chunk[..<count])
+        do {
+            return Data(try WholeFile.read(path: path))
+        } catch {
+            throw ReadError(path: path, reason: "cannot be read: \(error)")
         }
     }
 

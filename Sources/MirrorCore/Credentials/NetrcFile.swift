@@ -29,18 +29,13 @@ enum NetrcFile {
             throw Problem(message: "cannot read the netrc file `\(path)`: \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else {
-                throw Problem(message: "cannot read the netrc file `\(path)`: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[..<count])
-            guard bytes.count <= maximumSize else {
-                throw Problem(message: "the netrc file `\(path)` is larger than \(maximumSize >> 20) MiB")
+        let bytes: [UInt8]
+        do {
+            bytes = try WholeFile.read(descriptor, limit: maximumSize)
+        } catch {
+            switch error {
+            case .system: throw Problem(message: "cannot read the netrc file `\(path)`: \(error)")
+            case .tooLarge: throw Problem(message: "the netrc file `\(path)` is larger than \(maximumSize >> 20) MiB")
             }
         }
         do {

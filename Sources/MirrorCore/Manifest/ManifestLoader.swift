@@ -157,18 +157,12 @@ public enum ManifestLoader {
     }
 
     private static func readAll(_ descriptor: Int32, path: String) throws(ManifestError) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw ManifestError(unreadable(path, .system(errno: errno)))
-            }
-            if count == 0 { return bytes }
-            bytes.append(contentsOf: chunk[..<count])
-            if bytes.count > maximumFileSize {
-                throw ManifestError(unreadable(path, .tooLarge))
+        do {
+            return try WholeFile.read(descriptor, limit: maximumFileSize)
+        } catch {
+            switch error {
+            case .system(let code): throw ManifestError(unreadable(path, .system(errno: code)))
+            case .tooLarge: throw ManifestError(unreadable(path, .tooLarge))
             }
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import MirrorCore
 import Testing
 
 /// Runs the built `mirror` executable, as cron or a script would.
@@ -59,7 +60,7 @@ enum MirrorBinary {
         func waitUntilCatching(_ signal: Int32) {
             let deadline = ContinuousClock.now + .seconds(30)
             while process.isRunning && ContinuousClock.now < deadline {
-                let status = ProcFile.read("/proc/\(pid)/status") ?? ""
+                let status = (try? WholeFile.read(path: "/proc/\(pid)/status")).map { String(decoding: $0, as: UTF8.self) } ?? ""
                 if let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
                    let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16),
                    mask & (UInt64(1) << UInt64(signal - 1)) != 0 {

@@ -1,4 +1,5 @@
 import Foundation
+import MirrorCore
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -57,7 +58,9 @@ struct SlurmClusterSelfTests {
 
     /// The local addresses with a listening TCP socket on `port`, from /proc/net/tcp.
     static func listeners(on port: UInt16) -> [String] {
-        let table = ProcFile.read("/proc/net/tcp") ?? ""
+        // Read whole: Foundation's String(contentsOfFile:) returned the first page of it only,
+        // and with a full test run's sockets open the listening ones were further down.
+        let table = (try? WholeFile.read(path: "/proc/net/tcp")).map { String(decoding: $0, as: UTF8.self) } ?? ""
         return table.split(separator: "\n").dropFirst().compactMap { line in
             let columns = line.split(separator: " ")
             // local_address is "0100007F:1F90" (address little-endian, port big-endian); 0A is LISTEN.

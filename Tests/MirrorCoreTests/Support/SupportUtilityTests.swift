@@ -1,4 +1,5 @@
 import Foundation
+import MirrorCore
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -60,7 +61,7 @@ import Glibc
     }
 }
 
-/// `ProcFile.read` returns a /proc file whole, past its first page: with 300 connections open,
+/// `WholeFile.read` returns a /proc file whole, past its first page: with 300 connections open,
 /// /proc/net/tcp holds more than 600 lines, and every one of them is read.
 @Test func aProcFileIsReadWhole() throws {
     let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -80,7 +81,7 @@ import Glibc
         clients.append(client)
         _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
     }
-    let table = try #require(ProcFile.read("/proc/net/tcp"))
+    let table = String(decoding: try WholeFile.read(path: "/proc/net/tcp"), as: UTF8.self)
     let lines = table.split(separator: "\n").count
     #expect(table.utf8.count > 4096 && lines > 600, "\(lines) lines, \(table.utf8.count) bytes")
     #expect(table.hasSuffix("\n"))
