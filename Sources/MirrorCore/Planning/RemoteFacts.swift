@@ -11,11 +11,10 @@ public struct RemoteFile: Sendable, Equatable {
     public var etag: String?
     public var lastModified: String?
 
-    /// Equal when the size is equal and each validator is the same bytes
-    /// (`RemoteValidators.sameBytes`), never Unicode's looser `String` equality.
+    /// Equal when their validators are (`RemoteValidators`' `==`: the same size and bytes),
+    /// never by Unicode's looser `String` equality.
     public static func == (one: RemoteFile, other: RemoteFile) -> Bool {
-        one.size == other.size && RemoteValidators.sameBytes(one.etag, other.etag)
-            && RemoteValidators.sameBytes(one.lastModified, other.lastModified)
+        RemoteValidators(one) == RemoteValidators(other)
     }
 
     public init(size: Int64?, etag: String? = nil, lastModified: String? = nil) {

@@ -67,17 +67,22 @@ struct EntityTag: Equatable, Sendable {
     }
 
     static func == (one: EntityTag, other: EntityTag) -> Bool {
-        one.isWeak == other.isWeak && one.opaque.utf8.elementsEqual(other.opaque.utf8)
+        one.isWeak == other.isWeak && one.hasOpaqueBytes(of: other)
+    }
+
+    /// Whether the opaque tags are the same bytes.
+    private func hasOpaqueBytes(of other: EntityTag) -> Bool {
+        opaque.utf8.elementsEqual(other.opaque.utf8)
     }
 
     /// Weak comparison: the opaque tags are the same bytes, whether either is weak or not.
     static func weaklyMatch(_ first: String, _ second: String) -> Bool {
-        EntityTag(first).opaque.utf8.elementsEqual(EntityTag(second).opaque.utf8)
+        EntityTag(first).hasOpaqueBytes(of: EntityTag(second))
     }
 
     /// Strong comparison: neither is weak, and the opaque tags are the same bytes.
     static func stronglyMatch(_ first: String, _ second: String) -> Bool {
         let (one, other) = (EntityTag(first), EntityTag(second))
-        return !one.isWeak && !other.isWeak && one.opaque.utf8.elementsEqual(other.opaque.utf8)
+        return !one.isWeak && !other.isWeak && one.hasOpaqueBytes(of: other)
     }
 }

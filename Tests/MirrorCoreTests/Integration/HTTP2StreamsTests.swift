@@ -31,22 +31,7 @@ struct HTTP2StreamsTests {
     /// flight. A loaded machine only makes the real spans longer, so a bound on it does not
     /// flake the way a count of arrivals within a fixed window does.
     static func mostInFlight(_ requests: [LoggedRequest], oneWay: Duration = delay) -> Int {
-        let seconds = Double(oneWay.components.seconds) + Double(oneWay.components.attoseconds) / 1e18
-        // At equal times a reply's arrival is counted before a departure: spans that only
-        // touch did not overlap.
-        var changes: [(at: Double, change: Int)] = []
-        for request in requests {
-            changes.append((at: request.startedAt - seconds, change: 1))
-            changes.append((at: request.endedAt + seconds, change: -1))
-        }
-        changes.sort { $0.at != $1.at ? $0.at < $1.at : $0.change < $1.change }
-        var inFlight = 0
-        var most = 0
-        for (_, change) in changes {
-            inFlight += change
-            most = max(most, inFlight)
-        }
-        return most
+        LoggedRequest.mostOverlapping(requests, widenedBy: Double(oneWay.components.seconds) + Double(oneWay.components.attoseconds) / 1e18)
     }
 
     private static func smallSite(_ count: Int, seed: UInt64) -> [String: Data] {

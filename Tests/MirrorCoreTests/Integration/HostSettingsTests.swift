@@ -8,9 +8,7 @@ struct HostSettingsTests {
     /// The most requests nginx had under way at one moment, from when it read each one to when
     /// it logged it (its last byte handed to the socket, which is no later than mirror read it).
     static func mostAtOnce(_ requests: [LoggedRequest]) -> Int {
-        requests.map { request in
-            requests.count { $0.startedAt <= request.startedAt && request.startedAt < $0.endedAt }
-        }.max() ?? 0
+        LoggedRequest.mostOverlapping(requests, widenedBy: 0)
     }
 
     /// `concurrency: 2` on one host holds its requests (HEAD probes and GETs) to 2 at once at

@@ -42,6 +42,25 @@ struct NginxTLS: Sendable {
 /// One line of `NginxServer`'s access log: a request as nginx saw and answered it. Request
 /// headers the client did not send are nil.
 struct LoggedRequest: Sendable, Equatable, CustomStringConvertible {
+    /// The most of `requests` whose spans, [startedAt - `seconds`, endedAt + `seconds`), overlap
+    /// at one moment: with 0, the most nginx had under way at once. Spans that only touch do
+    /// not overlap (at equal times an end is counted before a start).
+    static func mostOverlapping(_ requests: [LoggedRequest], widenedBy seconds: Double) -> Int {
+        var changes: [(at: Double, change: Int)] = []
+        for request in requests {
+            changes.append((at: request.startedAt - seconds, change: 1))
+            changes.append((at: request.endedAt + seconds, change: -1))
+        }
+        changes.sort { $0.at != $1.at ? $0.at < $1.at : $0.change < $1.change }
+        var under = 0
+        var most = 0
+        for (_, change) in changes {
+            under += change
+            most = max(most, under)
+        }
+        return most
+    }
+
     var method: String
     /// The request target as sent, query included (`$request_uri`).
     var uri: String
