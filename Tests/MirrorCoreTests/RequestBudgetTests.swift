@@ -36,6 +36,26 @@ struct RequestBudgetTests {
         #expect(RequestBudget.choose(row.request, origin: row.origin, multiplexable: row.multiplexable) == row.expected, "\(row.why)")
     }
 
+    /// Until an origin has answered, its first `spread` requests open connections of their
+    /// own, so that as many are ready when it turns out to speak HTTP/2; every other request
+    /// waits for a connection being set up.
+    @Test func theFirstRequestsToAnOriginNotHeardYetOpenItsConnections() {
+        let cases: [(origin: RequestBudget.OriginProtocol, opened: Int, spread: Int, waits: Bool, why: String)] = [
+            (.unknown, 0, 4, false, "the first request opens the first connection"),
+            (.unknown, 3, 4, false, "the fourth opens the fourth"),
+            (.unknown, 4, 4, true, "the fifth waits for one of those"),
+            (.unknown, 9, 4, true, "and every one after it"),
+            (.unknown, 0, 1, false, "a spread of one: one opener"),
+            (.unknown, 1, 1, true, "then waiting"),
+            (.unknown, 0, 0, false, "no spread counts as one"),
+            (.http2, 0, 4, true, "an HTTP/2 origin: every request waits and rides on a connection"),
+            (.http1, 0, 4, true, "an HTTP/1.1 origin: waiting is libcurl's no-op there"),
+        ]
+        for row in cases {
+            #expect(RequestBudget.waitsForConnection(origin: row.origin, openedWhileUnknown: row.opened, spread: row.spread) == row.waits, "\(row.why)")
+        }
+    }
+
     @Test func aReplyOnAStreamKeepsItOnlyWithASmallStatedBody() {
         let cases: [(status: Int, length: Int64?, stays: Bool, why: String)] = [
             (200, 1000, true, "a small file"),

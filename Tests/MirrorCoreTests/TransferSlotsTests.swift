@@ -135,6 +135,20 @@ struct TransferSlotsTests {
         #expect(slots.inUse == (connections: 0, streams: 0), "every permit came back")
     }
 
+    /// An origin not heard yet has its first `streamConnections` requests open connections;
+    /// the others, and every request once it has answered, wait for one being set up. Each
+    /// origin counts its own.
+    @Test func anOriginsFirstRequestsOpenConnectionsUntilItAnswers() throws {
+        let slots = TransferSlots(8, streamCap: 100, streamConnections: 3)
+        let other = try #require(OriginKey(url: "https://other.example/", proxy: nil))
+        #expect((0..<5).map { _ in slots.waitsForConnection(to: Self.origin) } == [false, false, false, true, true])
+        #expect(slots.waitsForConnection(to: other) == false, "another origin opens its own")
+        slots.learn(other, speaks: .http2)
+        #expect(slots.waitsForConnection(to: other), "heard: its requests wait for its connections")
+        slots.learn(Self.origin, speaks: .http1)
+        #expect(slots.waitsForConnection(to: Self.origin))
+    }
+
     /// Requests that may not share a connection, or to an origin heard to speak HTTP/1.1, stay
     /// on connection permits however light they are.
     @Test func http1AndUnmultiplexableRequestsStayOnConnections() throws {

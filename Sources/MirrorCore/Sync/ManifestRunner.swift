@@ -40,6 +40,7 @@ public final class ManifestRunner: Sendable {
         self.slots = slots
         var fetcher = Fetcher(engine: TransferEngine(maxHostConnections: options.concurrency), proxies: options.proxies)
         fetcher.onOriginProtocol = { origin, heard in slots.learn(origin, speaks: heard) }
+        fetcher.waitsForConnection = { origin in slots.waitsForConnection(to: origin) }
         self.fetcher = fetcher
         probe = RemoteProbe(fetcher: fetcher)
         entryWidth = options.concurrency * Self.entriesPerTransfer

@@ -76,6 +76,18 @@ enum RequestBudget: Equatable, Sendable {
         return bodyLength < largeBody
     }
 
+    /// Whether a request that may share a connection (`multiplexes`) waits for one being set
+    /// up to its origin rather than opening its own (libcurl's `CURLOPT_PIPEWAIT`), given what
+    /// the origin was heard to speak and how many of its requests opened connections while
+    /// that was not known. Until an origin has answered, its first `streamConnections` requests
+    /// each open a connection: once it turns out to speak HTTP/2, the stream permits it is then
+    /// granted find that many connections ready, instead of filling the first one and waiting a
+    /// handshake for each further one (libcurl opens one at a time for requests that wait). The
+    /// others wait, and ride on one of those if it speaks HTTP/2.
+    static func waitsForConnection(origin: OriginProtocol, openedWhileUnknown: Int, spread: Int = streamConnections) -> Bool {
+        origin != .unknown || openedWhileUnknown >= max(1, spread)
+    }
+
     /// Whether a request may share a connection with others: over TLS (`https`, where ALPN
     /// offers HTTP/2) and not under a rate limit (a paused HTTP/2 stream keeps its window open,
     /// so a limited transfer goes over HTTP/1.1). `TransferContext` asks for multiplexing, or

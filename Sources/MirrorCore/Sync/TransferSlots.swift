@@ -115,6 +115,9 @@ final class TransferSlots: Sendable {
         /// Stream permits out per origin.
         var streams: [OriginKey: Int] = [:]
         var protocols: [OriginKey: RequestBudget.OriginProtocol] = [:]
+        /// Requests per origin that opened a connection of their own while its protocol was
+        /// not known (`RequestBudget.waitsForConnection`).
+        var openedWhileUnknown: [OriginKey: Int] = [:]
         /// The waiters by class, each in the order it asked; each is told its permit's budget,
         /// or nil when it is withdrawn. Whether a waiter can be granted depends only on its
         /// class, so a pass over the classes' first waiters finds the earliest one that can.
@@ -312,6 +315,19 @@ final class TransferSlots: Sendable {
             return heard == .http2 ? state.grantWaiters() : []
         }
         for (answer, budget) in granted { answer(budget) }
+    }
+
+    /// Whether a request to `origin` that may share a connection waits for one being set up
+    /// rather than opening its own (`RequestBudget.waitsForConnection`); one that does not is
+    /// counted as opening one.
+    func waitsForConnection(to origin: OriginKey) -> Bool {
+        state.withLock { state in
+            let heard = state.protocols[origin] ?? .unknown
+            let opened = state.openedWhileUnknown[origin, default: 0]
+            let waits = RequestBudget.waitsForConnection(origin: heard, openedWhileUnknown: opened, spread: state.streamConnections)
+            if !waits { state.openedWhileUnknown[origin] = opened + 1 }
+            return waits
+        }
     }
 
     /// What `origin` was last heard to speak.

@@ -13,6 +13,9 @@ struct Fetcher: Sendable {
     /// Told which protocol each hop's origin (through its proxy) answered with, when the hop
     /// could have shared a connection (`RequestBudget.multiplexes`).
     var onOriginProtocol: (@Sendable (OriginKey, RequestBudget.OriginProtocol) -> Void)?
+    /// Asked, for each such hop, whether it waits for a connection being set up to its origin
+    /// rather than opening its own (`TransferRequest.waitsForConnection`); nil: it waits.
+    var waitsForConnection: (@Sendable (OriginKey) -> Bool)?
     static let maxRedirects = 10
 
     struct Result: Sendable {
@@ -37,6 +40,7 @@ struct Fetcher: Sendable {
             if let onOriginProtocol, !request.ownConnection, RequestBudget.multiplexes(url: request.url, rateLimited: request.throttle != nil),
                let origin = OriginKey(url: request.url, proxy: request.proxy) {
                 request.onReplyProtocol = { onOriginProtocol(origin, $0) }
+                request.waitsForConnection = waitsForConnection?(origin) ?? true
             }
             let id = engine.start(request, sink: sink) { outcome in
                 switch Self.next(after: outcome, of: request, original: original, hops: &hops) {

@@ -65,16 +65,17 @@ final class TransferContext {
         try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
         // To an HTTP/2 server, wait for a connection being set up and multiplex over it rather
-        // than open one connection per request. Only over TLS, the one way HTTP/2 is offered
-        // here (ALPN): to an http:// host libcurl would hold every request after the first until
-        // that one ended, a connection at a time.
+        // than open one connection per request, except the few that open the origin's first
+        // connections (`RequestBudget.waitsForConnection`). Only over TLS, the one way HTTP/2 is
+        // offered here (ALPN): to an http:// host libcurl would hold every request after the
+        // first until that one ended, a connection at a time.
         if request.throttle != nil || request.ownConnection {
             // A paused HTTP/2 stream (libcurl 7.88) keeps its flow-control window open: the
             // server would go on sending at full speed into memory, and the limit would hold
             // back only the disk. Over HTTP/1.1 a pause stops reading the socket, and TCP stops
             // the server. A segment needs a connection of its own: servers cap each one.
             try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1, "CURLOPT_HTTP_VERSION")
-        } else if RequestBudget.multiplexes(url: request.url, rateLimited: false) {
+        } else if request.waitsForConnection, RequestBudget.multiplexes(url: request.url, rateLimited: false) {
             try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
         }
         // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP

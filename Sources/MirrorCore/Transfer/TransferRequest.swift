@@ -39,6 +39,10 @@ struct TransferRequest: Sendable {
     /// Told, on the engine's thread, which HTTP version the server answered with, once the
     /// head of its reply is in.
     var onReplyProtocol: (@Sendable (RequestBudget.OriginProtocol) -> Void)?
+    /// A request that may share an HTTP/2 connection waits for one being set up to its origin
+    /// (`CURLOPT_PIPEWAIT`) rather than opening its own; false: it opens one (see
+    /// `RequestBudget.waitsForConnection`).
+    var waitsForConnection = true
 
     /// Whether the request's bytes may pass through TLS: its URL's scheme or its proxy's, or
     /// an `ftp:` URL asked to `AUTH TLS` (`ftp_tls`).

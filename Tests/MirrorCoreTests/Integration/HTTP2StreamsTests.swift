@@ -81,6 +81,31 @@ struct HTTP2StreamsTests {
         #expect(Self.mostInFlight(planned) >= 20, "plan: \(Self.describe(planned))")
     }
 
+    /// Until an HTTPS origin has answered, its first `RequestBudget.streamConnections` requests
+    /// each open a connection and the others wait for those: when it turns out to speak HTTP/2,
+    /// the hundreds of streams it is then granted find that many connections ready, rather than
+    /// filling one and waiting a handshake (two round trips) for each further one. With
+    /// `concurrency: 8`, the first 8 requests nginx sees come on exactly 4 connections, and the
+    /// whole run of 300 on those 4.
+    @Test func anHTTPSOriginsFirstRequestsOpenItsConnectionsTogether() async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(300, seed: 9_200)
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let manifest = ManifestText(top: ["concurrency: 8", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                    entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+
+        let reports = try await scenario.sync(manifest)
+        #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.count == 300 && requests.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(Self.describe(requests))")
+        let first = requests.sorted { $0.startedAt < $1.startedAt }.prefix(8)
+        #expect(Set(first.map(\.connection)).count == RequestBudget.streamConnections,
+                "the first 8 on \(Set(first.map(\.connection)).sorted()): \(Self.describe(requests))")
+        #expect(Set(requests.map(\.connection)).count == RequestBudget.streamConnections, "\(Self.describe(requests))")
+    }
+
     /// Over HTTP/1.1 (plain http) and under a rate limit (forced to HTTP/1.1 even where HTTP/2
     /// is offered), `concurrency: 2` is still 2 requests in flight at most, on at most 2
     /// connections at a time.
