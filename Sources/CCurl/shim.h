@@ -38,6 +38,12 @@ static inline CURLcode mirror_easy_setopt_xferinfo_callback(CURL *handle, mirror
     return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
 }
 
+typedef CURLcode (*mirror_curl_ssl_ctx_callback)(CURL *curl, void *ssl_ctx, void *userdata);
+
+static inline CURLcode mirror_easy_setopt_ssl_ctx_callback(CURL *handle, mirror_curl_ssl_ctx_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_SSL_CTX_FUNCTION, value);
+}
+
 static inline CURLcode mirror_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

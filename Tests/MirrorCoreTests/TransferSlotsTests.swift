@@ -101,10 +101,11 @@ struct TransferSlotsTests {
     }
 
     /// Before the origin's first reply, its requests take connection permits; once it is known
-    /// to speak HTTP/2, light ones take stream permits, up to the cap, beyond `concurrency`, and
-    /// a waiter queued meanwhile is granted a stream.
+    /// to speak HTTP/2, light ones take stream permits, beyond `concurrency`, and a waiter
+    /// queued meanwhile is granted a stream. The cap counts every request riding on the
+    /// origin's connection, those on connection permits too (libcurl multiplexes them as well).
     @Test func lightRequestsRideOnAnHTTP2OriginsStreamsUpToTheCap() throws {
-        let slots = TransferSlots(2, streamCap: 3, streamConnections: 1)
+        let slots = TransferSlots(2, streamCap: 4, streamConnections: 1)
         let granted = Shared([(name: String, slot: TransferSlots.Slot)]())
         func ask(_ want: TransferSlots.Want, _ name: String) -> TransferSlots.Slot? {
             slots.acquire(want) { slot in granted.withLock { $0.append((name, slot)) } }.0
@@ -118,21 +119,34 @@ struct TransferSlotsTests {
         #expect(granted.withLock { $0.map(\.name) } == ["third"], "the waiter rides on the connection now known to multiplex")
         #expect(granted.withLock { $0.first?.slot.budget } == .stream)
         let fourth = try #require(ask(Self.want(), "fourth"))
-        let fifth = try #require(ask(Self.want(), "fifth"))
-        #expect([fourth.budget, fifth.budget] == [.stream, .stream])
-        #expect(slots.inUse == (connections: 2, streams: 3))
-        #expect(ask(Self.want(), "sixth") == nil, "the stream cap is reached")
+        #expect(fourth.budget == .stream)
+        #expect(slots.inUse == (connections: 2, streams: 2))
+        #expect(ask(Self.want(), "fifth") == nil, "4 on the connection: 2 streams, 2 requests on connection permits")
         #expect(ask(Self.want(.body(RequestBudget.largeBody)), "large") == nil, "a large GET waits for a connection permit")
         fourth.release()
-        #expect(granted.withLock { $0.map(\.name) } == ["third", "sixth"], "a stream freed goes to the light waiter only")
+        #expect(granted.withLock { $0.map(\.name) } == ["third", "fifth"], "a stream freed goes to the light waiter only")
         first.release()
-        #expect(granted.withLock { $0.map(\.name) } == ["third", "sixth", "large"])
+        #expect(granted.withLock { $0.map(\.name) } == ["third", "fifth", "large"])
         #expect(granted.withLock { $0.last?.slot.budget } == .connection)
-        #expect(slots.inUse == (connections: 2, streams: 3))
+        #expect(slots.inUse == (connections: 2, streams: 2))
+        #expect(ask(Self.want(), "sixth") == nil, "the large GET rides on the connection too")
         second.release()
-        fifth.release()
+        #expect(granted.withLock { $0.map(\.name) } == ["third", "fifth", "large", "sixth"])
         granted.withLock { $0.forEach { $0.slot.release() } }
         #expect(slots.inUse == (connections: 0, streams: 0), "every permit came back")
+    }
+
+    /// A request that may not share a connection (forced to HTTP/1.1) holds its connection
+    /// permit without taking a place on the origin's HTTP/2 connection.
+    @Test func aRequestOnItsOwnConnectionLeavesTheStreamsAlone() throws {
+        let slots = TransferSlots(2, streamCap: 2, streamConnections: 1)
+        slots.learn(Self.origin, speaks: .http2)
+        let own = try #require(slots.acquireNow(Self.want(.body(.max), multiplexable: false)))
+        #expect(own.budget == .connection)
+        let streams = (0..<3).compactMap { _ in slots.acquireNow(Self.want()) }
+        #expect(streams.count == 2 && streams.allSatisfy { $0.budget == .stream }, "both streams are free")
+        own.release()
+        streams.forEach { $0.release() }
     }
 
     /// An origin not heard yet has its first `streamConnections` requests open connections;
@@ -171,7 +185,8 @@ struct TransferSlotsTests {
         #expect(large.budget == .connection)
         #expect(slots.acquireNow(Self.want(.body(.max), host: "h2.example")) == nil, "the host's one connection permit is out")
         let streams = (0..<5).compactMap { _ in slots.acquireNow(Self.want(host: "h2.example")) }
-        #expect(streams.count == 5 && streams.allSatisfy { $0.budget == .stream }, "light requests go beyond the host's limit, up to the cap")
+        #expect(streams.count == 4 && streams.allSatisfy { $0.budget == .stream },
+                "light requests go beyond the host's limit, up to the cap with the large GET on the connection")
         #expect(slots.acquireNow(Self.want(host: "h2.example")) == nil)
         large.release()
         streams.forEach { $0.release() }

@@ -11,7 +11,8 @@ import Synchronization
 /// a handful of round trips instead of thousands divided by `concurrency`. Everything else takes
 /// a connection permit, as before: HTTP/1.1, `http://`, FTP and `file:` (one request per
 /// connection), a transfer under a rate limit (forced to HTTP/1.1), any request to an origin
-/// whose first reply has not arrived yet, and a GET whose body is expected to be large.
+/// not heard yet (its first connection's handshake, or through a proxy its first reply), and a
+/// GET whose body is expected to be large.
 enum RequestBudget: Equatable, Sendable {
     case connection
     case stream

@@ -10,10 +10,14 @@ import Synchronization
 /// - `concurrency` connection permits: connections and large transfers. A host with its own
 ///   `concurrency` (`hosts:`) is held to it as well: one of its connection permits is granted
 ///   only while fewer than that many are out.
-/// - per origin known to speak HTTP/2, up to `streamCap` stream permits: light requests that
-///   ride on its connection, beyond `concurrency` and beyond a host's limit.
+/// - per origin known to speak HTTP/2, up to `streamCap` stream permits on each of its
+///   connections (`RequestBudget.streamBudget`): light requests that ride on its connection,
+///   beyond `concurrency` and beyond a host's limit. Its connection permits held by requests
+///   that may share its connection count against them too: libcurl puts those on the same
+///   connections, and more than the connections carry would open further ones.
 ///
-/// What an origin speaks is learned from its first reply (`learn`); until then its requests
+/// What an origin speaks is learned from the TLS handshake of its first connection, or from its
+/// first reply through a proxy (`learn`); until then its requests
 /// take connection permits, and a waiter that could now have a stream gets one. Waiters are
 /// served in turn, but one that cannot be granted does not hold up those behind it.
 final class TransferSlots: Sendable {
@@ -114,6 +118,10 @@ final class TransferSlots: Sendable {
         var inUse: [String: Int] = [:]
         /// Stream permits out per origin.
         var streams: [OriginKey: Int] = [:]
+        /// Connection permits out per origin for requests that may share its connection: they
+        /// ride on its HTTP/2 connections as streams too (libcurl multiplexes every request
+        /// that may), so the origin's stream budget counts them.
+        var sharing: [OriginKey: Int] = [:]
         var protocols: [OriginKey: RequestBudget.OriginProtocol] = [:]
         /// Requests per origin that opened a connection of their own while its protocol was
         /// not known (`RequestBudget.waitsForConnection`).
@@ -135,7 +143,7 @@ final class TransferSlots: Sendable {
             case .stream:
                 let connections = want.host.flatMap { hostLimits[$0] }.map { min($0, total) } ?? total
                 let budget = RequestBudget.streamBudget(connections: connections, streamCap: streamCap, spread: streamConnections)
-                guard let key = want.origin, streams[key, default: 0] < budget else { return nil }
+                guard let key = want.origin, streams[key, default: 0] + sharing[key, default: 0] < budget else { return nil }
                 return .stream
             case .connection:
                 guard free > 0 else { return nil }
@@ -151,6 +159,7 @@ final class TransferSlots: Sendable {
             case .connection:
                 free -= 1
                 if let host = want.host, hostLimits[host] != nil { inUse[host, default: 0] += 1 }
+                if want.multiplexable, let key = want.origin { sharing[key, default: 0] += 1 }
             }
         }
 
@@ -161,6 +170,7 @@ final class TransferSlots: Sendable {
             case .connection:
                 free += 1
                 if let host = want.host, hostLimits[host] != nil { inUse[host, default: 1] -= 1 }
+                if want.multiplexable, let key = want.origin { sharing[key, default: 1] -= 1 }
             }
         }
 

@@ -106,6 +106,34 @@ struct HTTP2StreamsTests {
         #expect(Set(requests.map(\.connection)).count == RequestBudget.streamConnections, "\(Self.describe(requests))")
     }
 
+    /// An origin's protocol is learned from the TLS handshake (ALPN) of its first connection, a
+    /// round trip before its first reply would tell: the re-check's stream permits are granted
+    /// then, and nginx sees far more than the first 8 requests (the `concurrency` that takes
+    /// connection permits while nothing is known) before any reply could have reached the
+    /// client. A link of 100 ms each way: a request sent after a reply arrives at least 200 ms
+    /// after the first one.
+    @Test func anOriginsProtocolIsLearnedFromItsHandshake() async throws {
+        let ca = try PrivateCA()
+        let site = Self.smallSite(200, seed: 9_300)
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let oneWay = Duration.milliseconds(100)
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: oneWay)
+        defer { link.stop() }
+        let manifest = ManifestText(top: ["concurrency: 8", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                    entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+        let first = try await scenario.sync(manifest)
+        #expect(first.allSatisfy { $0.outcome == .transferred }, "\(first.map(\.outcome))")
+        let downloads = try scenario.nginxRequests()
+
+        let again = try await scenario.sync(manifest)
+        #expect(again.allSatisfy { $0.outcome == .skipped }, "\(again.map(\.outcome))")
+        let recheck = Array(try scenario.nginxRequests().dropFirst(downloads.count))
+        #expect(recheck.count == 200, "\(Self.describe(recheck))")
+        let start = try #require(recheck.map(\.startedAt).min())
+        let beforeAnyReply = recheck.filter { $0.startedAt < start + 0.19 }
+        #expect(beforeAnyReply.count > 8, "\(beforeAnyReply.count) before a reply could have come back: \(Self.describe(recheck))")
+    }
+
     /// Over HTTP/1.1 (plain http) and under a rate limit (forced to HTTP/1.1 even where HTTP/2
     /// is offered), `concurrency: 2` is still 2 requests in flight at most, on at most 2
     /// connections at a time.
