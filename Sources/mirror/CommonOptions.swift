@@ -45,7 +45,11 @@ struct CommonOptions: ParsableArguments {
     /// a state directory the run may not use (a `state_dir` beside a `ROOT/.mirror`, or inside
     /// the root). Warns about entries that turn TLS verification off. `hashingContent`: see
     /// `readManifest`.
-    func loadManifest(console: Console, hashingContent: Bool = false) throws -> Manifest {
+    /// `preparingNetwork`: libcurl's global set-up runs on another thread meanwhile
+    /// (`NetworkPreparation`), for a command whose next step is a request.
+    func loadManifest(console: Console, hashingContent: Bool = false, preparingNetwork: Bool = false) throws -> Manifest {
+        let preparation = preparingNetwork ? NetworkPreparation() : nil
+        defer { preparation?.finish() }
         let loaded: Manifest
         do {
             loaded = try readManifest(hashingContent: hashingContent)

@@ -36,7 +36,7 @@ struct PlanCommand: AsyncParsableCommand {
 
     func run() async throws {
         let console = options.console()
-        let (manifest, shardTotals) = try shard.apply(to: options.loadManifest(console: console), console: console, json: options.json)
+        let (manifest, shardTotals) = try shard.apply(to: options.loadManifest(console: console, preparingNetwork: true), console: console, json: options.json)
         var runOptions = options.runOptions(for: manifest, console: console)
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)

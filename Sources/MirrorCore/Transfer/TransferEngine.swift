@@ -55,6 +55,22 @@ final class TransferEngine: Sendable {
     }
 }
 
+/// libcurl's global set-up (mostly OpenSSL's: its configuration file and algorithms, about
+/// 2.4 million instructions) on a thread of its own, while the caller does something else
+/// (reads the manifest); `finish` waits for it. An engine made meanwhile waits for it too.
+/// `finish` before the process may exit: OpenSSL's exit handler must not race its set-up.
+public final class NetworkPreparation: Sendable {
+    private let thread: JoinableThread
+
+    public init() {
+        thread = JoinableThread { _ = curlGlobalInitialization }
+    }
+
+    public func finish() {
+        thread.join()
+    }
+}
+
 /// `curl_global_init` must run once, before any other thread uses libcurl. Swift initialises
 /// globals exactly once, under a lock.
 private let curlGlobalInitialization: Void = {
