@@ -31,6 +31,31 @@ struct StateStoreTests {
         #expect(try reopened.record(for: "\u{E9}")?.partial == nil)
     }
 
+    /// The first reads of a run are answered a row at a time, the later ones from all rows read
+    /// at once: both ways give every record as last written, those written between the two
+    /// ways too, and a dest with no record none.
+    @Test func readsBeforeAndAfterReadingAllRowsAgree() throws {
+        let directory = try TemporaryDirectory()
+        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        let count = 3 * StateStore.readsBeforeReadingAll
+        store.expect(entries: count)
+        for index in 0..<count {
+            try store.update(dest: "f\(index)", url: "https://h/\(index)") { $0.partial = RemoteValidators(etag: "\"\(index)\"", lastModified: nil, size: 1) }
+        }
+        for index in 0..<(count - 1) {
+            #expect(try store.record(for: "f\(index)")?.url == "https://h/\(index)", "\(index)")
+            #expect(try store.record(for: "f\(index)")?.partial?.etag == "\"\(index)\"", "\(index)")
+            if index == StateStore.readsBeforeReadingAll / 4 {
+                // Written while reads still go a row at a time: the rows read later have it.
+                try store.update(dest: "f\(count - 1)", url: "https://h/changed") { $0.partial = nil }
+            }
+        }
+        #expect(try store.record(for: "f\(count - 1)")?.url == "https://h/changed")
+        #expect(try store.record(for: "f\(count - 1)")?.partial == nil)
+        #expect(try store.record(for: "missing") == nil)
+        store.close()
+    }
+
     /// A FIFO at a store's name (the run's own, or a shard's store an unsharded run reads) is
     /// a store that cannot be used, named as a FIFO, and never opened: `plan`, `verify` and
     /// `sync` hung forever in its blocking open.

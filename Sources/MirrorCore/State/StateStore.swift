@@ -147,8 +147,14 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Reads answered a row at a time before all rows are read at once: the run's first
+    /// entries send their requests before the whole table is read (2,000 rows are about 16
+    /// million instructions), and the set-up of their connections (a round trip or more)
+    /// then hides the reading.
+    static let readsBeforeReadingAll = 16
+
     /// Tells the store how many records the run will ask for: with not many more rows than
-    /// that, they are all read at the first request.
+    /// that, they are all read once the first `readsBeforeReadingAll` were read a row at a time.
     public func expect(entries: Int) {
         connection.withLock { $0.expect(entries: entries) }
     }
@@ -270,14 +276,16 @@ private final class Connection {
     private let directory: Int32
     /// Writes one record of `entries`; nil when the store is open read-only.
     private let upsert: NamedStatement<EntryColumn>?
-    /// Every record, read in one pass on first use and kept in step with each write: one
-    /// query per run instead of one per entry. Keyed by the dest's bytes, as SQLite compares
+    /// Every record, read in one pass after the first reads (`readsBeforeReadingAll`) and kept
+    /// in step with each write: one query per run instead of one per entry. Keyed by the dest's bytes, as SQLite compares
     /// TEXT; Swift's String == would take "é" and "e\u{301}", two files, for one. Only when
     /// the store holds not many more rows than the run has entries (see `expect`); a store
     /// shared with other, larger manifests is read a record at a time.
     private var records: [DestKey: StateRecord]?
     private var expectedEntries: Int?
     private var decidedOnRecords = false
+    /// Reads answered a row at a time so far (see `StateStore.readsBeforeReadingAll`).
+    private var readsSoFar = 0
 
     /// The columns of `entries` (see the schema in `init`), by name: every statement on the
     /// table lists them from here and binds and reads them by name (see `NamedStatement`).
@@ -406,13 +414,14 @@ private final class Connection {
 
     func read(_ dest: String) throws(StoreError) -> StateRecord? {
         try ensureOpen()
-        if !decidedOnRecords {
+        if !decidedOnRecords, readsSoFar >= StateStore.readsBeforeReadingAll {
             decidedOnRecords = true
             if let expectedEntries, try rowCount() <= max(1024, 2 * expectedEntries) {
                 records = try readRows(where: nil)
             }
         }
         if let records { return records[DestKey(dest)] }
+        readsSoFar += 1
         return try readRows(where: dest).values.first
     }
 
