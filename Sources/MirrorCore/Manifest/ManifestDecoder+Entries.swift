@@ -44,7 +44,7 @@ extension ManifestDecoder {
         let countBefore = diagnostics.count
         let allowFile = context.allowFile
 
-        var url: (remote: RemoteURL, components: URLComponents)?
+        var url: (remote: RemoteURL, components: URLParts)?
         let urlNode = mapping["url"]
         if let urlNode {
             url = remoteURL(urlNode, key: mapping.path(of: "url"), role: .download(allowFile: allowFile))
@@ -134,7 +134,7 @@ extension ManifestDecoder {
     }
 
     /// The last segment of the URL's path, when it makes a usable dest.
-    private mutating func defaultDest(from components: URLComponents, display: String, at node: YAMLNode, key: String) -> String? {
+    private mutating func defaultDest(from components: URLParts, display: String, at node: YAMLNode, key: String) -> String? {
         // A name that came out of a ${VAR} would print the variable's value everywhere the
         // dest appears (output, JSON, the state store): ask for an explicit dest instead.
         if Self.fileNameHasVariable(display) {

@@ -244,7 +244,7 @@ extension ManifestDecoder {
     /// A URL with its `${VAR}`s expanded and its scheme and host checked, and its parts.
     mutating func remoteURL(
         _ node: YAMLNode, key: String, role: URLRules.Role
-    ) -> (remote: RemoteURL, components: URLComponents)? {
+    ) -> (remote: RemoteURL, components: URLParts)? {
         guard case .scalar(let raw, _) = node.content, !node.isNull else {
             report("expected a URL, found \(node.summary)", at: node, key: key)
             return nil
@@ -264,7 +264,7 @@ extension ManifestDecoder {
 
     /// The netrc login for a download (or checksum file) URL's host, as curl picks it: none
     /// when the URL carries a password of its own, and only the matching password when it names a user.
-    private func netrcLogin(for url: URLComponents, role: URLRules.Role) -> NetrcLogin? {
+    private func netrcLogin(for url: URLParts, role: URLRules.Role) -> NetrcLogin? {
         if case .probe = role { return nil }
         guard let netrc, url.scheme?.lowercased() != "file",
               let host = url.host, !host.isEmpty, url.password == nil else { return nil }

@@ -13,7 +13,8 @@ enum URLRules {
 
     static let networkSchemes = ["http", "https", "ftp", "ftps"]
 
-    /// Checks `expanded` (a URL with its `${VAR}`s substituted) and returns its parts.
+    /// Checks `expanded` (a URL with its `${VAR}`s substituted) and returns its parts. Validity is
+    /// `URLComponents`' (see `URLParts`).
     ///
     /// - Parameters:
     ///   - display: The redacted manifest text, the only form of the URL a message may quote.
@@ -21,13 +22,13 @@ enum URLRules {
     ///     quote anything that came from them.
     static func check(
         _ expanded: String, display: String, variables: [String], role: Role
-    ) throws(ValueProblem) -> URLComponents {
+    ) throws(ValueProblem) -> URLParts {
         guard !expanded.isEmpty else {
             throw ValueProblem(variables.isEmpty
                 ? "expected a URL, found an empty value"
                 : "URL is empty after expanding \(variableList(variables))")
         }
-        guard let components = URLComponents(string: expanded, encodingInvalidCharacters: false) else {
+        guard let components = URLParts(parsing: expanded) else {
             throw ValueProblem(invalidURLMessage(expanded, display: display, variables: variables))
         }
         guard let scheme = components.scheme?.lowercased(), !scheme.isEmpty else {
