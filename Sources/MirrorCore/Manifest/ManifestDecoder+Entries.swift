@@ -87,7 +87,7 @@ extension ManifestDecoder {
         }
 
         var pin: String?
-        let pinned = DigestAlgorithm.allCases.filter { mapping[$0.key] != nil }
+        let pinned = DigestAlgorithm.allCases.filter { mapping.contains($0.key) }
         if pinned.count > 1, let second = pinned.last, let node = mapping[second.key] {
             report("an entry pins one digest: `sha256` or `sha512`, not both; keep one", at: node, key: mapping.path(of: second.key))
         } else if let algorithm = pinned.first, let node = mapping[algorithm.key] {

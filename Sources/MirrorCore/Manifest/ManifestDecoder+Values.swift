@@ -198,7 +198,8 @@ extension ManifestDecoder {
         let countBefore = diagnostics.count
         var headers: [HTTPHeader] = []
         var lineOfName: [String: Int] = [:]
-        for (name, nameNode, valueNode) in mapping.pairs {
+        for pair in mapping.pairs {
+            let (name, nameNode, valueNode) = (pair.key, pair.keyNode, pair.value)
             let path = mapping.path(of: name)
             do {
                 try HeaderRules.checkName(name)
