@@ -44,7 +44,7 @@ extension ManifestDecoder {
         let countBefore = diagnostics.count
         let allowFile = context.allowFile
 
-        var url: (remote: RemoteURL, components: URLParts)?
+        var url: CheckedURL?
         let urlNode = mapping["url"]
         if let urlNode {
             url = remoteURL(urlNode, key: mapping.path(of: "url"), role: .download(allowFile: allowFile))
@@ -83,7 +83,7 @@ extension ManifestDecoder {
         } else if let url, let urlNode {
             destNode = urlNode
             destIsFromURL = true
-            dest = defaultDest(from: url.components, display: url.remote.display, at: urlNode, key: mapping.path(of: "url"))
+            dest = defaultDest(from: url.components, display: url.display, at: urlNode, key: mapping.path(of: "url"))
         }
 
         var pin: String?
@@ -161,7 +161,7 @@ extension ManifestDecoder {
     /// Taken as written, though, `${NAME}` would become a directory of that name (or, were it
     /// expanded to nothing, another path), so it is refused, naming the variable.
     private mutating func destHasNoVariable(_ text: String, at node: YAMLNode, key: String) -> Bool {
-        guard text.utf8.contains(.dollarSign) else { return true }
+        guard text.containsByte(.dollarSign) else { return true }
         let references = VariableExpansion(expanding: text, environment: [:]).referenced
         for name in references {
             report("dest does not expand ${\(name)}: a dest is printed in output, reports and the state store, where a variable's value must not appear; write the path itself",

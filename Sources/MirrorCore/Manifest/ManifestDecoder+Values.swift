@@ -242,10 +242,16 @@ extension ManifestDecoder {
         return expansion.unset.isEmpty && expansion.unbraced.isEmpty ? expansion : nil
     }
 
+    /// A URL as `remoteURL` checked it.
+    struct CheckedURL {
+        var remote: RemoteURL
+        var components: URLParts
+        /// `remote.display`, made once.
+        var display: String
+    }
+
     /// A URL with its `${VAR}`s expanded and its scheme and host checked, and its parts.
-    mutating func remoteURL(
-        _ node: YAMLNode, key: String, role: URLRules.Role
-    ) -> (remote: RemoteURL, components: URLParts)? {
+    mutating func remoteURL(_ node: YAMLNode, key: String, role: URLRules.Role) -> CheckedURL? {
         guard case .scalar(let raw, _) = node.content, !node.isNull else {
             report("expected a URL, found \(node.summary)", at: node, key: key)
             return nil
@@ -256,7 +262,7 @@ extension ManifestDecoder {
             let components = try URLRules.check(
                 expansion.text, display: display, variables: expansion.referenced, role: role)
             let remote = RemoteURL(string: expansion.text, written: raw, login: netrcLogin(for: components, role: role))
-            return (remote, components)
+            return CheckedURL(remote: remote, components: components, display: display)
         } catch {
             report(error, at: node, key: key)
             return nil

@@ -79,7 +79,7 @@ enum URLRules {
         guard let decoded = percentDecoded(segment) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment has invalid percent-encoding); set dest")
         }
-        guard !decoded.utf8.contains(.slash) else {
+        guard !decoded.containsByte(.slash) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment decodes to a name containing `/`); set dest")
         }
         return decoded
@@ -87,7 +87,7 @@ enum URLRules {
 
     /// `%XX` sequences decoded as UTF-8; nil for a malformed escape or invalid UTF-8.
     static func percentDecoded(_ text: Substring) -> String? {
-        guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
+        guard text.containsByte(UInt8(ascii: "%")) else { return String(text) }
         var bytes: [UInt8] = []
         var input = Array(text.utf8)[...]
         while let byte = input.popFirst() {

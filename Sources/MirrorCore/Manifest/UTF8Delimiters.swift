@@ -36,6 +36,12 @@ extension String {
 }
 
 extension Substring {
+    /// Whether the text holds the ASCII `byte` (see `String.containsByte`).
+    func containsByte(_ byte: UInt8) -> Bool {
+        var text = self
+        return text.withUTF8 { $0.contains(byte) }
+    }
+
     /// Whether the text ends with the byte `/`.
     var endsWithSlash: Bool { utf8.last == .slash }
 }
