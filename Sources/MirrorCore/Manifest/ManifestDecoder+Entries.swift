@@ -46,8 +46,9 @@ extension ManifestDecoder {
 
         var url: CheckedURL?
         let urlNode = mapping["url"]
+        let urlKey = mapping.path(of: "url")
         if let urlNode {
-            url = remoteURL(urlNode, key: mapping.path(of: "url"), role: .download(allowFile: allowFile))
+            url = remoteURL(urlNode, key: urlKey, role: .download(allowFile: allowFile))
         } else {
             report("missing required key `url`", at: node, key: path)
         }
@@ -83,7 +84,7 @@ extension ManifestDecoder {
         } else if let url, let urlNode {
             destNode = urlNode
             destIsFromURL = true
-            dest = defaultDest(from: url.components, display: url.display, at: urlNode, key: mapping.path(of: "url"))
+            dest = defaultDest(from: url.components, display: url.display, at: urlNode, key: urlKey)
         }
 
         var pin: String?

@@ -276,6 +276,8 @@ struct ManifestDecoder {
 
     mutating func transferOverrides(in mapping: CheckedMapping) -> TransferOverrides {
         var overrides = TransferOverrides()
+        // Most entries set none of these keys: eleven lookups saved.
+        guard mapping.mayHaveTransferKeys else { return overrides }
         if let node = mapping["retries"] {
             overrides.retries = integer(node, key: mapping.path(of: "retries"), in: 0...100, expected: "an integer from 0 to 100")
         }
@@ -348,6 +350,17 @@ struct CheckedMapping {
     var path: String
     /// The usable pairs, in file order.
     var pairs: [Pair]
+    /// When the mapping is a section's: the section, and bit `i` set for `allowedKeys[i]`
+    /// when the mapping sets it.
+    var section: ManifestSection?
+    var keyBits: UInt64 = 0
+
+    /// Whether the mapping may set any of the transfer keys (`ManifestSection.transferKeys`):
+    /// false only when its section's keys were checked and it sets none of them.
+    var mayHaveTransferKeys: Bool {
+        guard let section else { return true }
+        return keyBits & section.transferKeyBits != 0
+    }
 
     /// A struct, not a tuple: a tuple's copies went through the runtime's generic witnesses.
     struct Pair {
@@ -390,7 +403,7 @@ extension ManifestDecoder {
             report("expected \(expected), found \(node.summary)", at: node, key: path.isEmpty ? nil : path)
             return nil
         }
-        var mapping = CheckedMapping(node: node, path: path, pairs: [])
+        var mapping = CheckedMapping(node: node, path: path, pairs: [], section: section)
         mapping.pairs.reserveCapacity(pairs.count)
         // Where each key was first set. A small mapping (every entry) is searched instead: the
         // keys kept, then those refused as unknown. A dictionary cost more than the rest of
@@ -416,10 +429,13 @@ extension ManifestDecoder {
                 continue
             }
             if !searched { firstLines[key] = pair.key.line }
-            if let section, !section.allowedKeys.contains(key) {
-                if searched { unknownKeys.append((key, pair.key.line)) }
-                report(section.unknownKeyMessage(key), at: pair.key, key: mapping.path(of: key))
-                continue
+            if let section {
+                guard let bit = section.allowedKeys.firstIndex(of: key) else {
+                    if searched { unknownKeys.append((key, pair.key.line)) }
+                    report(section.unknownKeyMessage(key), at: pair.key, key: mapping.path(of: key))
+                    continue
+                }
+                mapping.keyBits |= 1 << UInt64(bit)
             }
             mapping.pairs.append(CheckedMapping.Pair(key: key, keyNode: pair.key, value: pair.value))
         }
