@@ -45,6 +45,15 @@ let badManifests: [BadManifest] = [
                 key: "version", phrase: "duplicate key `version`; it is already set at line 1"),
     BadManifest(name: "duplicate key in an entry", text: validEntry + "\n    url: https://example.org/b\n", location: "m.yaml:4:5",
                 key: "files[0].url", phrase: "duplicate key `url`; it is already set at line 3"),
+    // A repeated key is named as a repeat of the first, whether the first was kept or refused,
+    // in a small mapping (searched) and a large one (a dictionary).
+    BadManifest(name: "unknown key repeated in an entry", text: validEntry + "\n    colour: red\n    colour: blue\n",
+                location: "m.yaml:5:5", key: "files[0].colour", phrase: "duplicate key `colour`; it is already set at line 4", count: 2),
+    BadManifest(name: "duplicate key in a large mapping",
+                text: "version: 1\nhosts:\n  example.org:\n    headers:\n"
+                    + (1...20).map { "      X-H\($0): v\n" }.joined() + "      X-H3: w\n"
+                    + "files:\n  - url: https://example.org/a\n",
+                location: "m.yaml:25:7", key: "hosts.example.org.headers.X-H3", phrase: "duplicate key `X-H3`; it is already set at line 7"),
     BadManifest(name: "non-scalar key", text: "version: 1\n? [a, b]\n: c\nfiles:\n  - url: https://example.org/a\n", location: "m.yaml:2:3",
                 key: nil, phrase: "a mapping key must be a plain name, found a sequence"),
     BadManifest(name: "unsupported tag", text: "version: 1\nfiles:\n  - url: !env URL\n", location: "m.yaml:3:10", key: nil,

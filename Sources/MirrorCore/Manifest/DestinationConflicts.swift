@@ -48,6 +48,9 @@ struct DestinationConflicts {
     private var fileOwners: [String: Int] = [:]
     private var directoryOwners: [String: Int] = [:]
     private var keptCount = 0
+    /// Kept dests and directories whose names end in `partialSuffix`: while there are none, no
+    /// dest's partial download can collide with one, and its name is not even made.
+    private var pathsEndingInPartialSuffix = 0
 
     /// Makes room for `count` kept claims.
     mutating func reserveCapacity(_ count: Int) {
@@ -60,13 +63,16 @@ struct DestinationConflicts {
     ///   this returned `.kept` for them.
     mutating func add(_ claim: DestinationClaim, kept: (Int) -> DestinationClaim) -> Verdict {
         let directories = Self.parentDirectories(of: claim.dest)
-        if let message = problem(with: claim, directories: directories, kept: kept) {
+        let fileOwner = fileOwners[claim.dest]
+        if let message = problem(with: claim, fileOwner: fileOwner, directories: directories, kept: kept) {
             return .conflict(message)
         }
-        if let owner = fileOwners[claim.dest] { return .repeats(owner) }
+        if let fileOwner { return .repeats(fileOwner) }
         fileOwners[claim.dest] = keptCount
+        if Self.endsWithPartialSuffix(claim.dest) { pathsEndingInPartialSuffix += 1 }
         for directory in directories where directoryOwners[directory] == nil {
             directoryOwners[directory] = keptCount
+            if Self.endsWithPartialSuffix(directory) { pathsEndingInPartialSuffix += 1 }
         }
         keptCount += 1
         return .kept
@@ -91,10 +97,14 @@ struct DestinationConflicts {
         return outcome
     }
 
-    /// - Parameter directories: Those on the way to the claim's dest.
-    private func problem(with claim: DestinationClaim, directories: [String], kept: (Int) -> DestinationClaim) -> String? {
+    /// - Parameters:
+    ///   - fileOwner: The kept claim on the same dest, if any.
+    ///   - directories: Those on the way to the claim's dest.
+    private func problem(
+        with claim: DestinationClaim, fileOwner: Int?, directories: [String], kept: (Int) -> DestinationClaim
+    ) -> String? {
         let dest = claim.dest
-        if let owner = fileOwners[dest].map(kept) {
+        if let owner = fileOwner.map(kept) {
             if owner.url != claim.url {
                 return "`\(dest)` is already the dest of the entry at line \(owner.line), which has a different url; give one of them another dest"
             }
@@ -106,32 +116,51 @@ struct DestinationConflicts {
             }
             return nil
         }
-        if let owner = directoryOwners[dest].map(kept) {
+        if !directoryOwners.isEmpty, let owner = directoryOwners[dest].map(kept) {
             return "`\(dest)` is a directory on the way to `\(owner.dest)` (entry at line \(owner.line)); it cannot also be a file"
         }
         if let directory = directories.first(where: { fileOwners[$0] != nil }) {
             let owner = kept(fileOwners[directory]!)
             return "`\(dest)` needs `\(directory)` to be a directory, but the entry at line \(owner.line) downloads `\(directory)` as a file"
         }
-        let partial = dest + Self.partialSuffix
-        if let owner = (fileOwners[partial] ?? directoryOwners[partial]).map(kept) {
-            return "the partial download of `\(dest)` goes to `\(partial)`, which collides with the dest `\(owner.dest)` of the entry at line \(owner.line)"
-        }
-        // On the bytes: a character that joins with what follows it (U+0600, say) would make
-        // ".part" end in another Character, and hide the clash.
-        let suffix = Self.partialSuffix.utf8
-        for path in [dest] + directories where path.utf8.count > suffix.count
-            && path.utf8.reversed().starts(with: suffix.reversed()) {
-            let completed = String(decoding: path.utf8.dropLast(suffix.count), as: UTF8.self)
-            if let owner = fileOwners[completed].map(kept) {
-                return "`\(path)` is where the entry at line \(owner.line) keeps the partial download of `\(completed)`; choose another dest"
+        if pathsEndingInPartialSuffix > 0 {
+            let partial = dest + Self.partialSuffix
+            if let owner = (fileOwners[partial] ?? directoryOwners[partial]).map(kept) {
+                return "the partial download of `\(dest)` goes to `\(partial)`, which collides with the dest `\(owner.dest)` of the entry at line \(owner.line)"
             }
+        }
+        if let message = partialDownloadClash(dest, kept: kept) { return message }
+        for directory in directories {
+            if let message = partialDownloadClash(directory, kept: kept) { return message }
         }
         return nil
     }
 
+    /// Why `path` (a dest or a directory on the way to one) cannot be used, when it is where a
+    /// kept dest keeps its partial download.
+    private func partialDownloadClash(_ path: String, kept: (Int) -> DestinationClaim) -> String? {
+        guard Self.endsWithPartialSuffix(path) else { return nil }
+        let completed = String(decoding: path.utf8.dropLast(Self.partialSuffix.utf8.count), as: UTF8.self)
+        guard let owner = fileOwners[completed].map(kept) else { return nil }
+        return "`\(path)` is where the entry at line \(owner.line) keeps the partial download of `\(completed)`; choose another dest"
+    }
+
+    /// Whether `path` is longer than `partialSuffix` and ends with it. On the bytes: a character
+    /// that joins with what follows it (U+0600, say) would make ".part" end in another
+    /// Character, and hide the clash.
+    private static func endsWithPartialSuffix(_ path: String) -> Bool {
+        var path = path
+        return path.withUTF8 { bytes in
+            let suffix = partialSuffixBytes
+            return bytes.count > suffix.count && bytes[(bytes.count - suffix.count)...].elementsEqual(suffix)
+        }
+    }
+
+    private static let partialSuffixBytes = Array(partialSuffix.utf8)
+
     /// `a/b/c` → `a`, `a/b`: the text before each `/` of a normalised dest.
     private static func parentDirectories(of dest: String) -> [String] {
-        dest.utf8.indices.filter { dest.utf8[$0] == .slash }.map { String(dest[..<$0]) }
+        guard dest.containsByte(.slash) else { return [] }
+        return dest.utf8.indices.filter { dest.utf8[$0] == .slash }.map { String(dest[..<$0]) }
     }
 }

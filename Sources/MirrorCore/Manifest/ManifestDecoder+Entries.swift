@@ -44,10 +44,11 @@ extension ManifestDecoder {
         let countBefore = diagnostics.count
         let allowFile = context.allowFile
 
-        var url: (remote: RemoteURL, components: URLComponents)?
+        var url: CheckedURL?
         let urlNode = mapping["url"]
+        let urlKey = mapping.path(of: "url")
         if let urlNode {
-            url = remoteURL(urlNode, key: mapping.path(of: "url"), role: .download(allowFile: allowFile))
+            url = remoteURL(urlNode, key: urlKey, role: .download(allowFile: allowFile))
         } else {
             report("missing required key `url`", at: node, key: path)
         }
@@ -83,11 +84,11 @@ extension ManifestDecoder {
         } else if let url, let urlNode {
             destNode = urlNode
             destIsFromURL = true
-            dest = defaultDest(from: url.components, display: url.remote.display, at: urlNode, key: mapping.path(of: "url"))
+            dest = defaultDest(from: url.components, display: url.display, at: urlNode, key: urlKey)
         }
 
         var pin: String?
-        let pinned = DigestAlgorithm.allCases.filter { mapping[$0.key] != nil }
+        let pinned = DigestAlgorithm.allCases.filter { mapping.contains($0.key) }
         if pinned.count > 1, let second = pinned.last, let node = mapping[second.key] {
             report("an entry pins one digest: `sha256` or `sha512`, not both; keep one", at: node, key: mapping.path(of: second.key))
         } else if let algorithm = pinned.first, let node = mapping[algorithm.key] {
@@ -134,7 +135,7 @@ extension ManifestDecoder {
     }
 
     /// The last segment of the URL's path, when it makes a usable dest.
-    private mutating func defaultDest(from components: URLComponents, display: String, at node: YAMLNode, key: String) -> String? {
+    private mutating func defaultDest(from components: URLParts, display: String, at node: YAMLNode, key: String) -> String? {
         // A name that came out of a ${VAR} would print the variable's value everywhere the
         // dest appears (output, JSON, the state store): ask for an explicit dest instead.
         if Self.fileNameHasVariable(display) {
@@ -161,7 +162,7 @@ extension ManifestDecoder {
     /// Taken as written, though, `${NAME}` would become a directory of that name (or, were it
     /// expanded to nothing, another path), so it is refused, naming the variable.
     private mutating func destHasNoVariable(_ text: String, at node: YAMLNode, key: String) -> Bool {
-        guard text.utf8.contains(.dollarSign) else { return true }
+        guard text.containsByte(.dollarSign) else { return true }
         let references = VariableExpansion(expanding: text, environment: [:]).referenced
         for name in references {
             report("dest does not expand ${\(name)}: a dest is printed in output, reports and the state store, where a variable's value must not appear; write the path itself",

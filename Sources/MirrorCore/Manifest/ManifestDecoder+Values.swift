@@ -198,7 +198,8 @@ extension ManifestDecoder {
         let countBefore = diagnostics.count
         var headers: [HTTPHeader] = []
         var lineOfName: [String: Int] = [:]
-        for (name, nameNode, valueNode) in mapping.pairs {
+        for pair in mapping.pairs {
+            let (name, nameNode, valueNode) = (pair.key, pair.keyNode, pair.value)
             let path = mapping.path(of: name)
             do {
                 try HeaderRules.checkName(name)
@@ -241,10 +242,16 @@ extension ManifestDecoder {
         return expansion.unset.isEmpty && expansion.unbraced.isEmpty ? expansion : nil
     }
 
+    /// A URL as `remoteURL` checked it.
+    struct CheckedURL {
+        var remote: RemoteURL
+        var components: URLParts
+        /// `remote.display`, made once.
+        var display: String
+    }
+
     /// A URL with its `${VAR}`s expanded and its scheme and host checked, and its parts.
-    mutating func remoteURL(
-        _ node: YAMLNode, key: String, role: URLRules.Role
-    ) -> (remote: RemoteURL, components: URLComponents)? {
+    mutating func remoteURL(_ node: YAMLNode, key: String, role: URLRules.Role) -> CheckedURL? {
         guard case .scalar(let raw, _) = node.content, !node.isNull else {
             report("expected a URL, found \(node.summary)", at: node, key: key)
             return nil
@@ -255,7 +262,7 @@ extension ManifestDecoder {
             let components = try URLRules.check(
                 expansion.text, display: display, variables: expansion.referenced, role: role)
             let remote = RemoteURL(string: expansion.text, written: raw, login: netrcLogin(for: components, role: role))
-            return (remote, components)
+            return CheckedURL(remote: remote, components: components, display: display)
         } catch {
             report(error, at: node, key: key)
             return nil
@@ -264,7 +271,7 @@ extension ManifestDecoder {
 
     /// The netrc login for a download (or checksum file) URL's host, as curl picks it: none
     /// when the URL carries a password of its own, and only the matching password when it names a user.
-    private func netrcLogin(for url: URLComponents, role: URLRules.Role) -> NetrcLogin? {
+    private func netrcLogin(for url: URLParts, role: URLRules.Role) -> NetrcLogin? {
         if case .probe = role { return nil }
         guard let netrc, url.scheme?.lowercased() != "file",
               let host = url.host, !host.isEmpty, url.password == nil else { return nil }

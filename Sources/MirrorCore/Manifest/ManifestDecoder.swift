@@ -210,7 +210,8 @@ struct ManifestDecoder {
         }
         var rules: [HostRule] = []
         var lineOfKey: [String: Int] = [:]
-        for (name, nameNode, value) in mapping.pairs {
+        for pair in mapping.pairs {
+            let (name, nameNode, value) = (pair.key, pair.keyNode, pair.value)
             let path = "hosts.\(name)"
             let pattern: (key: String, host: String, port: Int?)
             do {
@@ -275,6 +276,8 @@ struct ManifestDecoder {
 
     mutating func transferOverrides(in mapping: CheckedMapping) -> TransferOverrides {
         var overrides = TransferOverrides()
+        // Most entries set none of these keys: eleven lookups saved.
+        guard mapping.mayHaveTransferKeys else { return overrides }
         if let node = mapping["retries"] {
             overrides.retries = integer(node, key: mapping.path(of: "retries"), in: 0...100, expected: "an integer from 0 to 100")
         }
@@ -346,10 +349,39 @@ struct CheckedMapping {
     /// Path of the mapping itself, like `files[0]`; empty at the top level.
     var path: String
     /// The usable pairs, in file order.
-    var pairs: [(key: String, keyNode: YAMLNode, value: YAMLNode)]
+    var pairs: [Pair]
+    /// When the mapping is a section's: the section, and bit `i` set for `allowedKeys[i]`
+    /// when the mapping sets it.
+    var section: ManifestSection?
+    var keyBits: UInt64 = 0
 
+    /// Whether the mapping may set any of the transfer keys (`ManifestSection.transferKeys`):
+    /// false only when its section's keys were checked and it sets none of them.
+    var mayHaveTransferKeys: Bool {
+        guard let section else { return true }
+        return keyBits & section.transferKeyBits != 0
+    }
+
+    /// A struct, not a tuple: a tuple's copies went through the runtime's generic witnesses.
+    struct Pair {
+        var key: String
+        var keyNode: YAMLNode
+        var value: YAMLNode
+    }
+
+    /// The value of `key`, or nil when the mapping does not set it. Looked up in place: through
+    /// `first(where:)` each pair (a key and two nodes, a tuple) was copied for every key asked,
+    /// some 20 keys an entry.
     subscript(key: String) -> YAMLNode? {
-        pairs.first { $0.key == key }?.value
+        for index in pairs.indices where pairs[index].key == key {
+            return pairs[index].value
+        }
+        return nil
+    }
+
+    /// Whether the mapping sets `key`.
+    func contains(_ key: String) -> Bool {
+        pairs.indices.contains { pairs[$0].key == key }
     }
 
     func path(of key: String) -> String {
@@ -358,6 +390,9 @@ struct CheckedMapping {
 }
 
 extension ManifestDecoder {
+    /// Mappings of at most this many pairs find repeated keys by searching the keys before.
+    static let keysSearchedInPlace = 16
+
     /// `node` as a mapping with its keys checked, or nil (with a diagnostic) if it is not a
     /// mapping. Keys that are not scalars, repeated or (when `section` is given) not allowed
     /// there are reported and left out of the result.
@@ -368,24 +403,41 @@ extension ManifestDecoder {
             report("expected \(expected), found \(node.summary)", at: node, key: path.isEmpty ? nil : path)
             return nil
         }
-        var mapping = CheckedMapping(node: node, path: path, pairs: [])
+        var mapping = CheckedMapping(node: node, path: path, pairs: [], section: section)
         mapping.pairs.reserveCapacity(pairs.count)
-        var firstLines = [String: Int](minimumCapacity: pairs.count)
+        // Where each key was first set. A small mapping (every entry) is searched instead: the
+        // keys kept, then those refused as unknown. A dictionary cost more than the rest of
+        // the checks together.
+        let searched = pairs.count <= Self.keysSearchedInPlace
+        var firstLines = searched ? [:] : [String: Int](minimumCapacity: pairs.count)
+        var unknownKeys: [(key: String, line: Int)] = []
         for pair in pairs {
             guard case .scalar(let key, _) = pair.key.content else {
                 report("a mapping key must be a plain name, found \(pair.key.summary)", at: pair.key, key: path.isEmpty ? nil : path)
                 continue
             }
-            if let firstLine = firstLines[key] {
+            var firstLine: Int?
+            if !searched {
+                firstLine = firstLines[key]
+            } else if let kept = mapping.pairs.indices.first(where: { mapping.pairs[$0].key == key }) {
+                firstLine = mapping.pairs[kept].keyNode.line
+            } else if let unknown = unknownKeys.indices.first(where: { unknownKeys[$0].key == key }) {
+                firstLine = unknownKeys[unknown].line
+            }
+            if let firstLine {
                 report("duplicate key `\(key)`; it is already set at line \(firstLine)", at: pair.key, key: mapping.path(of: key))
                 continue
             }
-            firstLines[key] = pair.key.line
-            if let section, !section.allowedKeys.contains(key) {
-                report(section.unknownKeyMessage(key), at: pair.key, key: mapping.path(of: key))
-                continue
+            if !searched { firstLines[key] = pair.key.line }
+            if let section {
+                guard let bit = section.allowedKeys.firstIndex(of: key) else {
+                    if searched { unknownKeys.append((key, pair.key.line)) }
+                    report(section.unknownKeyMessage(key), at: pair.key, key: mapping.path(of: key))
+                    continue
+                }
+                mapping.keyBits |= 1 << UInt64(bit)
             }
-            mapping.pairs.append((key, pair.key, pair.value))
+            mapping.pairs.append(CheckedMapping.Pair(key: key, keyNode: pair.key, value: pair.value))
         }
         return mapping
     }

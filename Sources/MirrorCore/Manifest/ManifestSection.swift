@@ -13,6 +13,22 @@ enum ManifestSection: CaseIterable {
     private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors", "rate_limit"] + transferKeys + ["sha512", "checksum_name"]
     private static let hostKeys = ["concurrency", "rate_limit", "headers"]
 
+    /// Bit `i` stands for `allowedKeys[i]`: which of the transfer keys the section allows.
+    var transferKeyBits: UInt64 {
+        switch self {
+        case .defaults: Self.defaultsTransferKeyBits
+        case .entry: Self.entryTransferKeyBits
+        case .topLevel, .connectivity, .host: 0
+        }
+    }
+
+    private static let defaultsTransferKeyBits = bits(of: transferKeys, in: transferKeys)
+    private static let entryTransferKeyBits = bits(of: transferKeys, in: entryKeys)
+
+    private static func bits(of keys: [String], in allowed: [String]) -> UInt64 {
+        allowed.indices.reduce(0) { keys.contains(allowed[$1]) ? $0 | 1 << UInt64($1) : $0 }
+    }
+
     var allowedKeys: [String] {
         switch self {
         case .topLevel: Self.topLevelKeys

@@ -13,7 +13,8 @@ enum URLRules {
 
     static let networkSchemes = ["http", "https", "ftp", "ftps"]
 
-    /// Checks `expanded` (a URL with its `${VAR}`s substituted) and returns its parts.
+    /// Checks `expanded` (a URL with its `${VAR}`s substituted) and returns its parts. Validity is
+    /// `URLComponents`' (see `URLParts`).
     ///
     /// - Parameters:
     ///   - display: The redacted manifest text, the only form of the URL a message may quote.
@@ -21,13 +22,13 @@ enum URLRules {
     ///     quote anything that came from them.
     static func check(
         _ expanded: String, display: String, variables: [String], role: Role
-    ) throws(ValueProblem) -> URLComponents {
+    ) throws(ValueProblem) -> URLParts {
         guard !expanded.isEmpty else {
             throw ValueProblem(variables.isEmpty
                 ? "expected a URL, found an empty value"
                 : "URL is empty after expanding \(variableList(variables))")
         }
-        guard let components = URLComponents(string: expanded, encodingInvalidCharacters: false) else {
+        guard let components = URLParts(parsing: expanded) else {
             throw ValueProblem(invalidURLMessage(expanded, display: display, variables: variables))
         }
         guard let scheme = components.scheme?.lowercased(), !scheme.isEmpty else {
@@ -78,7 +79,7 @@ enum URLRules {
         guard let decoded = percentDecoded(segment) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment has invalid percent-encoding); set dest")
         }
-        guard !decoded.utf8.contains(.slash) else {
+        guard !decoded.containsByte(.slash) else {
             throw ValueProblem("cannot derive a file name from url (its last path segment decodes to a name containing `/`); set dest")
         }
         return decoded
@@ -86,7 +87,7 @@ enum URLRules {
 
     /// `%XX` sequences decoded as UTF-8; nil for a malformed escape or invalid UTF-8.
     static func percentDecoded(_ text: Substring) -> String? {
-        guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
+        guard text.containsByte(UInt8(ascii: "%")) else { return String(text) }
         var bytes: [UInt8] = []
         var input = Array(text.utf8)[...]
         while let byte = input.popFirst() {

@@ -28,7 +28,7 @@ struct VariableExpansion: Equatable {
 
     init(expanding source: String, environment: [String: String]) {
         // Most values hold no `$` at all, and so nothing to expand or unescape.
-        guard source.utf8.contains(UInt8(ascii: "$")) else {
+        guard source.containsByte(.dollarSign) else {
             self.init(text: source, referenced: [], unset: [])
             return
         }

@@ -57,7 +57,9 @@ struct YAMLNode: Sendable {
 
     /// YAML's null: an empty plain value, `~` or `null`.
     var isNull: Bool {
-        guard case .scalar(let text, isPlain: true) = content else { return false }
+        // Compared only when short enough to be one of them: the comparisons cost some 500
+        // instructions, and every value is asked.
+        guard case .scalar(let text, isPlain: true) = content, text.utf8.count <= 4 else { return false }
         switch text {
         case "", "~", "null", "Null", "NULL": return true
         default: return false
