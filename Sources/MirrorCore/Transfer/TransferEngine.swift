@@ -37,6 +37,14 @@ final class TransferEngine: Sendable {
         loop.post(work)
     }
 
+    /// Runs `work` on the loop's thread once the current turn of the loop has sent every request
+    /// that transfers finished in it made way for: work that no request waits for (starting
+    /// entries that will wait for a permit anyway, freeing what a finished transfer held). Call
+    /// only on the loop's thread. Posted work that arrives meanwhile runs before it.
+    func afterSends(_ work: @escaping () -> Void) {
+        loop.afterSends(work)
+    }
+
     /// Starts `request` now; `completion` runs on the loop's thread when it ends. Call only on
     /// the loop's thread. Returns the transfer's id, for `cancel`.
     /// A request that fails before it is under way (its options refused) completes on a later
@@ -82,6 +90,9 @@ private final class MultiLoop: @unchecked Sendable {
     private var throttled: [UnsafeMutableRawPointer] = []
     /// Running transfers over TLS (see `pendingInputWait`). Touched only on the loop thread.
     private var overTLS: Set<UnsafeMutableRawPointer> = []
+    /// Work that waits until the turn's requests are sent (`afterSends`), in the order it came.
+    /// Touched only on the loop thread.
+    private var deferred: [() -> Void] = []
 
     /// The longest the loop sleeps while a transfer runs over TLS. libcurl 7.88 (Debian 12's) reads
     /// more from a TLS connection than it hands on, and does not wake its poll for what stays
@@ -110,6 +121,10 @@ private final class MultiLoop: @unchecked Sendable {
         wake()
     }
 
+    func afterSends(_ work: @escaping () -> Void) {
+        deferred.append(work)
+    }
+
     func stop() {
         inbox.withLock { $0.stopping = true }
         curl_multi_wakeup(multi)
@@ -136,15 +151,18 @@ private final class MultiLoop: @unchecked Sendable {
             for work in posted { work() }
             if stopping {
                 for handle in Array(active.keys) { complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
+                runDeferred()
                 break
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             drainFinished()
+            runDeferred()
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
             let timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
             sleeping.store(true, ordering: .sequentiallyConsistent)
-            let idle = inbox.withLock { $0.posted.isEmpty && !$0.stopping }
+            // Deferred work that deferred more, or started a transfer, goes round at once.
+            let idle = deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
                 curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
             }
@@ -202,6 +220,15 @@ private final class MultiLoop: @unchecked Sendable {
         return id
     }
 
+    /// Runs the work deferred so far (`afterSends`); what it defers in turn waits for the next
+    /// turn, after that turn's sends.
+    private func runDeferred() {
+        guard !deferred.isEmpty else { return }
+        let work = deferred
+        deferred.removeAll(keepingCapacity: true)
+        for item in work { item() }
+    }
+
     private func drainFinished() {
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(multi, &remaining) {
@@ -230,7 +257,8 @@ private final class MultiLoop: @unchecked Sendable {
     /// gave back, posted here by the grant) before the other transfers that finished in the
     /// same pass are handled: replies on `concurrency` connections tend to arrive together,
     /// and without this the request for the first connection waited for all of them to be
-    /// handled and all their successors to be built.
+    /// handled and all their successors to be built. What no request waits for is deferred
+    /// (`afterSends`) until every finished transfer of the pass has been handled so.
     private func sendWhatFollowed() {
         guard active.count < Self.eagerSendLimit else { return }
         // Stopping is left to `run`, which runs what was posted first too.
@@ -245,14 +273,15 @@ private final class MultiLoop: @unchecked Sendable {
     }
 
     /// Order matters: leave the multi handle, report (which reads the handle's info), and only
-    /// then free the handle and the header list it points to.
+    /// then free the handle and the header list it points to. The freeing, and the release of
+    /// the context with what its completion holds, wait until the turn's requests are sent.
     private func complete(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
         guard let context = active.removeValue(forKey: handle) else { return }
         throttled.removeAll { $0 == handle }
         overTLS.remove(handle)
         curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
-        context.releaseHandle()
+        deferred.append { context.releaseHandle() }
     }
 }
 
