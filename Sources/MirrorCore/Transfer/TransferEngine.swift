@@ -93,6 +93,9 @@ private final class MultiLoop: @unchecked Sendable {
     /// Work that waits until the turn's requests are sent (`afterSends`), in the order it came.
     /// Touched only on the loop thread.
     private var deferred: [() -> Void] = []
+    /// Transfers that finished while a turn sent its successors, handled first in the next turn
+    /// (see `drainFinished`). Touched only on the loop thread.
+    private var finishedLater: [(UnsafeMutableRawPointer, CURLcode)] = []
 
     /// The longest the loop sleeps while a transfer runs over TLS. libcurl 7.88 (Debian 12's) reads
     /// more from a TLS connection than it hands on, and does not wake its poll for what stays
@@ -156,13 +159,14 @@ private final class MultiLoop: @unchecked Sendable {
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
-            drainFinished()
+            let finishedLeft = drainFinished()
             runDeferred()
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
             let timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
             sleeping.store(true, ordering: .sequentiallyConsistent)
-            // Deferred work that deferred more, or started a transfer, goes round at once.
-            let idle = deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
+            // Transfers found finished and not handled yet, and deferred work that deferred more,
+            // go round at once: libcurl's poll would not wake for them.
+            let idle = !finishedLeft && deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
                 curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
             }
@@ -229,12 +233,29 @@ private final class MultiLoop: @unchecked Sendable {
         for item in work { item() }
     }
 
-    private func drainFinished() {
+    /// Handles the transfers found finished by the turn's perform, each followed by what it made
+    /// way for (`sendWhatFollowed`). Those that the sends find finished meanwhile wait for the
+    /// next turn, after this one's deferred work: on a fast link they would keep coming, and the
+    /// deferred work (the entries that fill the window again among it) would wait for a pause.
+    /// Returns whether any wait.
+    private func drainFinished() -> Bool {
+        var finished = finishedLater
+        finishedLater.removeAll()
+        takeFinished(into: &finished)
+        for (handle, code) in finished {
+            complete(handle, code: code, cancelled: false)
+            sendWhatFollowed()
+        }
+        takeFinished(into: &finishedLater)
+        return !finishedLater.isEmpty
+    }
+
+    /// Takes libcurl's messages of finished transfers out of its queue.
+    private func takeFinished(into finished: inout [(UnsafeMutableRawPointer, CURLcode)]) {
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
-            complete(handle, code: message.pointee.data.result, cancelled: false)
-            sendWhatFollowed()
+            finished.append((handle, message.pointee.data.result))
         }
     }
 
