@@ -93,6 +93,15 @@ private final class MultiLoop: @unchecked Sendable {
     /// Work that waits until the turn's requests are sent (`afterSends`), in the order it came.
     /// Touched only on the loop thread.
     private var deferred: [() -> Void] = []
+    /// New easy handles, made after a turn's sends for the requests of the next turns: a
+    /// request then starts on a handle made while the loop had nothing to send. Touched only on
+    /// the loop thread.
+    private var spares: [EasyHandle] = []
+    /// Spares taken since the last were made: as many are made again, up to `maxSpares`.
+    private var sparesTaken = 0
+    /// Spare handles kept at most: the requests a turn sends eagerly (`eagerSendLimit`) need no
+    /// more.
+    static let maxSpares = 16
     /// Transfers that finished while a turn sent its successors, handled first in the next turn
     /// (see `drainFinished`). Touched only on the loop thread.
     private var finishedLater: [(UnsafeMutableRawPointer, CURLcode)] = []
@@ -172,6 +181,8 @@ private final class MultiLoop: @unchecked Sendable {
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
         }
+        for spare in spares { spare.cleanup() }
+        spares.removeAll()
         curl_multi_cleanup(multi)
     }
 
@@ -202,7 +213,9 @@ private final class MultiLoop: @unchecked Sendable {
     func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
-        let context = TransferContext(id: id, request: request, sink: sink, completion: completion)
+        let easy = spares.popLast() ?? EasyHandle()
+        sparesTaken += 1
+        let context = TransferContext(id: id, request: request, sink: sink, easy: easy, completion: completion)
         func fail(_ code: CURLcode) -> UInt64 {
             let failing = UncheckedBox(context)
             post {
@@ -227,10 +240,20 @@ private final class MultiLoop: @unchecked Sendable {
     /// Runs the work deferred so far (`afterSends`); what it defers in turn waits for the next
     /// turn, after that turn's sends.
     private func runDeferred() {
-        guard !deferred.isEmpty else { return }
-        let work = deferred
-        deferred.removeAll(keepingCapacity: true)
-        for item in work { item() }
+        if !deferred.isEmpty {
+            let work = deferred
+            deferred.removeAll(keepingCapacity: true)
+            for item in work { item() }
+        }
+        makeSpares()
+    }
+
+    /// Makes again the spare handles taken since the last call, up to `maxSpares`.
+    private func makeSpares() {
+        let wanted = min(sparesTaken, Self.maxSpares - spares.count)
+        sparesTaken = 0
+        guard wanted > 0 else { return }
+        for _ in 0..<wanted { spares.append(EasyHandle()) }
     }
 
     /// Handles the transfers found finished by the turn's perform, each followed by what it made
