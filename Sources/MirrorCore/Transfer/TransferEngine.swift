@@ -102,9 +102,6 @@ private final class MultiLoop: @unchecked Sendable {
     /// Spare handles kept at most: the requests a turn sends eagerly (`eagerSendLimit`) need no
     /// more.
     static let maxSpares = 16
-    /// Transfers that finished while a turn sent its successors, handled first in the next turn
-    /// (see `drainFinished`). Touched only on the loop thread.
-    private var finishedLater: [(UnsafeMutableRawPointer, CURLcode)] = []
 
     /// The longest the loop sleeps while a transfer runs over TLS. libcurl 7.88 (Debian 12's) reads
     /// more from a TLS connection than it hands on, and does not wake its poll for what stays
@@ -173,8 +170,8 @@ private final class MultiLoop: @unchecked Sendable {
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
             let timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
             sleeping.store(true, ordering: .sequentiallyConsistent)
-            // Transfers found finished and not handled yet, and deferred work that deferred more,
-            // go round at once: libcurl's poll would not wake for them.
+            // Finished transfers not handled yet, and deferred work that deferred more, go round
+            // at once: libcurl's poll would not wake for them.
             let idle = !finishedLeft && deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
                 curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
@@ -256,31 +253,27 @@ private final class MultiLoop: @unchecked Sendable {
         for _ in 0..<wanted { spares.append(EasyHandle()) }
     }
 
-    /// Handles the transfers found finished by the turn's perform, each followed by what it made
-    /// way for (`sendWhatFollowed`). Those that the sends find finished meanwhile wait for the
-    /// next turn, after this one's deferred work: on a fast link they would keep coming, and the
-    /// deferred work (the entries that fill the window again among it) would wait for a pause.
-    /// Returns whether any wait.
+    /// Handles finished transfers, each followed by what it made way for (`sendWhatFollowed`),
+    /// those that the sends find finished too, up to `finishedPerTurn`: on a fast link they
+    /// would keep coming, and the deferred work (the entries that fill the window again among
+    /// it, the handles and contexts to free) would wait for a pause. Returns whether it stopped
+    /// at that bound, when more may be waiting.
     private func drainFinished() -> Bool {
-        var finished = finishedLater
-        finishedLater.removeAll()
-        takeFinished(into: &finished)
-        for (handle, code) in finished {
-            complete(handle, code: code, cancelled: false)
-            sendWhatFollowed()
-        }
-        takeFinished(into: &finishedLater)
-        return !finishedLater.isEmpty
-    }
-
-    /// Takes libcurl's messages of finished transfers out of its queue.
-    private func takeFinished(into finished: inout [(UnsafeMutableRawPointer, CURLcode)]) {
         var remaining: Int32 = 0
+        var handled = 0
         while let message = curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
-            finished.append((handle, message.pointee.data.result))
+            complete(handle, code: message.pointee.data.result, cancelled: false)
+            sendWhatFollowed()
+            handled += 1
+            if handled == Self.finishedPerTurn { return true }
         }
+        return false
     }
+
+    /// Finished transfers handled in one turn of the loop, at most (see `drainFinished`): far
+    /// more than a round of replies on `concurrency` connections, which it does not split.
+    static let finishedPerTurn = 64
 
     /// The work posted so far, taken out of the inbox, and whether the loop is to stop; with
     /// `unlessStopping`, nothing is taken once it is.
