@@ -172,9 +172,10 @@ final class SyncRun: @unchecked Sendable {
         }
         remaining -= 1
         if remaining == 0 { return finishRun() }
-        // Not from inside the finishing driver's own step: the next one starts on a clean stack.
+        // Not from inside the finishing driver's own step: the next one starts on a clean stack,
+        // once the loop has sent the requests that this turn's finished transfers made way for.
         if hasMoreToStart {
-            environment.fetcher.engine.post { [self] in startMore() }
+            environment.fetcher.engine.afterSends { [self] in startMore() }
         }
     }
 

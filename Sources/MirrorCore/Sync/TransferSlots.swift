@@ -90,15 +90,18 @@ final class TransferSlots: Sendable {
         let answer: @Sendable (RequestBudget?) -> Void
     }
 
-    /// The waiters of one class, first in line at `head`.
+    /// The waiters of one class, first in line at `head`. A waiter taken out leaves nil behind:
+    /// what its answer holds (the entry waiting, with everything it owns) is let go when it is
+    /// granted, not in a batch when the queue is compacted, in the middle of some later grant.
     fileprivate struct WaiterQueue {
-        var items: [Waiter] = []
+        var items: [Waiter?] = []
         var head = 0
 
         var first: Waiter? { head < items.count ? items[head] : nil }
 
         mutating func removeFirst() -> Waiter {
-            let waiter = items[head]
+            let waiter = items[head]!
+            items[head] = nil
             head += 1
             if head == items.count {
                 items.removeAll(keepingCapacity: true)
@@ -187,23 +190,33 @@ final class TransferSlots: Sendable {
         mutating func grantWaiters() -> [(@Sendable (RequestBudget?) -> Void, RequestBudget)] {
             var granted: [(@Sendable (RequestBudget?) -> Void, RequestBudget)] = []
             guard waitingCount > 0 else { return granted }
-            var blocked = Set<WantClass>()
+            // By position in `queues`, which holds while no class is added or removed: a queue
+            // emptied here goes only after the pass. Nothing is hashed, and each queue is
+            // changed in place.
+            typealias Position = Dictionary<WantClass, WaiterQueue>.Index
+            var blocked: [Position] = []
+            var emptied: [Position] = []
             while true {
-                var earliest: (key: WantClass, id: UInt64, budget: RequestBudget)?
-                for (key, queue) in queues where !blocked.contains(key) {
-                    guard let first = queue.first else { continue }
+                var earliest: (position: Position, id: UInt64, budget: RequestBudget)?
+                var position = queues.startIndex
+                while position != queues.endIndex {
+                    defer { position = queues.index(after: position) }
+                    guard !blocked.contains(position), let first = queues.values[position].first else { continue }
                     guard let budget = grantable(first.want) else {
-                        blocked.insert(key)
+                        blocked.append(position)
                         continue
                     }
-                    if first.id < earliest?.id ?? .max { earliest = (key, first.id, budget) }
+                    if first.id < earliest?.id ?? .max { earliest = (position, first.id, budget) }
                 }
                 guard let earliest else { break }
-                let waiter = queues[earliest.key]!.removeFirst()
-                if queues[earliest.key]!.first == nil { queues[earliest.key] = nil }
+                let waiter = queues.values[earliest.position].removeFirst()
+                if queues.values[earliest.position].first == nil { emptied.append(earliest.position) }
                 waitingCount -= 1
                 take(earliest.budget, for: waiter.want)
                 granted.append((waiter.answer, earliest.budget))
+            }
+            if !emptied.isEmpty {
+                for key in emptied.map({ queues.keys[$0] }) { queues[key] = nil }
             }
             return granted
         }
@@ -211,8 +224,8 @@ final class TransferSlots: Sendable {
         /// Takes the waiter `id` out of its queue; nil when it is not waiting.
         mutating func remove(_ id: UInt64) -> Waiter? {
             for (key, queue) in queues {
-                guard let index = queue.items[queue.head...].firstIndex(where: { $0.id == id }) else { continue }
-                let waiter = queues[key]!.items.remove(at: index)
+                guard let index = queue.items[queue.head...].firstIndex(where: { $0?.id == id }) else { continue }
+                let waiter = queues[key]!.items.remove(at: index)!
                 if queues[key]!.first == nil { queues[key] = nil }
                 waitingCount -= 1
                 return waiter

@@ -8,7 +8,7 @@ final class TransferContext {
     let id: UInt64
     let request: TransferRequest
     let sink: (any ResponseBodySink)?
-    let easy = EasyHandle()
+    let easy: EasyHandle
     /// Called once, on the engine's thread, when the request ends.
     let completion: (TransferOutcome) -> Void
 
@@ -32,10 +32,11 @@ final class TransferContext {
     static let userAgent = "mirror/\(MirrorVersion.string)"
 
     init(
-        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?,
+        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?, easy: EasyHandle,
         completion: @escaping (TransferOutcome) -> Void
     ) {
         self.id = id
+        self.easy = easy
         self.request = request
         self.sink = sink
         self.completion = completion

@@ -37,6 +37,14 @@ final class TransferEngine: Sendable {
         loop.post(work)
     }
 
+    /// Runs `work` on the loop's thread once the current turn of the loop has sent every request
+    /// that transfers finished in it made way for: work that no request waits for (starting
+    /// entries that will wait for a permit anyway, freeing what a finished transfer held). Call
+    /// only on the loop's thread. Posted work that arrives meanwhile runs before it.
+    func afterSends(_ work: @escaping () -> Void) {
+        loop.afterSends(work)
+    }
+
     /// Starts `request` now; `completion` runs on the loop's thread when it ends. Call only on
     /// the loop's thread. Returns the transfer's id, for `cancel`.
     /// A request that fails before it is under way (its options refused) completes on a later
@@ -98,6 +106,18 @@ private final class MultiLoop: @unchecked Sendable {
     private var throttled: [UnsafeMutableRawPointer] = []
     /// Running transfers over TLS (see `pendingInputWait`). Touched only on the loop thread.
     private var overTLS: Set<UnsafeMutableRawPointer> = []
+    /// Work that waits until the turn's requests are sent (`afterSends`), in the order it came.
+    /// Touched only on the loop thread.
+    private var deferred: [() -> Void] = []
+    /// New easy handles, made after a turn's sends for the requests of the next turns: a
+    /// request then starts on a handle made while the loop had nothing to send. Touched only on
+    /// the loop thread.
+    private var spares: [EasyHandle] = []
+    /// Spares taken since the last were made: as many are made again, up to `maxSpares`.
+    private var sparesTaken = 0
+    /// Spare handles kept at most: the requests a turn sends eagerly (`eagerSendLimit`) need no
+    /// more.
+    static let maxSpares = 16
 
     /// The longest the loop sleeps while a transfer runs over TLS. libcurl 7.88 (Debian 12's) reads
     /// more from a TLS connection than it hands on, and does not wake its poll for what stays
@@ -126,6 +146,10 @@ private final class MultiLoop: @unchecked Sendable {
         wake()
     }
 
+    func afterSends(_ work: @escaping () -> Void) {
+        deferred.append(work)
+    }
+
     func stop() {
         inbox.withLock { $0.stopping = true }
         curl_multi_wakeup(multi)
@@ -152,20 +176,26 @@ private final class MultiLoop: @unchecked Sendable {
             runSending(posted)
             if stopping {
                 for handle in Array(active.keys) { complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
+                runDeferred()
                 break
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
-            drainFinished()
+            let finishedLeft = drainFinished()
+            runDeferred()
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
             let timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
             sleeping.store(true, ordering: .sequentiallyConsistent)
-            let idle = inbox.withLock { $0.posted.isEmpty && !$0.stopping }
+            // Finished transfers not handled yet, and deferred work that deferred more, go round
+            // at once: libcurl's poll would not wake for them.
+            let idle = !finishedLeft && deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
                 curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
         }
+        for spare in spares { spare.cleanup() }
+        spares.removeAll()
         curl_multi_cleanup(multi)
     }
 
@@ -196,7 +226,9 @@ private final class MultiLoop: @unchecked Sendable {
     func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
-        let context = TransferContext(id: id, request: request, sink: sink, completion: completion)
+        let easy = spares.popLast() ?? EasyHandle()
+        sparesTaken += 1
+        let context = TransferContext(id: id, request: request, sink: sink, easy: easy, completion: completion)
         func fail(_ code: CURLcode) -> UInt64 {
             let failing = UncheckedBox(context)
             post {
@@ -218,14 +250,46 @@ private final class MultiLoop: @unchecked Sendable {
         return id
     }
 
-    private func drainFinished() {
+    /// Runs the work deferred so far (`afterSends`); what it defers in turn waits for the next
+    /// turn, after that turn's sends.
+    private func runDeferred() {
+        if !deferred.isEmpty {
+            let work = deferred
+            deferred.removeAll(keepingCapacity: true)
+            for item in work { item() }
+        }
+        makeSpares()
+    }
+
+    /// Makes again the spare handles taken since the last call, up to `maxSpares`.
+    private func makeSpares() {
+        let wanted = min(sparesTaken, Self.maxSpares - spares.count)
+        sparesTaken = 0
+        guard wanted > 0 else { return }
+        for _ in 0..<wanted { spares.append(EasyHandle()) }
+    }
+
+    /// Handles finished transfers, each followed by what it made way for (`sendWhatFollowed`),
+    /// those that the sends find finished too, up to `finishedPerTurn`: on a fast link they
+    /// would keep coming, and the deferred work (the entries that fill the window again among
+    /// it, the handles and contexts to free) would wait for a pause. Returns whether it stopped
+    /// at that bound, when more may be waiting.
+    private func drainFinished() -> Bool {
         var remaining: Int32 = 0
+        var handled = 0
         while let message = curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
             complete(handle, code: message.pointee.data.result, cancelled: false)
             sendWhatFollowed()
+            handled += 1
+            if handled == Self.finishedPerTurn { return true }
         }
+        return false
     }
+
+    /// Finished transfers handled in one turn of the loop, at most (see `drainFinished`): far
+    /// more than a round of replies on `concurrency` connections, which it does not split.
+    static let finishedPerTurn = 64
 
     /// The work posted so far, taken out of the inbox, and whether the loop is to stop; with
     /// `unlessStopping`, nothing is taken once it is.
@@ -267,7 +331,8 @@ private final class MultiLoop: @unchecked Sendable {
     /// gave back, posted here by the grant) before the other transfers that finished in the
     /// same pass are handled: replies on `concurrency` connections tend to arrive together,
     /// and without this the request for the first connection waited for all of them to be
-    /// handled and all their successors to be built.
+    /// handled and all their successors to be built. What no request waits for is deferred
+    /// (`afterSends`) until every finished transfer of the pass has been handled so.
     private func sendWhatFollowed() {
         guard active.count < Self.eagerSendLimit else { return }
         // Stopping is left to `run`, which runs what was posted first too.
@@ -282,14 +347,15 @@ private final class MultiLoop: @unchecked Sendable {
     }
 
     /// Order matters: leave the multi handle, report (which reads the handle's info), and only
-    /// then free the handle and the header list it points to.
+    /// then free the handle and the header list it points to. The freeing, and the release of
+    /// the context with what its completion holds, wait until the turn's requests are sent.
     private func complete(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
         guard let context = active.removeValue(forKey: handle) else { return }
         throttled.removeAll { $0 == handle }
         overTLS.remove(handle)
         curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
-        context.releaseHandle()
+        deferred.append { context.releaseHandle() }
     }
 }
 
