@@ -173,7 +173,7 @@ private final class MultiLoop: @unchecked Sendable {
     func run() {
         while true {
             let (posted, stopping) = takePosted()
-            runSending(posted)
+            for work in posted { work() }
             if stopping {
                 for handle in Array(active.keys) { complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
                 runDeferred()
@@ -298,27 +298,6 @@ private final class MultiLoop: @unchecked Sendable {
             if unlessStopping, inbox.stopping { return ([], true) }
             defer { inbox.posted.removeAll() }
             return (inbox.posted, inbox.stopping)
-        }
-    }
-
-    /// Transfers started by posted work before the loop sends them (`runSending`).
-    static let sendEvery = 32
-
-    /// Runs `posted` in order, and sends what it started every `sendEvery` transfers: when an
-    /// origin turns out to speak HTTP/2, hundreds of stream permits are granted at once, and
-    /// the first requests go out while the later ones are still being built, instead of all
-    /// after the last (hundreds of inspections, records and request set-ups: tens of ms).
-    private func runSending(_ posted: [@Sendable () -> Void]) {
-        var sentUpTo = nextID
-        for work in posted {
-            work()
-            if nextID - sentUpTo >= Self.sendEvery {
-                sentUpTo = nextID
-                // Finished transfers wait in libcurl's queue for the loop's own turn: the work
-                // posted before them runs first, in order.
-                var running: Int32 = 0
-                curl_multi_perform(multi, &running)
-            }
         }
     }
 
