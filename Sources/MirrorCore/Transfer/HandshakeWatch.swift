@@ -1,4 +1,5 @@
 import CCrypto
+import CCurl
 
 /// Hears from the TLS handshake of a connection libcurl opens that ALPN chose HTTP/2: the
 /// origin's protocol is then known a round trip before its first reply would say it, and the
@@ -14,6 +15,14 @@ final class HandshakeWatch: Sendable {
     private init(_ heard: @escaping @Sendable (RequestBudget.OriginProtocol) -> Void) {
         self.heard = heard
     }
+
+    /// Whether libcurl's TLS is OpenSSL, whose `SSL_CTX` the watch reads: libcurl hands
+    /// `CURLOPT_SSL_CTX_FUNCTION` its own TLS library's context (wolfSSL's, mbedTLS's), or
+    /// refuses the option (GnuTLS, NSS).
+    static let isAvailable: Bool = {
+        guard let info = curl_version_info(CURLVERSION_FIRST), let version = info.pointee.ssl_version else { return false }
+        return String(cString: version).hasPrefix("OpenSSL/")
+    }()
 
     /// The ex_data slot that frees a watch with its TLS context.
     private static let index = mirror_alpn_index()

@@ -114,15 +114,16 @@ final class TransferContext {
         if let directory = request.certificateAuthorities.directory {
             try easy.set(CURLOPT_CAPATH, directory, "CURLOPT_CAPATH")
         }
-        if request.onHandshakeProtocol != nil, request.usesTLS {
-            // Called for each connection the request opens, before its handshake.
-            try check(mirror_easy_setopt_ssl_ctx_callback(easy.raw) { _, sslContext, userdata in
+        if request.onHandshakeProtocol != nil, request.usesTLS, HandshakeWatch.isAvailable {
+            // Called for each connection the request opens, before its handshake. Refused, the
+            // request goes on without it: its reply tells the protocol then.
+            let refused = mirror_easy_setopt_ssl_ctx_callback(easy.raw) { _, sslContext, userdata in
                 guard let sslContext, let userdata else { return CURLE_OK }
                 let context = Unmanaged<TransferContext>.fromOpaque(userdata).takeUnretainedValue()
                 if let heard = context.request.onHandshakeProtocol { HandshakeWatch.watch(sslContext, heard: heard) }
                 return CURLE_OK
-            }, "CURLOPT_SSL_CTX_FUNCTION")
-            try easy.set(CURLOPT_SSL_CTX_DATA, pointer: userdata, "CURLOPT_SSL_CTX_DATA")
+            } != CURLE_OK
+            if !refused { try easy.set(CURLOPT_SSL_CTX_DATA, pointer: userdata, "CURLOPT_SSL_CTX_DATA") }
         }
         // libcurl's own netrc lookup would hand a host's login to any port and scheme of it;
         // `Fetcher` decides per hop instead, and libcurl only sends what it is given.
