@@ -110,13 +110,14 @@ struct HTTP2StreamsTests {
     /// round trip before its first reply would tell: the re-check's stream permits are granted
     /// then, and nginx sees far more than the first 8 requests (the `concurrency` that takes
     /// connection permits while nothing is known) before any reply could have reached the
-    /// client. A link of 100 ms each way: a request sent after a reply arrives at least 200 ms
-    /// after the first one.
+    /// client. A link of 150 ms each way: a request sent after a reply arrives at least 300 ms
+    /// after the first one, and building the 52 others takes far less even in a debug build on
+    /// a loaded machine.
     @Test func anOriginsProtocolIsLearnedFromItsHandshake() async throws {
         let ca = try PrivateCA()
-        let site = Self.smallSite(200, seed: 9_300)
+        let site = Self.smallSite(60, seed: 9_300)
         let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
-        let oneWay = Duration.milliseconds(100)
+        let oneWay = Duration.milliseconds(150)
         let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: oneWay)
         defer { link.stop() }
         let manifest = ManifestText(top: ["concurrency: 8", "defaults:", "  ca_file: \(ca.caCertificate)"],
@@ -128,9 +129,9 @@ struct HTTP2StreamsTests {
         let again = try await scenario.sync(manifest)
         #expect(again.allSatisfy { $0.outcome == .skipped }, "\(again.map(\.outcome))")
         let recheck = Array(try scenario.nginxRequests().dropFirst(downloads.count))
-        #expect(recheck.count == 200, "\(Self.describe(recheck))")
+        #expect(recheck.count == 60, "\(Self.describe(recheck))")
         let start = try #require(recheck.map(\.startedAt).min())
-        let beforeAnyReply = recheck.filter { $0.startedAt < start + 0.19 }
+        let beforeAnyReply = recheck.filter { $0.startedAt < start + 0.29 }
         #expect(beforeAnyReply.count > 8, "\(beforeAnyReply.count) before a reply could have come back: \(Self.describe(recheck))")
     }
 
