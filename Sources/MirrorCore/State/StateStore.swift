@@ -277,8 +277,9 @@ private final class Connection {
     /// Writes one record of `entries`; nil when the store is open read-only.
     private let upsert: NamedStatement<EntryColumn>?
     /// Every record, read in one pass after the first reads (`readsBeforeReadingAll`) and kept
-    /// in step with each write: one query per run instead of one per entry. Keyed by the dest's bytes, as SQLite compares
-    /// TEXT; Swift's String == would take "é" and "e\u{301}", two files, for one. Only when
+    /// in step with each write: one query per run instead of one per entry. Keyed by the
+    /// dest's bytes, as SQLite compares TEXT; Swift's String == would take "é" and "e\u{301}",
+    /// two files, for one. Only when
     /// the store holds not many more rows than the run has entries (see `expect`); a store
     /// shared with other, larger manifests is read a record at a time.
     private var records: [DestKey: StateRecord]?

@@ -35,14 +35,11 @@ struct Fetcher: Sendable {
             var request = request
             request.proxy = proxies.proxy(for: request.url)?.url
             request.onReplyProtocol = nil
-            request.onHandshakeProtocol = nil
             // A request forced to HTTP/1.1 (a rate limit, a segment on its own connection) says
             // nothing of what its origin would speak.
             if let onOriginProtocol, !request.ownConnection, RequestBudget.multiplexes(url: request.url, rateLimited: request.throttle != nil),
                let origin = OriginKey(url: request.url, proxy: request.proxy) {
                 request.onReplyProtocol = { onOriginProtocol(origin, $0) }
-                // Through a proxy the handshake libcurl reports may be the proxy's own.
-                if request.proxy == nil { request.onHandshakeProtocol = request.onReplyProtocol }
                 request.waitsForConnection = waitsForConnection?(origin) ?? true
             }
             let id = engine.start(request, sink: sink) { outcome in

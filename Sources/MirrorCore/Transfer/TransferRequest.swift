@@ -40,9 +40,12 @@ struct TransferRequest: Sendable {
     /// head of its reply is in.
     var onReplyProtocol: (@Sendable (RequestBudget.OriginProtocol) -> Void)?
     /// Told, on the engine's thread, when the TLS handshake of a connection the request opens
-    /// chose HTTP/2 (ALPN), before any reply; set only for a request without a proxy, whose
-    /// handshake is with the origin itself (`HandshakeWatch`).
-    var onHandshakeProtocol: (@Sendable (RequestBudget.OriginProtocol) -> Void)?
+    /// chose HTTP/2 (ALPN), before any reply (`HandshakeWatch`): `onReplyProtocol`, for a
+    /// request without a proxy. Through a proxy the handshake libcurl reports may be the
+    /// proxy's own, and only the reply tells.
+    var onHandshakeProtocol: (@Sendable (RequestBudget.OriginProtocol) -> Void)? {
+        proxy == nil ? onReplyProtocol : nil
+    }
     /// A request that may share an HTTP/2 connection waits for one being set up to its origin
     /// (`CURLOPT_PIPEWAIT`) rather than opening its own; false: it opens one (see
     /// `RequestBudget.waitsForConnection`).
