@@ -40,6 +40,29 @@ struct HTTP2StreamsTests {
         return site
     }
 
+    /// An HTTPS nginx with HTTP/2 serving small files behind the link emulator, and a manifest
+    /// of them that trusts its private CA (kept here, with its files, as long as this is).
+    private struct OverHTTP2 {
+        let ca: PrivateCA
+        let site: [String: Data]
+        let scenario: SyncScenario
+        /// To be stopped by the test.
+        let link: LinkProxy
+        let manifest: ManifestText
+    }
+
+    /// `count` small files (`smallSite`) over HTTP/2 through a link of `oneWay` each way, listed
+    /// with `concurrency`.
+    private static func overHTTP2(_ count: Int, seed: UInt64, concurrency: Int, oneWay: Duration = delay) async throws -> OverHTTP2 {
+        let ca = try PrivateCA()
+        let site = smallSite(count, seed: seed)
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: oneWay)
+        let manifest = ManifestText(top: ["concurrency: \(concurrency)", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                    entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+        return OverHTTP2(ca: ca, site: site, scenario: scenario, link: link, manifest: manifest)
+    }
+
     private static func describe(_ requests: [LoggedRequest]) -> String {
         "\(requests.count) requests on connections \(Set(requests.map(\.connection)).sorted()), "
             + "at most \(mostArrivingWithin(0.03, requests)) arriving within 30 ms, at least \(mostInFlight(requests)) in flight at once: "
@@ -50,13 +73,9 @@ struct HTTP2StreamsTests {
     /// no-op re-check of them, and a plan each have far more than 2 requests in flight at once,
     /// on at most 2 connections (100 streams on each: `RequestBudget.streamBudget`).
     @Test func overHTTP2ManyMoreThanConcurrencyRideOnItsConnections() async throws {
-        let ca = try PrivateCA()
-        let site = Self.smallSite(200, seed: 9_000)
-        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
-        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
-        defer { link.stop() }
-        let manifest = ManifestText(top: ["concurrency: 2", "defaults:", "  ca_file: \(ca.caCertificate)"],
-                                    entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+        let served = try await Self.overHTTP2(200, seed: 9_000, concurrency: 2)
+        defer { served.link.stop() }
+        let (site, scenario, manifest) = (served.site, served.scenario, served.manifest)
 
         let first = try await scenario.sync(manifest)
         #expect(first.allSatisfy { $0.outcome == .transferred }, "\(first.map(\.outcome))")
@@ -88,13 +107,9 @@ struct HTTP2StreamsTests {
     /// `concurrency: 8`, the first 8 requests nginx sees come on exactly 4 connections, and the
     /// whole run of 300 on those 4.
     @Test func anHTTPSOriginsFirstRequestsOpenItsConnectionsTogether() async throws {
-        let ca = try PrivateCA()
-        let site = Self.smallSite(300, seed: 9_200)
-        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
-        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
-        defer { link.stop() }
-        let manifest = ManifestText(top: ["concurrency: 8", "defaults:", "  ca_file: \(ca.caCertificate)"],
-                                    entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+        let served = try await Self.overHTTP2(300, seed: 9_200, concurrency: 8)
+        defer { served.link.stop() }
+        let (scenario, manifest) = (served.scenario, served.manifest)
 
         let reports = try await scenario.sync(manifest)
         #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
@@ -114,14 +129,9 @@ struct HTTP2StreamsTests {
     /// after the first one, and building the 52 others takes far less even in a debug build on
     /// a loaded machine.
     @Test func anOriginsProtocolIsLearnedFromItsHandshake() async throws {
-        let ca = try PrivateCA()
-        let site = Self.smallSite(60, seed: 9_300)
-        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
-        let oneWay = Duration.milliseconds(150)
-        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: oneWay)
-        defer { link.stop() }
-        let manifest = ManifestText(top: ["concurrency: 8", "defaults:", "  ca_file: \(ca.caCertificate)"],
-                                    entries: site.keys.sorted().map { .url(link.url("/" + $0)) })
+        let served = try await Self.overHTTP2(60, seed: 9_300, concurrency: 8, oneWay: .milliseconds(150))
+        defer { served.link.stop() }
+        let (scenario, manifest) = (served.scenario, served.manifest)
         let first = try await scenario.sync(manifest)
         #expect(first.allSatisfy { $0.outcome == .transferred }, "\(first.map(\.outcome))")
         let downloads = try scenario.nginxRequests()
