@@ -7,6 +7,7 @@ final class DigestHasher {
     let algorithm: DigestAlgorithm
 
     init(_ algorithm: DigestAlgorithm = .sha256) {
+        OpenSSLSetup.done
         guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed: out of memory") }
         self.context = context
         self.algorithm = algorithm

@@ -20,6 +20,7 @@ public enum ShardHash {
 
     /// The first 8 bytes of SHA-256(dest), big-endian.
     public static func key(ofDest dest: String) -> UInt64 {
+        OpenSSLSetup.done
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         var text = dest

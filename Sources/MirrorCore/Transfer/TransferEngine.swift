@@ -24,9 +24,9 @@ final class TransferEngine: Sendable {
     }
 
     /// Stops the loop and waits for its thread to end: its transfers are stopped, libcurl's
-    /// handles cleaned up and the thread's own state freed before the engine is gone. A
-    /// thread still tearing libcurl and OpenSSL down while the process exits raced OpenSSL's
-    /// exit handler (a double free, about 1 exit in 100 under SIGTERM with an HTTPS host).
+    /// handles cleaned up and the thread's own state freed before the engine is gone. (A
+    /// process may still exit while that goes on, when the engine's last owner lets go of it on
+    /// another thread; OpenSSL has no exit handler to race it, see `OpenSSLSetup`.)
     deinit {
         loop.stop()
         thread.join()
@@ -82,6 +82,7 @@ public final class NetworkPreparation: Sendable {
 /// `curl_global_init` must run once, before any other thread uses libcurl. Swift initialises
 /// globals exactly once, under a lock.
 private let curlGlobalInitialization: Void = {
+    OpenSSLSetup.done
     curl_global_init(Int(CURL_GLOBAL_DEFAULT))
 }()
 

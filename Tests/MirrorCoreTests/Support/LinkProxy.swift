@@ -7,12 +7,10 @@ import Glibc
 /// The project's link emulator (Benchmarks/linkproxy.c: a TCP proxy that holds every chunk
 /// `delay` before passing it on) in front of a test server, on 127.0.0.1 and a random port, so
 /// that each request takes a round trip of 2 × `delay` and requests in flight together overlap
-/// at the server. Compiled with `cc` once (see `executable`); `stop()` (or releasing the value)
+/// at the server. Compiled with `cc` once (`CCompiler`); `stop()` (or releasing the value)
 /// ends it by its pid.
 final class LinkProxy: Sendable {
-    struct Unavailable: Error, CustomStringConvertible {
-        var description: String
-    }
+    typealias Unavailable = CCompiler.Unavailable
 
     let port: UInt16
     private let process: Mutex<Process?>
@@ -31,43 +29,8 @@ final class LinkProxy: Sendable {
         "\(scheme)://127.0.0.1:\(port)\(path)"
     }
 
-    /// The compiled emulator, built with `cc` once per version of the source (the directory's
-    /// name carries a hash of it), so that test runs leave one build behind, not one each.
-    private static let executable: Result<String, Unavailable> = {
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Benchmarks/linkproxy.c").path
-        guard let text = FileManager.default.contents(atPath: source) else {
-            return .failure(Unavailable(description: "cannot read \(source)"))
-        }
-        guard let compiler = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            return .failure(Unavailable(description: "no C compiler (cc) to build Benchmarks/linkproxy.c: install it with `apt-get install -y gcc` (make test does this)"))
-        }
-        // FNV-1a over the source: a stable name for this version of it.
-        let hash = text.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
-        let output = NSTemporaryDirectory() + "mirror-linkproxy-" + String(hash, radix: 16)
-        let binary = output + "/linkproxy"
-        if FileManager.default.isExecutableFile(atPath: binary) { return .success(binary) }
-        try? FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
-        // Built under a name of this process's own and renamed into place: another test process
-        // building it at the same time never runs a half-written file.
-        let building = output + "/linkproxy.\(getpid())"
-        let compile = Process()
-        compile.executableURL = URL(fileURLWithPath: compiler)
-        compile.arguments = ["-O2", "-o", building, source]
-        let errors = Pipe()
-        compile.standardError = errors
-        do {
-            try compile.run()
-        } catch {
-            return .failure(Unavailable(description: "could not run \(compiler): \(error)"))
-        }
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        compile.waitUntilExit()
-        guard compile.terminationStatus == 0, rename(building, binary) == 0 else {
-            return .failure(Unavailable(description: "\(compiler) could not build \(source) into \(binary):\n\(message)"))
-        }
-        return .success(binary)
-    }()
+    /// The compiled emulator.
+    private static let executable = CCompiler.build("Benchmarks/linkproxy.c", into: "linkproxy")
 
     /// Starts the emulator in front of 127.0.0.1:`upstreamPort` with a one-way `delay` (and a
     /// per-connection `rate` in bytes per second) and returns once it accepts connections.
