@@ -284,13 +284,16 @@ struct HTTP2StreamsTests {
     /// An entry whose GET waits on its stream permit for a connection permit (a `size` pin says
     /// its body is large) stops when the run is interrupted: it reports the interruption, sends
     /// nothing and leaves no partial file. With `concurrency: 1`, a slow 4 MiB download holds the
-    /// one connection permit while four pinned 2 MiB entries wait.
+    /// one connection permit while four pinned 2 MiB entries wait. At 64 KiB/s it would take
+    /// 64 s: a loaded machine that takes long to wind the run down (11.6 s was seen at 256 KiB/s,
+    /// and once more than the 16 s that download took then, which let the first waiting entry
+    /// have its turn) still stops it before it ends.
     @Test func anInterruptionStopsAGETWaitingForAConnectionPermit() async throws {
         let ca = try PrivateCA()
         let pinned = 2 * 1024 * 1024
         var site = ["big.bin": randomData(count: 4 * 1024 * 1024, seed: 9_950)]
         for index in 0..<4 { site["w\(index).bin"] = randomData(count: pinned, seed: 9_960 + UInt64(index)) }
-        let options = NginxOptions(rateLimit: 256 * 1024, tls: ca.serverTLS, http2: true, sendBuffer: 32 * 1024)
+        let options = NginxOptions(rateLimit: 64 * 1024, tls: ca.serverTLS, http2: true, sendBuffer: 32 * 1024)
         let scenario = try SyncScenario(.nginx(site: site, options: options))
         let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
         defer { link.stop() }
@@ -313,9 +316,9 @@ struct HTTP2StreamsTests {
         let cancelled = ContinuousClock.now
         work.cancel()
         let reports = try await work.value
-        // Waited out, the four 2 MiB entries would take their turns on the one connection permit
-        // at 256 KiB/s, 8 s each, after big.bin: 32 s at least. The bound leaves room for a
-        // loaded machine (a full parallel test run took 11.6 s to wind the run down).
+        // Waited out, big.bin would take 64 s, and the four 2 MiB entries their turns after it,
+        // 32 s each. The bound leaves room for a loaded machine (a full parallel test run took
+        // 11.6 s to wind the run down).
         #expect(ContinuousClock.now - cancelled < .seconds(30), "the waits were stopped, not waited out")
         #expect(reports.map(\.outcome) == Array(repeating: .failed(.cancelled), count: 5), "\(reports.map(\.outcome))")
         #expect(scenario.files().allSatisfy { !$0.hasPrefix("w") }, "no partial file of a waiting entry: \(scenario.files())")
