@@ -56,6 +56,41 @@ struct StateStoreTests {
         store.close()
     }
 
+    /// Writing the log back as the run goes (after each group of durable files) takes nothing
+    /// from the store: every record committed before and after it is read back, and the
+    /// descriptor the writeback keeps on the log is gone once the store is closed (looked for
+    /// by the log's path in /proc/self/fd, which only this test's directory has).
+    @Test func theLogWrittenBackAsTheRunGoesLosesNothingAndIsClosedWithTheStore() throws {
+        let directory = try TemporaryDirectory()
+        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        func descriptorsOnTheLog() throws -> Int {
+            let log = directory.path(".mirror/state.sqlite-wal")
+            return try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").filter { name in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) == log
+            }.count
+        }
+        let before = try descriptorsOnTheLog()
+        for group in 0..<3 {
+            try store.recordCommitted((0..<4).map { index in
+                ("g\(group)/f\(index)", "https://h/\(group)/\(index)", CompleteVersion(
+                    validators: RemoteValidators(etag: "\"\(group)-\(index)\"", lastModified: nil, size: 1), sha256: nil, local: LocalIdentity(size: 1, modifiedNanoseconds: 0, inode: 1)))
+            })
+            store.startLogWriteback()
+        }
+        #expect(try descriptorsOnTheLog() == before + 1, "the log is opened once, for every writeback")
+        store.close()
+        store.startLogWriteback()
+        #expect(try descriptorsOnTheLog() == 0)
+
+        let reopened = try #require(StateStore.open(root: directory.path, mode: .readOnly).store)
+        for group in 0..<3 {
+            for index in 0..<4 {
+                #expect(try reopened.record(for: "g\(group)/f\(index)")?.complete?.validators.etag == "\"\(group)-\(index)\"")
+            }
+        }
+        reopened.close()
+    }
+
     /// A FIFO at a store's name (the run's own, or a shard's store an unsharded run reads) is
     /// a store that cannot be used, named as a FIFO, and never opened: `plan`, `verify` and
     /// `sync` hung forever in its blocking open.

@@ -1,3 +1,4 @@
+import CLinux
 import CSQLite
 import Glibc
 import Synchronization
@@ -173,6 +174,15 @@ public final class StateStore: Sendable {
         connection.withLock { $0.close() }
     }
 
+    /// Starts writing the log's pages to the disk, without waiting for them: commits are not
+    /// synced one by one (`synchronous=NORMAL`), so the log a run leaves is synced whole when
+    /// the store is closed, after the run's last file. Written back as the run goes, that sync
+    /// is left with the last commits only. For a run that makes its files durable, after each
+    /// group of them.
+    func startLogWriteback() {
+        connection.withLock { $0.startLogWriteback() }
+    }
+
     /// Records, in one transaction, that each `dest` now holds `version` (nil: none known)
     /// and no partial file: a group of commits. All are written or none.
     public func recordCommitted(_ commits: [(dest: String, url: String, version: CompleteVersion?)]) throws(StoreError) {
@@ -274,6 +284,10 @@ private final class Connection {
     /// The state directory, by whose descriptor SQLite names the store and its `-wal` and
     /// `-shm` files (see `DescriptorVFS`): open as long as the connection is, closed after it.
     private let directory: Int32
+    /// The write-ahead log's name in `directory`, and the log opened for `startLogWriteback`
+    /// (-1 until then).
+    private let logName: String
+    private var logDescriptor: Int32 = -1
     /// Writes one record of `entries`; nil when the store is open read-only.
     private let upsert: NamedStatement<EntryColumn>?
     /// Every record, read in one pass after the first reads (`readsBeforeReadingAll`) and kept
@@ -341,6 +355,7 @@ private final class Connection {
         }
         db = handle
         self.directory = directory
+        logName = file + "-wal"
         do throws(StoreError) {
             sqlite3_busy_timeout(db, 5000)
             let version = try Self.userVersion(db)
@@ -401,7 +416,16 @@ private final class Connection {
         upsert?.finalize()
         sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil)
         sqlite3_close_v2(db)
+        if logDescriptor >= 0 { Glibc.close(logDescriptor) }
         Glibc.close(directory)
+    }
+
+    func startLogWriteback() {
+        guard isOpen else { return }
+        // The log stays the same file while the connection is open (SQLite removes it only
+        // when the last connection closes); writeback needs no write access to it.
+        if logDescriptor < 0 { logDescriptor = openat(directory, logName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        if logDescriptor >= 0 { _ = mirror_start_writeback(logDescriptor, 0, 0) }
     }
 
     private func ensureOpen() throws(StoreError) {

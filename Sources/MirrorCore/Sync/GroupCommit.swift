@@ -130,6 +130,7 @@ struct GroupWork: @unchecked Sendable {
             } catch {
                 onStoreProblem("writing \(store.path): \(error)")
             }
+            if durable { store.startLogWriteback() }
         }
         return results.map { $0! }
     }
