@@ -56,6 +56,21 @@ struct StateStoreTests {
         store.close()
     }
 
+    /// A store is made without syncs (it holds no record yet), and then records as any other
+    /// does: `synchronous=NORMAL`, whether the opening made it or found it, and what it
+    /// recorded is there at the next opening.
+    @Test func aStoreMadeWithoutSyncsRecordsAsAnyOther() throws {
+        let directory = try TemporaryDirectory()
+        let made = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        #expect(try made.synchronousLevel() == 1)
+        try made.update(dest: "a", url: "https://h/a") { $0.partial = RemoteValidators(etag: "\"a\"", lastModified: nil, size: 1) }
+        made.close()
+        let found = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        #expect(try found.synchronousLevel() == 1)
+        #expect(try found.record(for: "a")?.partial?.etag == "\"a\"")
+        found.close()
+    }
+
     /// Writing the log back as the run goes (after each group of durable files) takes nothing
     /// from the store: every record committed before and after it is read back, and the
     /// descriptor the writeback keeps on the log is gone once the store is closed (looked for

@@ -174,6 +174,11 @@ public final class StateStore: Sendable {
         connection.withLock { $0.close() }
     }
 
+    /// How the connection syncs (`PRAGMA synchronous`; 1: NORMAL).
+    func synchronousLevel() throws(StoreError) -> Int32 {
+        try connection.withLock { connection throws(StoreError) in try connection.synchronousLevel() }
+    }
+
     /// Starts writing the log's pages to the disk, without waiting for them: commits are not
     /// synced one by one (`synchronous=NORMAL`), so the log a run leaves is synced whole when
     /// the store is closed, after the run's last file. Written back as the run goes, that sync
@@ -361,9 +366,14 @@ private final class Connection {
             let version = try Self.userVersion(db)
             if version > StateStore.schemaVersion { throw .newerSchema(version) }
             if !readOnly {
+                // A store being made holds no record yet, so its making is not synced (six
+                // syncs before a first run's first request): a crash meanwhile leaves a file
+                // SQLite finds damaged, which the next run replaces, or one without its tables,
+                // which it makes again. Records are synced as in any store.
+                let making = version < StateStore.schemaVersion
+                try Self.execute(db, making ? "PRAGMA synchronous=OFF" : "PRAGMA synchronous=NORMAL")
                 try Self.execute(db, "PRAGMA journal_mode=WAL")
-                try Self.execute(db, "PRAGMA synchronous=NORMAL")
-                if version < StateStore.schemaVersion {
+                if making {
                     try Self.execute(db, """
                         CREATE TABLE IF NOT EXISTS entries (
                             dest TEXT PRIMARY KEY NOT NULL,
@@ -392,6 +402,7 @@ private final class Connection {
                         durable TEXT NOT NULL
                     ) WITHOUT ROWID
                     """)
+                if making { try Self.execute(db, "PRAGMA synchronous=NORMAL") }
             }
             // A quick structural check, so a damaged file is found here and not mid-run.
             try Self.execute(db, "PRAGMA quick_check")
@@ -700,7 +711,16 @@ private final class Connection {
     }
 
     private static func userVersion(_ db: OpaquePointer) throws(StoreError) -> Int32 {
-        let statement = try prepare(db, "PRAGMA user_version")
+        try integerPragma(db, "user_version")
+    }
+
+    /// The connection's `PRAGMA synchronous` (1: NORMAL).
+    func synchronousLevel() throws(StoreError) -> Int32 {
+        try Self.integerPragma(db, "synchronous")
+    }
+
+    private static func integerPragma(_ db: OpaquePointer, _ name: String) throws(StoreError) -> Int32 {
+        let statement = try prepare(db, "PRAGMA \(name)")
         defer { sqlite3_finalize(statement) }
         let step = sqlite3_step(statement)
         guard step == SQLITE_ROW else { throw .sqlite(code: step, message: String(cString: sqlite3_errmsg(db))) }
