@@ -106,6 +106,33 @@ struct StateStoreTests {
         reopened.close()
     }
 
+    /// The log a run writes is folded into the database as it grows (after the groups of
+    /// durable files that write it back), so it never holds much more than
+    /// `StateStore.checkpointLogFrames`: 600 groups of 4 records, which leave a log of megabytes
+    /// unfolded, leave one of at most twice that here (in 4 KiB pages and their headers),
+    /// while the store reads every record.
+    @Test func theLogIsFoldedInAsTheRunGoes() throws {
+        let directory = try TemporaryDirectory()
+        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        store.expect(entries: 2400)
+        var largest: Int64 = 0
+        for group in 0..<600 {
+            try store.recordCommitted((0..<4).map { index in
+                ("g\(group)/f\(index)", "https://h/\(group)/\(index)", CompleteVersion(
+                    validators: RemoteValidators(etag: "\"\(group)-\(index)\"", lastModified: nil, size: 1), sha256: nil,
+                    local: LocalIdentity(size: 1, modifiedNanoseconds: 0, inode: 1)))
+            })
+            store.startLogWriteback()
+            var info = stat()
+            if stat(directory.path(".mirror/state.sqlite-wal"), &info) == 0 { largest = max(largest, Int64(info.st_size)) }
+        }
+        #expect(largest > 0)
+        #expect(largest <= Int64(2 * StateStore.checkpointLogFrames * (4096 + 24) + 32), "the log grew to \(largest) bytes")
+        #expect(try store.record(for: "g0/f0")?.complete?.validators.etag == "\"0-0\"")
+        #expect(try store.record(for: "g599/f3")?.complete?.validators.etag == "\"599-3\"")
+        store.close()
+    }
+
     /// A FIFO at a store's name (the run's own, or a shard's store an unsharded run reads) is
     /// a store that cannot be used, named as a FIFO, and never opened: `plan`, `verify` and
     /// `sync` hung forever in its blocking open.
