@@ -12,18 +12,19 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
-        // libcurl, with typed wrappers for the variadic curl_easy_setopt/getinfo.
-        .systemLibrary(
+        // libcurl (headers from libcurl4-openssl-dev), loaded when first needed: a table of
+        // its functions, typed wrappers for the variadic curl_easy_setopt/getinfo, and the
+        // TLS handshake watch over the libssl it brings.
+        .target(
             name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
+            linkerSettings: [.linkedLibrary("dl")]
         ),
         .systemLibrary(
             name: "CYAML",
             pkgConfig: "yaml-0.1",
             providers: [.apt(["libyaml-dev"])]
         ),
-        // OpenSSL's libcrypto, for SHA-256.
+        // OpenSSL's libcrypto, for SHA-256 (libssl comes with libcurl).
         .systemLibrary(
             name: "CCrypto",
             pkgConfig: "libcrypto",

@@ -45,11 +45,11 @@ struct CommonOptions: ParsableArguments {
     /// a state directory the run may not use (a `state_dir` beside a `ROOT/.mirror`, or inside
     /// the root). Warns about entries that turn TLS verification off. `hashingContent`: see
     /// `readManifest`.
-    /// `preparingNetwork`: libcurl's global set-up runs on another thread meanwhile
-    /// (`NetworkPreparation`), for a command whose next step is a request.
+    /// `preparingNetwork`: libcurl is loaded and set up on another thread meanwhile
+    /// (`NetworkPreparation`, which `main` may have started already), for a command whose next
+    /// step is a request; one that cannot be loaded exits with status 2.
     func loadManifest(console: Console, hashingContent: Bool = false, preparingNetwork: Bool = false) throws -> Manifest {
-        let preparation = preparingNetwork ? NetworkPreparation() : nil
-        defer { preparation?.finish() }
+        if preparingNetwork { NetworkPreparation.start() }
         let loaded: Manifest
         do {
             loaded = try readManifest(hashingContent: hashingContent)
@@ -69,7 +69,20 @@ struct CommonOptions: ParsableArguments {
         for entry in loaded.entries where entry.settings.insecure {
             console.notice("mirror: warning: \(entry.location): \(entry.dest): insecure: true, TLS certificates are not verified")
         }
+        if preparingNetwork { try finishNetworkPreparation(console: console) }
         return loaded
+    }
+
+    /// Waits until libcurl is loaded and set up (`NetworkPreparation`); one that cannot be
+    /// loaded exits with status 2, before any request.
+    func finishNetworkPreparation(console: Console) throws {
+        do {
+            try NetworkPreparation.finish()
+        } catch {
+            if json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
+            console.error("mirror: \(error)")
+            throw ExitWith(status: .usage)
+        }
     }
 
     /// The manifest as the command line names it, with its `--root` and `--state-dir`; with the

@@ -53,6 +53,7 @@ struct LockCommand: AsyncParsableCommand {
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
         }
+        try options.finishNetworkPreparation(console: console)
         var runOptions = options.runOptions(for: manifest, console: console)
         runOptions.lockWait = lockWait.duration
         let runner = ManifestRunner(manifest: manifest, options: runOptions)

@@ -49,6 +49,11 @@ struct MirrorCommand: AsyncParsableCommand {
             Console.writeToStandardError(helpMessage() + "\n")
             Glibc.exit(ExitStatus.usage.rawValue)
         }
+        // A command that makes requests has libcurl loaded on another thread while its
+        // command line is parsed and its manifest read (`NetworkPreparation`).
+        if let name = CommandLine.arguments.dropFirst().first, fetchingCommands.contains(where: { $0.configuration.commandName == name }) {
+            NetworkPreparation.start()
+        }
         do {
             var command = try parsedCommandLine()
             if var asyncCommand = command as? AsyncParsableCommand {
@@ -77,6 +82,9 @@ struct MirrorCommand: AsyncParsableCommand {
     /// input raw, the command's options a second time. Only a parse that yields that command
     /// is taken; anything else (help, `--version`, a usage error, a completion script) is
     /// parsed again from the root, which decides and prints it as it always has.
+    /// The commands that make requests (through `CommonOptions.loadManifest(preparingNetwork:)`).
+    static let fetchingCommands: [ParsableCommand.Type] = [SyncCommand.self, PlanCommand.self, LockCommand.self]
+
     static func parsedCommandLine() throws -> ParsableCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let name = arguments.first,

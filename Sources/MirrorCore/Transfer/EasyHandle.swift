@@ -6,7 +6,7 @@ struct CurlSetupError: Error, CustomStringConvertible {
     var code: CURLcode
 
     var description: String {
-        "libcurl rejected \(option): \(String(cString: curl_easy_strerror(code))) (code \(code.rawValue))"
+        "libcurl rejected \(option): \(String(cString: mirror_curl_easy_strerror(code))) (code \(code.rawValue))"
     }
 }
 
@@ -16,7 +16,7 @@ final class EasyHandle {
     let raw: UnsafeMutableRawPointer
 
     init() {
-        guard let handle = curl_easy_init() else {
+        guard let handle = mirror_curl_easy_init() else {
             // curl_easy_init fails only when it cannot allocate; nothing sensible follows.
             fatalError("curl_easy_init failed: out of memory")
         }
@@ -24,7 +24,7 @@ final class EasyHandle {
     }
 
     func cleanup() {
-        curl_easy_cleanup(raw)
+        mirror_curl_easy_cleanup(raw)
     }
 
     func set(_ option: CURLoption, _ value: Int, _ name: String) throws(CurlSetupError) {

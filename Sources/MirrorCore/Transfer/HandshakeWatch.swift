@@ -1,4 +1,3 @@
-import CCrypto
 import CCurl
 
 /// Hears from the TLS handshake of a connection libcurl opens that ALPN chose HTTP/2: the
@@ -16,12 +15,13 @@ final class HandshakeWatch: Sendable {
         self.heard = heard
     }
 
-    /// Whether libcurl's TLS is OpenSSL, whose `SSL_CTX` the watch reads: libcurl hands
+    /// Whether libcurl's TLS is OpenSSL, whose `SSL_CTX` the watch reads (with the functions of
+    /// the libssl libcurl loaded): libcurl hands
     /// `CURLOPT_SSL_CTX_FUNCTION` its own TLS library's context (wolfSSL's, mbedTLS's), or
     /// refuses the option (GnuTLS, NSS).
     static let isAvailable: Bool = {
-        guard let info = curl_version_info(CURLVERSION_FIRST), let version = info.pointee.ssl_version else { return false }
-        return String(cString: version).hasPrefix("OpenSSL/")
+        guard let info = mirror_curl_version_info(CURLVERSION_FIRST), let version = info.pointee.ssl_version else { return false }
+        return String(cString: version).hasPrefix("OpenSSL/") && mirror_alpn_available() != 0
     }()
 
     /// The ex_data slot that frees a watch with its TLS context.

@@ -143,7 +143,7 @@ final class TransferContext {
         }
         if let etag = request.ifNoneMatch { lines.append("If-None-Match: \(etag)") }
         for line in lines {
-            guard let appended = curl_slist_append(headerList, line) else {
+            guard let appended = mirror_curl_slist_append(headerList, line) else {
                 throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)
             }
             headerList = appended
@@ -223,12 +223,12 @@ final class TransferContext {
 
     /// The local path a `file:` URL names, percent-decoded as libcurl decodes it.
     private static func filePath(of url: String) -> String? {
-        guard let parsed = curl_url() else { return nil }
-        defer { curl_url_cleanup(parsed) }
-        guard curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        guard let parsed = mirror_curl_url() else { return nil }
+        defer { mirror_curl_url_cleanup(parsed) }
+        guard mirror_curl_url_set(parsed, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
         var part: UnsafeMutablePointer<CChar>?
-        guard curl_url_get(parsed, CURLUPART_PATH, &part, UInt32(CURLU_URLDECODE)) == CURLUE_OK, let part else { return nil }
-        defer { curl_free(part) }
+        guard mirror_curl_url_get(parsed, CURLUPART_PATH, &part, UInt32(CURLU_URLDECODE)) == CURLUE_OK, let part else { return nil }
+        defer { mirror_curl_free(part) }
         return String(cString: part)
     }
 
@@ -270,7 +270,7 @@ final class TransferContext {
         if wait > 0 { return wait }
         heldByThrottle = false
         watchdog.restartClocks(now: now)
-        curl_easy_pause(easy.raw, CURLPAUSE_CONT)
+        mirror_curl_easy_pause(easy.raw, CURLPAUSE_CONT)
         return 0
     }
 
@@ -326,7 +326,7 @@ final class TransferContext {
         var code = code
         var message = errorBuffer.pointee != 0
             ? String(cString: errorBuffer)
-            : String(cString: curl_easy_strerror(code))
+            : String(cString: mirror_curl_easy_strerror(code))
         if let refusal {
             message = refusal
         } else if let stopped = watchdog.stopMessage {
@@ -352,7 +352,7 @@ final class TransferContext {
             close(fileSource)
             fileSource = -1
         }
-        curl_slist_free_all(headerList)
+        mirror_curl_slist_free_all(headerList)
         headerList = nil
     }
 }

@@ -17,7 +17,10 @@ final class TransferEngine: Sendable {
     /// no limit), queueing a request that would need another until one is free; see
     /// `MultiLoop.init`.
     init(maxHostConnections: Int? = nil) {
-        _ = curlGlobalInitialization
+        if let failure = curlGlobalInitialization {
+            // `NetworkPreparation.finish` says this to a caller that asks first.
+            preconditionFailure("libcurl cannot be used: \(failure)")
+        }
         loop = MultiLoop(maxHostConnections: maxHostConnections)
         let loop = self.loop
         thread = JoinableThread { loop.run() }
@@ -63,27 +66,49 @@ final class TransferEngine: Sendable {
     }
 }
 
-/// libcurl's global set-up (mostly OpenSSL's: its configuration file and algorithms, about
-/// 2.4 million instructions) on a thread of its own, while the caller does something else
-/// (reads the manifest); `finish` waits for it. An engine made meanwhile waits for it too.
-/// `finish` before the process may exit: OpenSSL's exit handler must not race its set-up.
-public final class NetworkPreparation: Sendable {
-    private let thread: JoinableThread
+/// libcurl loaded (it is not linked: `CCurl`) and set up (mostly OpenSSL's set-up: its
+/// configuration file and algorithms, about 2.4 million instructions) on a thread of its own,
+/// while the caller does something else (parses its command line, reads the manifest);
+/// `finish` waits for it. An engine made meanwhile waits for it too. `finish` before the
+/// process may exit: OpenSSL's exit handler must not race its set-up, and an exit must not
+/// wait on the loader.
+public enum NetworkPreparation {
+    private static let started = Mutex<JoinableThread?>(nil)
 
-    public init() {
-        thread = JoinableThread { _ = curlGlobalInitialization }
+    /// Starts the preparation, once; later calls do nothing.
+    public static func start() {
+        started.withLock { thread in
+            if thread == nil { thread = JoinableThread { _ = curlGlobalInitialization } }
+        }
     }
 
-    public func finish() {
-        thread.join()
+    /// Waits until libcurl is loaded and set up (starting that when `start` was not called);
+    /// throws when it cannot be loaded.
+    public static func finish() throws(NetworkLibraryUnavailable) {
+        start()
+        started.withLock { $0 }?.join()
+        if let failure = curlGlobalInitialization { throw NetworkLibraryUnavailable(reason: failure) }
     }
 }
 
-/// `curl_global_init` must run once, before any other thread uses libcurl. Swift initialises
-/// globals exactly once, under a lock.
-private let curlGlobalInitialization: Void = {
+/// libcurl could not be loaded: not installed (Debian: libcurl4), or not the one mirror was
+/// built against.
+public struct NetworkLibraryUnavailable: Error, CustomStringConvertible, Sendable {
+    public let reason: String
+
+    public var description: String {
+        "cannot load libcurl (\(reason)); install it (Debian and Ubuntu: apt-get install libcurl4)"
+    }
+}
+
+/// libcurl, loaded and set up: `curl_global_init` must run once, before any other thread uses
+/// libcurl. Swift initialises globals exactly once, under a lock. Nil when it is ready;
+/// otherwise why it cannot be loaded.
+private let curlGlobalInitialization: String? = {
     OpenSSLSetup.done
-    curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+    if let failure = mirror_curl_load() { return String(cString: failure) }
+    mirror_curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+    return nil
 }()
 
 /// The engine's thread and what it owns. Only `post` and `stop` are called from other threads,
@@ -134,7 +159,7 @@ private final class MultiLoop: @unchecked Sendable {
     /// server allows fewer streams than that, or a redirect takes them to a server that does not
     /// multiplex, `maxHostConnections` keeps libcurl from opening a connection for each.
     init(maxHostConnections: Int?) {
-        guard let handle = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        guard let handle = mirror_curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         multi = handle
         mirror_multi_setopt_long(handle, CURLMOPT_MAX_CONCURRENT_STREAMS, RequestBudget.streamCap)
         if let maxHostConnections {
@@ -153,7 +178,7 @@ private final class MultiLoop: @unchecked Sendable {
 
     func stop() {
         inbox.withLock { $0.stopping = true }
-        curl_multi_wakeup(multi)
+        mirror_curl_multi_wakeup(multi)
     }
 
     /// Wakes the loop if it sleeps. The loop says it sleeps before it looks at the inbox a last
@@ -161,7 +186,7 @@ private final class MultiLoop: @unchecked Sendable {
     /// it sleeping.
     private func wake() {
         if sleeping.load(ordering: .sequentiallyConsistent) {
-            curl_multi_wakeup(multi)
+            mirror_curl_multi_wakeup(multi)
         }
     }
 
@@ -181,7 +206,7 @@ private final class MultiLoop: @unchecked Sendable {
                 break
             }
             var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            mirror_curl_multi_perform(multi, &running)
             let finishedLeft = drainFinished()
             runDeferred()
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
@@ -191,13 +216,13 @@ private final class MultiLoop: @unchecked Sendable {
             // at once: libcurl's poll would not wake for them.
             let idle = !finishedLeft && deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
-                curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
+                mirror_curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
         }
         for spare in spares { spare.cleanup() }
         spares.removeAll()
-        curl_multi_cleanup(multi)
+        mirror_curl_multi_cleanup(multi)
     }
 
     /// Resumes the first held transfer (longest since its last turn) whose rate limits let it
@@ -243,7 +268,7 @@ private final class MultiLoop: @unchecked Sendable {
         } catch {
             return fail(error.code)
         }
-        let added = curl_multi_add_handle(multi, context.easy.raw)
+        let added = mirror_curl_multi_add_handle(multi, context.easy.raw)
         guard added == CURLM_OK else { return fail(CURLE_FAILED_INIT) }
         active[context.easy.raw] = context
         if request.throttle != nil { throttled.append(context.easy.raw) }
@@ -278,7 +303,7 @@ private final class MultiLoop: @unchecked Sendable {
     private func drainFinished() -> Bool {
         var remaining: Int32 = 0
         var handled = 0
-        while let message = curl_multi_info_read(multi, &remaining) {
+        while let message = mirror_curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
             complete(handle, code: message.pointee.data.result, cancelled: false)
             sendWhatFollowed()
@@ -322,7 +347,7 @@ private final class MultiLoop: @unchecked Sendable {
         for work in posted { work() }
         if nextID != before {
             var running: Int32 = 0
-            curl_multi_perform(multi, &running)
+            mirror_curl_multi_perform(multi, &running)
         }
     }
 
@@ -333,7 +358,7 @@ private final class MultiLoop: @unchecked Sendable {
         guard let context = active.removeValue(forKey: handle) else { return }
         throttled.removeAll { $0 == handle }
         overTLS.remove(handle)
-        curl_multi_remove_handle(multi, handle)
+        mirror_curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
         deferred.append { context.releaseHandle() }
     }
