@@ -198,7 +198,10 @@ public final class StateStore: Sendable {
     /// connection, which the engine's thread reads and writes records through, is never held
     /// meanwhile: SQLite lets a checkpoint run beside a writer.
     func startLogWriteback() {
-        let logFrames = connection.withLock { $0.startLogWriteback() }
+        // Outside the connection's lock, which the engine's thread waits on to read a record:
+        // the writeback is only a hint to the kernel, and the log stays open until `close`.
+        let (log, logFrames) = connection.withLock { $0.openLog() }
+        if log >= 0 { _ = mirror_start_writeback(log, 0, 0) }
         guard logFrames >= Self.checkpointLogFrames else { return }
         checkpointer.withLock { checkpointer in
             if checkpointer == nil { checkpointer = connection.withLock { $0.openCheckpointer() } }
@@ -469,14 +472,13 @@ private final class Connection {
         Glibc.close(directory)
     }
 
-    /// Starts the log's writeback; returns the pages the log holds.
-    func startLogWriteback() -> Int {
-        guard isOpen else { return 0 }
+    /// The log, opened for writeback (-1 when it cannot be), and the pages it holds.
+    func openLog() -> (descriptor: Int32, frames: Int) {
+        guard isOpen else { return (-1, 0) }
         // The log stays the same file while the connection is open (SQLite removes it only
         // when the last connection closes); writeback needs no write access to it.
         if logDescriptor < 0 { logDescriptor = openat(directory, logName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-        if logDescriptor >= 0 { _ = mirror_start_writeback(logDescriptor, 0, 0) }
-        return logFrames.count
+        return (logDescriptor, logFrames.count)
     }
 
     /// A second connection to the same store, for checkpoints; nil when it cannot be opened.
