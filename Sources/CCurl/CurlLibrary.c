@@ -24,12 +24,26 @@ static struct {
     void (*get0_alpn_selected)(const SSL *ssl, const unsigned char **data, unsigned int *length);
 } ssl;
 
-static int resolve(void *library, const char *library_name, void **slot, const char *name) {
-    *slot = dlsym(library, name);
-    if (*slot != NULL) return 1;
-    snprintf(failure_text, sizeof failure_text, "%s has no %s", library_name, name);
-    failure = failure_text;
-    return 0;
+struct symbol {
+    void **slot;
+    const char *name;
+};
+
+// Resolves every symbol in `library`; 0 when one is missing, with the reason in `failure` when
+// they are `required` (otherwise every slot is emptied: the set is used whole or not at all).
+static int resolve(void *library, const char *library_name, struct symbol *symbols, size_t count, int required) {
+    for (size_t i = 0; i < count; i++) {
+        *symbols[i].slot = dlsym(library, symbols[i].name);
+        if (*symbols[i].slot != NULL) continue;
+        if (required) {
+            snprintf(failure_text, sizeof failure_text, "%s has no %s", library_name, symbols[i].name);
+            failure = failure_text;
+        } else {
+            for (size_t j = 0; j < count; j++) *symbols[j].slot = NULL;
+        }
+        return 0;
+    }
+    return 1;
 }
 
 static void load(void) {
@@ -40,7 +54,7 @@ static void load(void) {
         failure = failure_text;
         return;
     }
-    struct { void **slot; const char *name; } functions[] = {
+    struct symbol functions[] = {
         {(void **)&mirror_curl_table.global_init, "curl_global_init"},
         {(void **)&mirror_curl_table.easy_init, "curl_easy_init"},
         {(void **)&mirror_curl_table.easy_cleanup, "curl_easy_cleanup"},
@@ -66,14 +80,12 @@ static void load(void) {
         {(void **)&mirror_curl_table.url_get, "curl_url_get"},
         {(void **)&mirror_curl_table.url_set, "curl_url_set"},
     };
-    for (size_t i = 0; i < sizeof functions / sizeof functions[0]; i++) {
-        if (!resolve(curl, "libcurl.so.4", functions[i].slot, functions[i].name)) return;
-    }
+    if (!resolve(curl, "libcurl.so.4", functions, sizeof functions / sizeof functions[0], 1)) return;
     // The libssl libcurl brought (none when its TLS is another library's): the watch reads
     // the contexts libcurl makes with it, so it must be that one.
     void *tls = dlopen("libssl.so.3", RTLD_NOW | RTLD_NOLOAD);
     if (tls == NULL) return;
-    struct { void **slot; const char *name; } tls_functions[] = {
+    struct symbol tls_functions[] = {
         {(void **)&ssl.get_ex_new_index, "CRYPTO_get_ex_new_index"},
         {(void **)&ssl.ctx_set_ex_data, "SSL_CTX_set_ex_data"},
         {(void **)&ssl.ctx_get_ex_data, "SSL_CTX_get_ex_data"},
@@ -81,13 +93,7 @@ static void load(void) {
         {(void **)&ssl.get_ssl_ctx, "SSL_get_SSL_CTX"},
         {(void **)&ssl.get0_alpn_selected, "SSL_get0_alpn_selected"},
     };
-    for (size_t i = 0; i < sizeof tls_functions / sizeof tls_functions[0]; i++) {
-        *tls_functions[i].slot = dlsym(tls, tls_functions[i].name);
-        if (*tls_functions[i].slot == NULL) {
-            memset(&ssl, 0, sizeof ssl);
-            return;
-        }
-    }
+    resolve(tls, "libssl.so.3", tls_functions, sizeof tls_functions / sizeof tls_functions[0], 0);
 }
 
 const char *mirror_curl_load(void) {
