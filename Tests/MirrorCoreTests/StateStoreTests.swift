@@ -131,6 +131,11 @@ struct StateStoreTests {
         #expect(try store.record(for: "g0/f0")?.complete?.validators.etag == "\"0-0\"")
         #expect(try store.record(for: "g599/f3")?.complete?.validators.etag == "\"599-3\"")
         store.close()
+        // Closed with its checkpointer: the log was the store's own to empty and remove.
+        store.startLogWriteback()
+        for leftover in ["state.sqlite-wal", "state.sqlite-shm"] {
+            #expect(!FileManager.default.fileExists(atPath: directory.path(".mirror/\(leftover)")), "\(leftover) is left")
+        }
     }
 
     /// A FIFO at a store's name (the run's own, or a shard's store an unsharded run reads) is

@@ -35,8 +35,15 @@ public final class StateStore: Sendable {
     /// The store's path, for messages.
     public let path: String
     private let connection: Mutex<Connection>
-    /// Opened by the first checkpoint during a run (`startLogWriteback`).
-    private let checkpointer = Mutex<LogCheckpointer?>(nil)
+    /// Opened by the first checkpoint during a run (`startLogWriteback`; nil when it could
+    /// not be); closed, and never opened again, by `close`.
+    private let checkpointer = Mutex<CheckpointerState>(.none)
+
+    private enum CheckpointerState {
+        case none
+        case open(LogCheckpointer?)
+        case closed
+    }
 
     private init(path: String, connection: sending Connection) {
         self.path = path
@@ -173,10 +180,11 @@ public final class StateStore: Sendable {
     /// Folds the write-ahead log into the database and closes it, so a later read-only
     /// opening sees every record without reading the log. Further calls fail.
     public func close() {
-        // First: the store's own connection, closed last, empties and removes the log.
+        // First: the store's own connection, closed last, empties and removes the log; and no
+        // writeback or checkpoint starts after this.
         checkpointer.withLock { checkpointer in
-            checkpointer?.close()
-            checkpointer = nil
+            if case .open(let opened) = checkpointer { opened?.close() }
+            checkpointer = .closed
         }
         connection.withLock { $0.close() }
     }
@@ -198,14 +206,18 @@ public final class StateStore: Sendable {
     /// connection, which the engine's thread reads and writes records through, is never held
     /// meanwhile: SQLite lets a checkpoint run beside a writer.
     func startLogWriteback() {
-        // Outside the connection's lock, which the engine's thread waits on to read a record:
-        // the writeback is only a hint to the kernel, and the log stays open until `close`.
-        let (log, logFrames) = connection.withLock { $0.openLog() }
-        if log >= 0 { _ = mirror_start_writeback(log, 0, 0) }
-        guard logFrames >= Self.checkpointLogFrames else { return }
+        // Under the checkpointer's lock, which `close` takes first (so nothing here runs once
+        // it has), and outside the connection's, which the engine's thread waits on to read
+        // a record: the writeback and the checkpoint take milliseconds.
         checkpointer.withLock { checkpointer in
-            if checkpointer == nil { checkpointer = connection.withLock { $0.openCheckpointer() } }
-            checkpointer?.checkpoint()
+            if case .closed = checkpointer { return }
+            let (log, logFrames) = connection.withLock { $0.openLog() }
+            if log >= 0 { _ = mirror_start_writeback(log, 0, 0) }
+            guard logFrames >= Self.checkpointLogFrames else { return }
+            if case .none = checkpointer {
+                checkpointer = .open(connection.withLock { $0.openCheckpointer() })
+            }
+            if case .open(let opened) = checkpointer { opened?.checkpoint() }
         }
     }
 

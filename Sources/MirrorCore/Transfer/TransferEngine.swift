@@ -69,9 +69,9 @@ final class TransferEngine: Sendable {
 /// libcurl loaded (it is not linked: `CCurl`) and set up (mostly OpenSSL's set-up: its
 /// configuration file and algorithms, about 2.4 million instructions) on a thread of its own,
 /// while the caller does something else (parses its command line, reads the manifest);
-/// `finish` waits for it. An engine made meanwhile waits for it too. `finish` before the
-/// process may exit: OpenSSL's exit handler must not race its set-up, and an exit must not
-/// wait on the loader.
+/// `finish` waits for it. An engine made meanwhile waits for it too. A process that exits
+/// meanwhile (a usage error) waits in `exit` for the loader to finish, as a process linked
+/// with libcurl waited for it before `main`; OpenSSL has no exit handler to race (`OpenSSLSetup`).
 public enum NetworkPreparation {
     private static let started = Mutex<JoinableThread?>(nil)
 
