@@ -45,11 +45,7 @@ struct CommonOptions: ParsableArguments {
     /// a state directory the run may not use (a `state_dir` beside a `ROOT/.mirror`, or inside
     /// the root). Warns about entries that turn TLS verification off. `hashingContent`: see
     /// `readManifest`.
-    /// `preparingNetwork`: libcurl is loaded and set up on another thread meanwhile
-    /// (`NetworkPreparation`, which `main` may have started already), for a command whose next
-    /// step is a request; one that cannot be loaded exits with status 2.
-    func loadManifest(console: Console, hashingContent: Bool = false, preparingNetwork: Bool = false) throws -> Manifest {
-        if preparingNetwork { NetworkPreparation.start() }
+    func loadManifest(console: Console, hashingContent: Bool = false) throws -> Manifest {
         let loaded: Manifest
         do {
             loaded = try readManifest(hashingContent: hashingContent)
@@ -69,12 +65,12 @@ struct CommonOptions: ParsableArguments {
         for entry in loaded.entries where entry.settings.insecure {
             console.notice("mirror: warning: \(entry.location): \(entry.dest): insecure: true, TLS certificates are not verified")
         }
-        if preparingNetwork { try finishNetworkPreparation(console: console) }
         return loaded
     }
 
-    /// Waits until libcurl is loaded and set up (`NetworkPreparation`); one that cannot be
-    /// loaded exits with status 2, before any request.
+    /// Waits until libcurl is loaded and set up (`NetworkPreparation`, which `main` started for
+    /// a command in `MirrorCommand.fetchingCommands` while its command line was parsed and its
+    /// manifest read); one that cannot be loaded exits with status 2, before any request.
     func finishNetworkPreparation(console: Console) throws {
         do {
             try NetworkPreparation.finish()

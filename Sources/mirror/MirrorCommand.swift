@@ -76,15 +76,16 @@ struct MirrorCommand: AsyncParsableCommand {
         }
     }
 
+    /// The commands that make requests: each waits for `CommonOptions.finishNetworkPreparation`
+    /// once its manifest is read, and `main` starts the preparation for them.
+    static let fetchingCommands: [ParsableCommand.Type] = [SyncCommand.self, PlanCommand.self, LockCommand.self]
+
     /// The command line, parsed. One that starts with a command's name is parsed with that
     /// command as the root first: the parser then reflects that command's options alone, not
     /// also the root's, the tree of every command and, to see whether the command takes its
     /// input raw, the command's options a second time. Only a parse that yields that command
     /// is taken; anything else (help, `--version`, a usage error, a completion script) is
     /// parsed again from the root, which decides and prints it as it always has.
-    /// The commands that make requests (through `CommonOptions.loadManifest(preparingNetwork:)`).
-    static let fetchingCommands: [ParsableCommand.Type] = [SyncCommand.self, PlanCommand.self, LockCommand.self]
-
     static func parsedCommandLine() throws -> ParsableCommand {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let name = arguments.first,

@@ -36,7 +36,9 @@ struct PlanCommand: AsyncParsableCommand {
 
     func run() async throws {
         let console = options.console()
-        let (manifest, shardTotals) = try shard.apply(to: options.loadManifest(console: console, preparingNetwork: true), console: console, json: options.json)
+        let loaded = try options.loadManifest(console: console)
+        try options.finishNetworkPreparation(console: console)
+        let (manifest, shardTotals) = try shard.apply(to: loaded, console: console, json: options.json)
         var runOptions = options.runOptions(for: manifest, console: console)
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)

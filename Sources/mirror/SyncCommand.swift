@@ -116,7 +116,8 @@ struct SyncCommand: AsyncParsableCommand {
     /// The sync itself; `reports` holds the entries' reports once the run has them, also
     /// when it then ends with an exit status other than 0.
     private func sync(console: Console, reports: inout [EntryReport], ran: inout ReportOption.Run) async throws {
-        let loaded = try options.loadManifest(console: console, hashingContent: report.report != nil, preparingNetwork: true)
+        let loaded = try options.loadManifest(console: console, hashingContent: report.report != nil)
+        try options.finishNetworkPreparation(console: console)
         let manifest = try shard.apply(to: loaded, console: console, json: options.json).manifest
         ran.manifest = manifest
         let progress = SyncProgress()
