@@ -54,6 +54,29 @@ struct SafetyTests {
         #expect(scenario.directory.contents(of: "tiny/seed.bin")?.fingerprint == Self.large.prefix(700_000).fingerprint, "DEST untouched")
     }
 
+    /// A new file's partial file is made while its GET travels: when it cannot be made, that
+    /// GET stops, the entry fails at once with the reason, and the other entries go on.
+    @Test func aPartialFileThatCannotBeMadeFailsItsEntryOnly() throws {
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small, "b.bin": Self.large]))
+        let full = scenario.rootPath("full")
+        try FileManager.default.createDirectory(atPath: full, withIntermediateDirectories: true)
+        // A file system with room for its own directory and nothing else.
+        guard mount("tmpfs", full, "tmpfs", 0, "size=1m,nr_inodes=1") == 0 else {
+            Issue.record("mounting a tmpfs needs root (CAP_SYS_ADMIN): \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { umount2(full, Int32(MNT_DETACH)) }
+        try scenario.write(.files(.url(scenario.url("/b.bin"), dest: "full/b.bin"), .url(scenario.url("/a.bin"), dest: "a.bin")))
+
+        let result = try scenario.run(["sync", "m.yaml"])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.stderr.contains("FAILED full/b.bin: open"), "\(result)")
+        #expect(result.stderr.contains("No space left on device"), "\(result)")
+        #expect(result.stderr.contains("1 attempt)"), "a full disk is not retried like a network error")
+        #expect(scenario.directory.files("root/full").isEmpty)
+        #expect(scenario.directory.contents(of: "root/a.bin")?.fingerprint == Self.small.fingerprint)
+    }
+
     @Test func aSymlinkedDirectoryLeadingOutOfTheRootIsRefused() throws {
         let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small]))
         let outside = scenario.directory.path("outside")
