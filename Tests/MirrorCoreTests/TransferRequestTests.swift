@@ -34,4 +34,17 @@ struct TransferRequestTests {
         let characters = url.firstIndex(of: ":").map { url[..<$0].lowercased() } ?? ""
         #expect(RemoteProbe.scheme(of: url) == characters)
     }
+
+    /// libcurl's receive buffer follows what the reply is expected to carry: the usual 512 KiB
+    /// for a body of unknown length, no more than the recorded size (in 16 KiB steps, at least
+    /// one) for a conditional GET, the least for a HEAD.
+    @Test(arguments: [
+        (nil, 512 * 1024), (0, 16 * 1024), (1, 16 * 1024), (16 * 1024, 16 * 1024), (16 * 1024 + 1, 32 * 1024),
+        (100_000, 7 * 16 * 1024), (512 * 1024 - 1, 512 * 1024), (512 * 1024, 512 * 1024), (10 << 20, 512 * 1024), (-5, 16 * 1024),
+    ] as [(Int64?, Int)])
+    func theReceiveBufferIsNoLargerThanTheExpectedBody(expected: Int64?, buffer: Int) {
+        var request = TransferRequest(url: "https://a.test/f", method: .get)
+        request.expectedBody = expected
+        #expect(TransferContext.receiveBuffer(for: request) == buffer)
+    }
 }

@@ -320,6 +320,8 @@ final class DownloadDriver: @unchecked Sendable {
         let source = host.sources[index]
         var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.ifNoneMatch = recorded.etag
+        // Most such requests are answered 304; a new version is most often about as long.
+        request.expectedBody = recorded.size
         request.throttle = host.throttle(for: index)
         var writer: PartialFileWriter?
         var watched: SegmentLead?

@@ -31,11 +31,13 @@ struct RemoteProbe: Sendable {
     }
 
     private static func headRequest(_ url: RemoteURL, settings: TransferSettings) -> TransferRequest {
-        TransferRequest(
+        var request = TransferRequest(
             url: url.string, method: .head, headers: settings.headers, timeout: settings.timeout,
             insecure: settings.insecure, certificateAuthorities: settings.certificateAuthorities,
             login: url.login, ftpTLS: settings.ftpTLS, protocols: RedirectRule.protocols(forScheme: Self.scheme(of: url.string))
         )
+        request.expectedBody = 0
+        return request
     }
 
     private enum AfterHead {

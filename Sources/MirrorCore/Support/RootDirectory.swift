@@ -40,7 +40,8 @@ public final class RootDirectory: Sendable {
 
     /// Runs `body` with a descriptor of `relative` (a directory path under the root without `.`
     /// or `..` components; empty for the root), opened without following a symbolic link, and
-    /// closes it afterwards. Returns nil without calling `body` when that directory, or a
+    /// closes it afterwards; the root's own is the one held open, which `body` must not close.
+    /// Returns nil without calling `body` when that directory, or a
     /// directory on the way, does not exist and `create` is false.
     /// - Parameters:
     ///   - create: make missing directories, with the umask's permissions.
@@ -52,9 +53,10 @@ public final class RootDirectory: Sendable {
         _ relative: String, create: Bool = false, durable: Bool = false,
         _ body: (Int32) throws(TransferFailure) -> Result
     ) throws(TransferFailure) -> Result? {
-        guard let root = try rootDescriptor(create: create),
-              let directory = try open(relative, from: root, create: create, durable: durable)
-        else { return nil }
+        guard let root = try rootDescriptor(create: create) else { return nil }
+        // Most entries live in the root itself: no descriptor of their own to open and close.
+        if relative.isEmpty { return try body(root) }
+        guard let directory = try open(relative, from: root, create: create, durable: durable) else { return nil }
         defer { close(directory) }
         return try body(directory)
     }
@@ -85,12 +87,6 @@ public final class RootDirectory: Sendable {
     }
 
     private func open(_ relative: String, from root: Int32, create: Bool, durable: Bool) throws(TransferFailure) -> Int32? {
-        if relative.isEmpty {
-            // A descriptor of its own, so that callers close what they get.
-            let fd = openat(root, ".", Self.directoryFlags)
-            if fd < 0 { throw .localIO(path: path, operation: "open", errno: errno) }
-            return fd
-        }
         if kernelResolution && Self.kernelHasOpenat2.load(ordering: .relaxed) {
             let fd = mirror_openat_beneath(root, relative, Self.directoryFlags)
             if fd >= 0 { return fd }

@@ -29,6 +29,21 @@ final class TransferContext {
     private(set) var heldByThrottle = false
 
     static let receiveBufferSize = 512 * 1024
+    /// The smallest receive buffer: what libcurl hands over at a time anyway.
+    static let smallestReceiveBuffer = 16 * 1024
+
+    /// libcurl's receive buffer for `request`: `receiveBufferSize` (fewer reads of a large
+    /// body), or less for a body known to be short, or what its rate limits allow. libcurl
+    /// allocates it per transfer: hundreds of HEADs or conditional GETs in flight on HTTP/2
+    /// streams held 512 KiB each, 64 MiB for replies of a few hundred bytes.
+    static func receiveBuffer(for request: TransferRequest) -> Int {
+        var size = request.throttle?.receiveBufferSize ?? receiveBufferSize
+        if let expected = request.expectedBody, expected < Int64(size) {
+            let rounded = (Int(max(expected, 0)) + smallestReceiveBuffer - 1) / smallestReceiveBuffer * smallestReceiveBuffer
+            size = min(size, max(rounded, smallestReceiveBuffer))
+        }
+        return size
+    }
     static let userAgent = "mirror/\(MirrorVersion.string)"
 
     init(
@@ -62,7 +77,7 @@ final class TransferContext {
         // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
         try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
         try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
-        try easy.set(CURLOPT_BUFFERSIZE, request.throttle?.receiveBufferSize ?? Self.receiveBufferSize, "CURLOPT_BUFFERSIZE")
+        try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBuffer(for: request), "CURLOPT_BUFFERSIZE")
         try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
         // To an HTTP/2 server, wait for a connection being set up and multiplex over it rather

@@ -15,6 +15,10 @@ struct TransferRequest: Sendable {
     /// names, sent as `If-None-Match` (see `ConditionalReply` for why never a date). It names
     /// no secret and goes to every hop of a redirect.
     var ifNoneMatch: String?
+    /// How long the body is expected to be, when that is known before the reply (0 for a HEAD,
+    /// the recorded size for a conditional GET): the receive buffer is no larger than it needs
+    /// (see `TransferContext.receiveBuffer`).
+    var expectedBody: Int64?
     /// A segment of a segmented download: over a connection of its own (HTTP/1.1), never
     /// multiplexed onto an HTTP/2 connection with the others.
     var ownConnection = false
