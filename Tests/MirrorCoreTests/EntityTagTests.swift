@@ -78,6 +78,19 @@ struct EntityTagTests {
         #expect(RemoteValidators.sameBytes(nil, nil) && !RemoteValidators.sameBytes("a", nil) && !RemoteValidators.sameBytes(nil, "a"))
     }
 
+    /// `SameBytes` says equal exactly when the UTF-8 bytes are: not for equal Strings of other
+    /// bytes, and for slices anywhere in their text.
+    @Test func sameBytesComparesTheBytesOnly() {
+        #expect(SameBytes.of("\"5f3-5e1a\"", "\"5f3-5e1a\""))
+        #expect(!SameBytes.of("\"5f3-5e1a\"", "\"5f3-5e1b\""))
+        #expect(!SameBytes.of("abc", "abcd") && !SameBytes.of("", "a") && SameBytes.of("", ""))
+        #expect("caf\u{E9}" == "cafe\u{301}" && !SameBytes.of("caf\u{E9}", "cafe\u{301}"))
+        #expect(!SameBytes.of("\u{C5}x", "A\u{30A}"), "equal lengths in Characters, not in bytes")
+        let text = "W/\"tag\" and \"tag\""
+        #expect(SameBytes.of(text.dropFirst(3).prefix(3), text.suffix(4).prefix(3)))
+        #expect(!SameBytes.of(text.dropFirst(2).prefix(4), text.suffix(4)))
+    }
+
     /// A reply's ETag or Last-Modified whose bytes are not UTF-8 (obs-text, which RFC 9110
     /// allows in a tag) would read as U+FFFD, and two different tags the same: it names no
     /// version mirror can compare or send back, so it counts as absent.

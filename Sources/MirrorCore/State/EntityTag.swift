@@ -72,7 +72,7 @@ struct EntityTag: Equatable, Sendable {
 
     /// Whether the opaque tags are the same bytes.
     private func hasOpaqueBytes(of other: EntityTag) -> Bool {
-        opaque.utf8.elementsEqual(other.opaque.utf8)
+        SameBytes.of(opaque, other.opaque)
     }
 
     /// Weak comparison: the opaque tags are the same bytes, whether either is weak or not.

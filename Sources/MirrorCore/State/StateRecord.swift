@@ -35,7 +35,7 @@ public struct RemoteValidators: Sendable, Equatable {
     static func sameBytes(_ one: String?, _ other: String?) -> Bool {
         switch (one, other) {
         case (nil, nil): true
-        case let (one?, other?): one.utf8.elementsEqual(other.utf8)
+        case let (one?, other?): SameBytes.of(one, other)
         default: false
         }
     }
