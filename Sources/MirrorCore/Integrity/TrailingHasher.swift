@@ -149,7 +149,8 @@ final class TrailingHasher: Sendable {
     private let fd: Int32
     private let path: String
     private let algorithm: DigestAlgorithm
-    /// Start writeback of each hashed chunk, so the fsync before the rename finds little to do.
+    /// Start writeback of each chunk its thread hashes, so the fsync before the rename finds
+    /// little to do (a file hashed only at the end is left to the group commit, which starts it).
     private let startWriteback: Bool
     private let memory: HashingMemory
     private let state = Mutex(State())
@@ -288,7 +289,9 @@ final class TrailingHasher: Sendable {
             finished.wait()
             result = state.withLock { $0.result! }
         } else {
-            result = drain()
+            // Hashed here, at the end: the group commit starts the whole file's writeback just
+            // before its fsync, off this (often the engine's) thread.
+            result = drain(startingWriteback: false)
             state.withLock { $0.end(memory: memory, drained: drained) }
         }
         return try result.get()
@@ -313,7 +316,7 @@ final class TrailingHasher: Sendable {
     private func wakeWorker(startingIt start: Bool) {
         if start {
             DetachedThread.start { [self] in
-                let result = drain()
+                let result = drain(startingWriteback: startWriteback)
                 state.withLock { state in
                     state.result = result
                     state.end(memory: memory, drained: drained)
@@ -327,7 +330,7 @@ final class TrailingHasher: Sendable {
 
     /// Hashes the pieces in order until `finish` or `abandon`: on the hasher's thread, or on
     /// `finish`'s caller when no thread was started.
-    private func drain() -> Swift.Result<String, TransferFailure> {
+    private func drain(startingWriteback: Bool) -> Swift.Result<String, TransferFailure> {
         let hasher = DigestHasher(algorithm)
         var generation = 0
         var readBuffer: UnsafeMutableRawBufferPointer?
@@ -361,7 +364,7 @@ final class TrailingHasher: Sendable {
                         return .failure(failure)
                     }
                 }
-                if startWriteback { _ = mirror_start_writeback(fd, piece.start, piece.end - piece.start) }
+                if startingWriteback { _ = mirror_start_writeback(fd, piece.start, piece.end - piece.start) }
             }
         }
     }

@@ -238,7 +238,15 @@ final class EntryDriver: @unchecked Sendable {
                     return .hashed(.failure(error))
                 }
             }
-            if size <= Self.inlineHashLimit { return .hashed(Self.hash(partial!, size: size, path: paths.partial, algorithm: entry.digestAlgorithm)) }
+            if size <= Self.inlineHashLimit {
+                // After the turn's sends: the request this entry's end made way for goes first
+                // (the digest's last piece and the writeback it starts cost more than a send).
+                let open = partial!
+                env.fetcher.engine.afterSends { [self] in
+                    deliver(.hashed(Self.hash(open, size: size, path: paths.partial, algorithm: entry.digestAlgorithm)))
+                }
+                return nil
+            }
             finishHash(partial!, size: size)
         case .keepDestination(let version, let validators, _):
             keepDestination(version, validators: validators)
@@ -499,9 +507,9 @@ final class EntryDriver: @unchecked Sendable {
         }
     }
 
-    /// Up to this size a file's hash is finished on the engine's thread: less work than the
-    /// two thread hops to the pool and back (a 16 KiB file: about 10 µs of SHA-256 from the
-    /// page cache).
+    /// Up to this size a file's hash is finished on the engine's thread, once the turn's
+    /// requests are sent: less work than the two thread hops to the pool and back (a 16 KiB
+    /// file: about 10 µs of SHA-256 from the page cache).
     static let inlineHashLimit: Int64 = 256 << 10
 
     private static func hash(_ open: OpenPartial, size: Int64, path: String, algorithm: DigestAlgorithm) -> Result<EntryMachine.HashedFile, TransferFailure> {
