@@ -39,11 +39,17 @@ final class TransferContext {
     static func receiveBuffer(for request: TransferRequest) -> Int {
         var size = request.throttle?.receiveBufferSize ?? receiveBufferSize
         if let expected = request.expectedBody, expected < Int64(size) {
-            let rounded = (Int(max(expected, 0)) + smallestReceiveBuffer - 1) / smallestReceiveBuffer * smallestReceiveBuffer
-            size = min(size, max(rounded, smallestReceiveBuffer))
+            // Room for the reply's head too: a body that fills the buffer exactly leaves its
+            // last bytes for another read.
+            let wanted = Int(max(expected, 0)) + replyHeadAllowance
+            let rounded = (wanted + smallestReceiveBuffer - 1) / smallestReceiveBuffer * smallestReceiveBuffer
+            size = min(size, rounded)
         }
         return size
     }
+
+    /// What a reply's status line and header fields usually take, at most.
+    static let replyHeadAllowance = 4 * 1024
     static let userAgent = "mirror/\(MirrorVersion.string)"
 
     init(
