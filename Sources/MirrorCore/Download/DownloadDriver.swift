@@ -172,10 +172,13 @@ final class DownloadDriver: @unchecked Sendable {
             streamEnded(fetched, writer: writer, watched: watched, needsConnection: guarded?.needsConnection == true, source: source.url)
         }
         if get.opensPartial {
-            // Once the turn has sent the request; the reply's head would open it otherwise.
-            env.fetcher.engine.afterSends { [self] in
-                guard !writer.openIfWaiting(), let transferID = host.transferID else { return }
-                env.fetcher.engine.cancel(transferID)
+            // Once the turn has sent the request; the reply's head would open it otherwise. A
+            // request over by then (refused at once) opens nothing, and its entry may be gone:
+            // nothing of it is touched.
+            let engine = env.fetcher.engine
+            engine.afterSends { [weak self] in
+                guard writer.waitsToOpen, !writer.openIfWaiting(), let transferID = self?.host.transferID else { return }
+                engine.cancel(transferID)
             }
         }
         return nil

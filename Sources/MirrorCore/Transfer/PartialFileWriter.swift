@@ -91,6 +91,9 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         return fd >= 0
     }
 
+    /// The file is yet to be opened (`openIfWaiting`).
+    var waitsToOpen: Bool { opener != nil }
+
     /// The request ended before the file was opened: it never will be.
     func forgoOpening() {
         opener = nil

@@ -77,6 +77,25 @@ struct SafetyTests {
         #expect(scenario.directory.contents(of: "root/a.bin")?.fingerprint == Self.small.fingerprint)
     }
 
+    /// New files' GETs that fail at once, before the turn in which their partial files would
+    /// be made is over: no partial file is made for them, and the entries they belonged to are
+    /// gone by then without harm (a deferred step once read a finished entry and crashed).
+    @Test func newFilesWhoseRequestsFailAtOnceLeaveNoPartialFiles() throws {
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small]))
+        let present = try scenario.directory.write(Self.small, to: "source/present.bin")
+        // Alone after a file that comes at once, and many at a time beside a server's.
+        let alone: [ManifestText.Entry] = [.url("file://" + present, dest: "p.bin"), .url("file://" + scenario.directory.path("source/gone"), dest: "g.bin")]
+        var many: [ManifestText.Entry] = (0..<12).map { .url("file://" + scenario.directory.path("source/missing-\($0)"), dest: "m\($0).bin") }
+        many.append(.url(scenario.url("/a.bin"), dest: "a.bin"))
+        for (entries, came) in [(alone, ["p.bin"]), (many, ["a.bin", "p.bin"])] {
+            try scenario.write(ManifestText(top: ["concurrency: 4", "allow_file: true"], entries: entries), to: "m.yaml")
+            let result = try scenario.run(["sync", "m.yaml"])
+            #expect(result.status == 1, "\(result)")
+            #expect(result.stderr.components(separatedBy: "No such file or directory").count == entries.count, "\(result)")
+            #expect(scenario.files() == came, "only the files that came, and no partial file")
+        }
+    }
+
     @Test func aSymlinkedDirectoryLeadingOutOfTheRootIsRefused() throws {
         let scenario = try SyncScenario(.nginx(site: ["a.bin": Self.small]))
         let outside = scenario.directory.path("outside")
