@@ -32,4 +32,24 @@ struct BlockingPoolTests {
         #expect(most <= 3)
         #expect(most >= 2, "jobs should run side by side")
     }
+
+    /// Jobs that come one after another, each done before the next, are all run by one
+    /// thread: a thread is started only when every thread is busy (a sync of 300 small files
+    /// started 79 threads, one for nearly every group commit, where 9 do now).
+    @Test func jobsOneAtATimeShareOneThread() {
+        let pool = BlockingPool(limit: 8)
+        let threads = Shared(Set<UInt64>())
+        let done = DispatchSemaphore(value: 0)
+        for _ in 0..<30 {
+            pool.submit {
+                let id = UInt64(pthread_self())
+                threads.withLock { _ = $0.insert(id) }
+                done.signal()
+            }
+            done.wait()
+            // The thread is back waiting well before the next job comes.
+            usleep(2_000)
+        }
+        #expect(threads.withLock { $0.count } == 1)
+    }
 }

@@ -6,11 +6,14 @@ import Synchronization
 /// every other task, and on two cores no more than two fsyncs could be in flight; here up to
 /// `limit` run at once, which lets the file system commit them to its journal together.
 ///
-/// Threads are started on demand and leave after `linger` without work.
+/// Threads are started on demand, only when every thread is busy, and leave after `linger`
+/// without work.
 final class BlockingPool: Sendable {
     private struct State {
         var queue: [@Sendable () -> Void] = []
         var threads = 0
+        /// Threads waiting for a job: a job they can take starts no thread.
+        var waiting = 0
     }
 
     private let limit: Int
@@ -34,7 +37,9 @@ final class BlockingPool: Sendable {
     func submit(_ job: @escaping @Sendable () -> Void) {
         let startThread = state.withLock { state -> Bool in
             state.queue.append(job)
-            guard state.threads < limit else { return false }
+            // A thread that was woken but has not taken its job yet still counts as waiting:
+            // a job may then wait for a busy thread, never go untaken (each is signalled).
+            guard state.queue.count > state.waiting, state.threads < limit else { return false }
             state.threads += 1
             return true
         }
@@ -46,7 +51,10 @@ final class BlockingPool: Sendable {
 
     private func work() {
         while true {
-            if queued.wait(timeout: .now() + Self.linger) == .timedOut {
+            state.withLock { $0.waiting += 1 }
+            let woken = queued.wait(timeout: .now() + Self.linger)
+            state.withLock { $0.waiting -= 1 }
+            if woken == .timedOut {
                 // Leave only with nothing queued: a job queued from here on starts a thread,
                 // since this one no longer counts.
                 let leave = state.withLock { state -> Bool in
