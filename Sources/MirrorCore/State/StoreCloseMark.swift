@@ -64,7 +64,10 @@ struct StoreCloseMark: Equatable {
     /// Whether a file last modified as `file` says may be marked at `now`, a time of the clock
     /// file times are taken from (`CLOCK_REALTIME_COARSE`): only once that clock has moved past
     /// the modification. A write within the same tick of the clock (4 ms at most) could leave
-    /// the file with the same size and modification time, and the mark would vouch for it.
+    /// the file with the same size and modification time, and the mark would vouch for it. (On
+    /// a file system that keeps coarser times than the clock, whole seconds, a write by another
+    /// program within that second still could: `mirror` itself removes the mark before it
+    /// writes.)
     static func canMark(file: stat, now: timespec) -> Bool {
         (now.tv_sec, now.tv_nsec) > (file.st_mtim.tv_sec, file.st_mtim.tv_nsec)
     }
