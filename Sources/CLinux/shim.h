@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /// Starts writeback of a file range without waiting for it (SYNC_FILE_RANGE_WRITE), so that a

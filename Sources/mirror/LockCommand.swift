@@ -6,6 +6,8 @@ import MirrorCore
 struct LockCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lock",
+        // Only for the parse with this command as the root (`MirrorCommand.parsedCommandLine`).
+        _superCommandName: "mirror",
         abstract: "Pin every entry's sha256 (or sha512) and size in the manifest itself.",
         usage: "mirror lock [<options>] <manifest>",
         discussion: """

@@ -7,6 +7,13 @@ struct LogOptions: ParsableArguments {
         case text
         /// One JSON object per line on stderr, for journald and log shippers.
         case json
+
+        // What swift-argument-parser would derive (the raw values, no descriptions), spelled
+        // out: its own go through a key path and generic interpolation, whose first use makes
+        // the Swift runtime look up types and conformances on every command line's parse.
+        static var allValueStrings: [String] { allCases.map { $0.rawValue } }
+        static var allValueDescriptions: [String: String] { [:] }
+        var defaultValueDescription: String { rawValue }
     }
 
     @Option(name: .long, help: ArgumentHelp(

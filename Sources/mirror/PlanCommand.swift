@@ -6,6 +6,8 @@ import MirrorCore
 struct PlanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "plan",
+        // Only for the parse with this command as the root (`MirrorCommand.parsedCommandLine`).
+        _superCommandName: "mirror",
         abstract: "Show what sync would do for each entry, without changing anything.",
         usage: "mirror plan [<options>] <manifest>",
         discussion: """

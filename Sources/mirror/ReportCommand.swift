@@ -5,6 +5,8 @@ import MirrorCore
 struct ReportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
+        // Only for the parse with this command as the root (`MirrorCommand.parsedCommandLine`).
+        _superCommandName: "mirror",
         abstract: "Merge the --report files of several syncs (shards) into one summary.",
         usage: "mirror report [<options>] <file> ...",
         discussion: """

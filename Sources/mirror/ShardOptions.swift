@@ -2,7 +2,14 @@ import ArgumentParser
 import FoundationEssentials
 import MirrorCore
 
-extension ShardBalance: ExpressibleByArgument {}
+extension ShardBalance: ExpressibleByArgument {
+    // Spelled out, as `LogOptions.Format` does: swift-argument-parser's own, for an enum of
+    // strings, go through a key path and generic interpolation, whose first use makes the Swift
+    // runtime look up types and conformances on every command line's parse.
+    public static var allValueStrings: [String] { allCases.map { $0.rawValue } }
+    public static var allValueDescriptions: [String: String] { [:] }
+    public var defaultValueDescription: String { rawValue }
+}
 
 /// `--shard K/N|auto`, `--shard-count N` and `--shard-by hash|bytes`, for plan, sync, verify
 /// and lock. Without `--shard` nothing is sharded, whatever the environment holds.

@@ -6,6 +6,8 @@ import MirrorCore
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
+        // Only for the parse with this command as the root (`MirrorCommand.parsedCommandLine`).
+        _superCommandName: "mirror",
         abstract: "Bring every entry's destination up to date.",
         usage: "mirror sync [<options>] <manifest>",
         discussion: """

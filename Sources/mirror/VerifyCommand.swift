@@ -6,6 +6,8 @@ import MirrorCore
 struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
+        // Only for the parse with this command as the root (`MirrorCommand.parsedCommandLine`).
+        _superCommandName: "mirror",
         abstract: "Check every local file against its pins and the state store, offline.",
         usage: "mirror verify [<options>] <manifest>",
         discussion: """

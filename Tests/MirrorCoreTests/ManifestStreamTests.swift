@@ -155,6 +155,10 @@ struct ManifestStreamTests {
         "{version: 1, files: [{url: 'http://${HOST}/a', dest: a}, {url: http://h/b, dest: a/b}]}",
         "version: 1\n? [files]\n: x\nfiles:\n  - url: http://h/a\n",
         "&top\nversion: 1\nfiles:\n  - *top\n",
+        // Entries read as plain mappings until an anchor, alias, tag or collection turns up.
+        "version: 1\nfiles:\n  - url: http://h/a\n    dest: &d a\n  - url: http://h/b\n    dest: *d\n",
+        "version: 1\nfiles:\n  - url: http://h/a\n    size: !!int 5\n  - url: http://h/b\n    size: !custom 5\n",
+        "version: 1\nfiles:\n  - url: http://h/a\n    dest: a\n    mirrors: [http://m/a]\n    dest: b\n  - {}\n  - {url: http://h/c, [k]: v}\n  - url: http://h/d\n    url: http://h/e\n",
         "- url: http://h/a\n",
     ])
     func streamingDecodesWhatTheTreeDecoded(_ text: String) {

@@ -238,4 +238,109 @@ struct StateStoreTests {
         #expect(row("b.bin") == ["https://h/b", "0", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL",
                                  "0", "NULL", "NULL", "NULL"] + (extraColumn ? ["kept"] : []))
     }
+
+    /// A clean close marks the store's file (`StoreCloseMark`) and the next opening, read-write
+    /// or read-only, skips `quick_check`; a read-write opening removes the mark at once, so a run
+    /// killed meanwhile leaves none; a file changed after its close is checked.
+    @Test func onlyAStoreAsItsCleanCloseLeftItSkipsTheCheck() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path(".mirror/state.sqlite")
+        func mark() -> StoreCloseMark? {
+            let descriptor = open(path, O_RDONLY)
+            defer { close(descriptor) }
+            return StoreCloseMark.read(descriptor)
+        }
+        let made = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        #expect(made.checkedOnOpening, "a new store is checked")
+        for index in 0..<50 { try made.update(dest: "f\(index)", url: "https://h/\(index)") { _ in } }
+        made.close()
+        // Closed within the tick of its last write, it may not be marked yet; once the clock
+        // has passed that write, a close that writes nothing marks it.
+        try Self.waitForTheClockToPassTheModificationOf(path)
+        let again = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        again.close()
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(mark() == StoreCloseMark(info), "the close marked the file as it left it")
+
+        let reopened = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        #expect(!reopened.checkedOnOpening)
+        #expect(mark() == nil, "removed while the store is open: a kill now leaves no mark")
+        #expect(try reopened.record(for: "f7")?.url == "https://h/7")
+        reopened.close()
+        let readOnly = try #require(StateStore.open(root: directory.path, mode: .readOnly).store)
+        #expect(!readOnly.checkedOnOpening)
+        readOnly.close()
+        #expect(mark() != nil, "a read-only opening neither removes nor writes the mark")
+
+        // Written after its close, the file is checked again.
+        var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        let touched = try #require(StateStore.open(root: directory.path, mode: .readOnly).store)
+        #expect(touched.checkedOnOpening)
+        touched.close()
+    }
+
+    /// A page damaged after a clean close, which only `quick_check` finds (the header and the
+    /// schema read fine), is still found at the opening, and the store replaced.
+    @Test func aPageDamagedAfterACleanCloseIsFoundAtTheOpening() throws {
+        let directory = try TemporaryDirectory()
+        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        for index in 0..<2000 { try store.update(dest: "f\(index)", url: "https://h/\(index)/long/enough/to/fill/pages") { _ in } }
+        store.close()
+        let path = directory.path(".mirror/state.sqlite")
+        try Self.waitForTheClockToPassTheModificationOf(path)
+        try #require(StateStore.open(root: directory.path, mode: .readWrite).store).close()
+        let marked = try #require(StateStore.open(root: directory.path, mode: .readOnly).store)
+        #expect(!marked.checkedOnOpening, "marked by its clean close")
+        marked.close()
+        let file = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        try file.seek(toOffset: 4096 * 5)
+        file.write(Data(repeating: 0x5a, count: 4096))
+        try file.close()
+
+        let opening = StateStore.open(root: directory.path, mode: .readWrite)
+        #expect(opening.problem?.kind == .replaced, "\(String(describing: opening.problem))")
+        #expect(try opening.store?.record(for: "f7") == nil)
+        opening.store?.close()
+    }
+
+    /// Waits (at most a second) until the clock file times come from is past the file's
+    /// modification time, as `StoreCloseMark.canMark` asks.
+    static func waitForTheClockToPassTheModificationOf(_ path: String) throws {
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        for _ in 0..<1000 {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME_COARSE, &now)
+            if StoreCloseMark.canMark(file: info, now: now) { return }
+            usleep(1000)
+        }
+        Issue.record("the clock did not pass the store's modification time within a second")
+    }
+
+    @Test func theCloseMarkDecidesTheCheck() {
+        var file = stat()
+        file.st_ino = 12
+        file.st_size = 4096
+        file.st_mtim = timespec(tv_sec: 1_700_000_000, tv_nsec: 5)
+        let same = StoreCloseMark(file)
+        #expect(StoreCloseMark(text: same.text) == same)
+        #expect(same.text == "1 12 4096 1700000000 5")
+        #expect(!StoreCloseMark.needsCheck(mark: same, file: file))
+        #expect(StoreCloseMark.needsCheck(mark: nil, file: file))
+        for change in [{ (mark: inout StoreCloseMark) in mark.inode += 1 }, { $0.size += 1 },
+                       { $0.modifiedSeconds += 1 }, { $0.modifiedNanoseconds += 1 }] {
+            var other = same
+            change(&other)
+            #expect(StoreCloseMark.needsCheck(mark: other, file: file), "\(other)")
+        }
+        #expect(StoreCloseMark.canMark(file: file, now: timespec(tv_sec: 1_700_000_000, tv_nsec: 6)))
+        #expect(StoreCloseMark.canMark(file: file, now: timespec(tv_sec: 1_700_000_001, tv_nsec: 0)))
+        #expect(!StoreCloseMark.canMark(file: file, now: timespec(tv_sec: 1_700_000_000, tv_nsec: 5)), "the same tick")
+        #expect(!StoreCloseMark.canMark(file: file, now: timespec(tv_sec: 1_699_999_999, tv_nsec: 999_999_999)))
+        for text in ["", "1", "2 12 4096 1700000000 5", "1 12 4096 1700000000", "1 12 4096 1700000000 5 6", "1 x 4096 1700000000 5", "1 12  4096 1700000000"] {
+            #expect(StoreCloseMark(text: text) == nil, "\(text)")
+        }
+    }
 }

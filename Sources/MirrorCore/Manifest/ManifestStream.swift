@@ -105,6 +105,8 @@ enum ManifestStream {
         var builder: YAMLTreeBuilder
         let decoder: ManifestDecoder
         let context: EntryContext?
+        /// The events of the entry being read by `plainEntry`, kept from entry to entry.
+        var scalars: [YAMLEvent] = []
 
         mutating func document(_ reader: inout YAMLEventReader) throws(ManifestError) -> Document? {
             guard case .streamStart = try reader.next(), case .documentStart = try reader.next() else {
@@ -174,9 +176,40 @@ enum ManifestStream {
                 if case .collectionEnd(let end) = event {
                     return try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in try builder.closeStreamed(end: end) }
                 }
-                list.add(try node(startingWith: event, &reader))
+                if case .collectionStart(let entryStart, isSequence: false, let entryIsFlow) = event,
+                   entryStart.anchor == nil, entryStart.tag == nil {
+                    list.add(try plainEntry(entryStart, isFlow: entryIsFlow, &reader))
+                } else {
+                    list.add(try node(startingWith: event, &reader))
+                }
                 if list.count == Self.entriesBeforeEstimate {
                     list.reserveCapacity(Self.estimatedCount(of: list.count, in: reader))
+                }
+            }
+        }
+
+        /// The entry mapping whose start is `start`: built at once (`YAMLTreeBuilder.plainMapping`)
+        /// when it holds only scalars without anchor or tag, as nearly every entry does; else
+        /// through the builder, its events so far given to it first.
+        private mutating func plainEntry(
+            _ start: YAMLEvent.NodeStart, isFlow: Bool, _ reader: inout YAMLEventReader
+        ) throws(ManifestError) -> YAMLNode {
+            scalars.removeAll(keepingCapacity: true)
+            while true {
+                let event = try reader.next()
+                switch event {
+                case .collectionEnd(let end):
+                    return try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in
+                        try builder.plainMapping(start, isFlow: isFlow, scalars: scalars, end: end)
+                    }
+                case .scalar(let scalarStart, _, _, _) where scalarStart.anchor == nil && scalarStart.tag == nil:
+                    scalars.append(event)
+                default:
+                    try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in
+                        _ = try builder.add(.collectionStart(start, isSequence: false, isFlow: isFlow))
+                        for scalar in scalars { _ = try builder.add(scalar) }
+                    }
+                    return try node(startingWith: event, &reader)
                 }
             }
         }

@@ -15,31 +15,71 @@ struct YAMLNode: Sendable {
     }
 
     var content: Content
-    /// Where the node starts, counting from 1.
-    var line: Int
-    var column: Int
-    /// Where the node ends (the position just past it), counting from 1; columns count
-    /// Unicode scalars, as libyaml does.
-    var endLine: Int
-    var endColumn: Int
+    /// The positions below, as 32-bit numbers: a manifest is at most 64 MiB
+    /// (`ManifestLoader.maximumFileSize`). A node is copied at every step from its event to its
+    /// entry, and its size is most of what such a copy costs.
+    private var positions: Positions
     /// A flow collection (`{…}`, `[…]`) or a flow scalar, as opposed to block style.
     var isFlow: Bool
+    /// Whether the node carries an anchor (`&name`) that aliases may refer to.
+    var hasAnchor = false
+    /// Where an alias put this copy, kept apart: few nodes have one.
+    private var aliasSite: AliasSiteBox?
+
+    private struct Positions {
+        var line: Int32
+        var column: Int32
+        var endLine: Int32
+        var endColumn: Int32
+        var characterStart: Int32 = 0
+        var characterEnd: Int32 = 0
+    }
+
+    private final class AliasSiteBox: Sendable {
+        let site: YAMLAliasSite
+        init(_ site: YAMLAliasSite) { self.site = site }
+    }
+
+    /// Where the node starts, counting from 1.
+    var line: Int {
+        get { Int(positions.line) }
+        set { positions.line = Int32(newValue) }
+    }
+    var column: Int {
+        get { Int(positions.column) }
+        set { positions.column = Int32(newValue) }
+    }
+    /// Where the node ends (the position just past it), counting from 1; columns count
+    /// Unicode scalars, as libyaml does.
+    var endLine: Int {
+        get { Int(positions.endLine) }
+        set { positions.endLine = Int32(newValue) }
+    }
+    var endColumn: Int {
+        get { Int(positions.endColumn) }
+        set { positions.endColumn = Int32(newValue) }
+    }
     /// Where the node's text is, counted as libyaml's marks count: in Unicode scalars (a CRLF
     /// is two) from the start of the text, after any byte order mark. It includes the node's
     /// anchor and tag; a block collection ends where the next token starts.
-    var characterRange: Range<Int> = 0..<0
-    /// Whether the node carries an anchor (`&name`) that aliases may refer to.
-    var hasAnchor = false
+    var characterRange: Range<Int> {
+        get { Int(positions.characterStart)..<Int(positions.characterEnd) }
+        set {
+            positions.characterStart = Int32(newValue.lowerBound)
+            positions.characterEnd = Int32(newValue.upperBound)
+        }
+    }
     /// Set when an alias (`*name`) put this copy here; the node's own positions are those of
     /// the anchored node.
-    var alias: YAMLAliasSite?
+    var alias: YAMLAliasSite? {
+        get { aliasSite?.site }
+        set { aliasSite = newValue.map(AliasSiteBox.init) }
+    }
 
     init(_ content: Content, line: Int, column: Int, endLine: Int? = nil, endColumn: Int? = nil, isFlow: Bool = false) {
         self.content = content
-        self.line = line
-        self.column = column
-        self.endLine = endLine ?? line
-        self.endColumn = endColumn ?? column
+        positions = Positions(line: Int32(line), column: Int32(column),
+                              endLine: Int32(endLine ?? line), endColumn: Int32(endColumn ?? column))
         self.isFlow = isFlow
     }
 

@@ -127,6 +127,46 @@ struct YAMLTreeBuilder {
         }
     }
 
+    /// The node `add` returns for a mapping whose events were a start without anchor or tag,
+    /// then `scalars` (each without anchor or tag, keys and values in turn), then its end:
+    /// built from them at once, with the same checks and counts as through `add`, for the
+    /// entries of `files`, nearly all of which are such mappings. Only where `add` would return
+    /// the node: outside any collection being built.
+    mutating func plainMapping(
+        _ start: YAMLEvent.NodeStart, isFlow: Bool, scalars: [YAMLEvent], end: YAMLMark
+    ) throws(Refusal) -> YAMLNode {
+        precondition(open.isEmpty && start.anchor == nil && start.tag == nil && scalars.count % 2 == 0,
+                     "a plain mapping has no anchor, no tag and pairs of scalars")
+        try begin(start)
+        var pairs: [YAMLNode.Pair] = []
+        pairs.reserveCapacity(scalars.count / 2)
+        var key: YAMLNode?
+        for event in scalars {
+            guard case .scalar(let scalarStart, let text, let isPlain, let scalarEnd) = event else {
+                preconditionFailure("a plain mapping holds scalars only")
+            }
+            // Its scalars are one level below it, as `begin` would see them.
+            if depth + 1 > YAMLDocumentParser.maximumDepth {
+                throw tooDeep(at: scalarStart.start)
+            }
+            var node = YAMLNode(.scalar(text, isPlain: isPlain), line: scalarStart.start.line, column: scalarStart.start.column,
+                                endLine: scalarEnd.line, endColumn: scalarEnd.column)
+            node.characterRange = scalarStart.start.characterOffset..<scalarEnd.characterOffset
+            if let pending = key {
+                pairs.append(YAMLNode.Pair(key: pending, value: node))
+                key = nil
+            } else {
+                key = node
+            }
+        }
+        var node = YAMLNode(.mapping(pairs), line: start.start.line, column: start.start.column,
+                            endLine: end.line, endColumn: end.column, isFlow: isFlow)
+        node.characterRange = start.start.characterOffset..<end.characterOffset
+        _ = attach(node, nodeCount: 1 + scalars.count, height: scalars.isEmpty ? 0 : 1)
+        largestNodeBuilt = max(largestNodeBuilt, completedNodeCount)
+        return node
+    }
+
     /// Opens a collection whose node is not to be built: its children are returned by `add` one
     /// at a time as each completes, and not kept. Limits, tags and its anchor are checked as for
     /// any node. It may only be opened where `add` would return a node, outside any collection

@@ -189,6 +189,11 @@ public final class StateStore: Sendable {
         connection.withLock { $0.close() }
     }
 
+    /// Whether the opening ran SQLite's `quick_check` (see `StoreCloseMark`).
+    var checkedOnOpening: Bool {
+        connection.withLock { $0.checkedOnOpening }
+    }
+
     /// How the connection syncs (`PRAGMA synchronous`; 1: NORMAL).
     func synchronousLevel() throws(StoreError) -> Int32 {
         try connection.withLock { connection throws(StoreError) in try connection.synchronousLevel() }
@@ -382,6 +387,11 @@ private final class Connection {
     }
 
     private var isOpen = true
+    private let readOnly: Bool
+    /// Whether the opening ran `quick_check` (see `StoreCloseMark`).
+    let checkedOnOpening: Bool
+    /// Set when SQLite found the file damaged during the run: the close then leaves no mark.
+    private var sawDamage = false
 
     /// Opens the store `name` in the directory open as `directory`, which the connection owns
     /// once this succeeds (and the caller still does when it throws).
@@ -392,6 +402,20 @@ private final class Connection {
         let flags = readOnly
             ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX
             : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        // The mark of the last clean close, read and (to write) removed before SQLite reads
+        // anything. No file yet: nothing to read, and a new store's check costs nothing.
+        var needsCheck = true
+        let descriptor = openat(directory, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        if descriptor >= 0 {
+            var info = stat()
+            if fstat(descriptor, &info) == 0 {
+                needsCheck = StoreCloseMark.needsCheck(mark: StoreCloseMark.read(descriptor), file: info)
+            }
+            if !readOnly { StoreCloseMark.remove(descriptor) }
+            Glibc.close(descriptor)
+        }
+        checkedOnOpening = needsCheck
+        self.readOnly = readOnly
         let path = DescriptorVFS.path(of: file, in: directory)
         let name = readOnly ? "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?mode=ro") : path
         let opened = sqlite3_open_v2(name, &handle, flags, DescriptorVFS.name)
@@ -457,8 +481,9 @@ private final class Connection {
                     """)
                 if making { try Self.execute(db, "PRAGMA synchronous=NORMAL") }
             }
-            // A quick structural check, so a damaged file is found here and not mid-run.
-            try Self.execute(db, "PRAGMA quick_check")
+            // A quick structural check, so a damaged file is found here and not mid-run; not
+            // for a file that is as its last clean close left it.
+            if needsCheck { try Self.execute(db, "PRAGMA quick_check") }
             let updates = EntryColumn.allCases.filter { $0 != .dest }.map { "\($0.name) = excluded.\($0.name)" }
             upsert = readOnly ? nil : try NamedStatement(db, """
                 INSERT INTO entries (\(EntryColumn.names)) VALUES (\(EntryColumn.parameters))
@@ -478,10 +503,23 @@ private final class Connection {
         guard isOpen else { return }
         isOpen = false
         upsert?.finalize()
-        sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil)
-        sqlite3_close_v2(db)
+        let checkpointed = sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil) == SQLITE_OK
+        let closed = sqlite3_close_v2(db) == SQLITE_OK
         if logDescriptor >= 0 { Glibc.close(logDescriptor) }
+        if !readOnly, checkpointed, closed, !sawDamage { markClosed() }
         Glibc.close(directory)
+    }
+
+    /// Marks the file as this clean close leaves it (`StoreCloseMark`), when every record is
+    /// in it: SQLite has removed the log (or left it empty).
+    private func markClosed() {
+        var log = stat()
+        if fstatat(directory, logName, &log, AT_SYMLINK_NOFOLLOW) == 0, log.st_size > 0 { return }
+        let descriptor = openat(directory, fileName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else { return }
+        var info = stat()
+        if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG { StoreCloseMark.write(descriptor) }
+        Glibc.close(descriptor)
     }
 
     /// The log, opened for writeback (-1 when it cannot be), and the pages it holds.
@@ -715,6 +753,7 @@ private final class Connection {
         } catch {
             sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
             records = nil
+            if error.isDamage { sawDamage = true }
             throw error
         }
     }
@@ -748,7 +787,9 @@ private final class Connection {
     }
 
     private func failure(_ code: Int32) -> StoreError {
-        .sqlite(code: code, message: String(cString: sqlite3_errmsg(db)))
+        let error = StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(db)))
+        if error.isDamage { sawDamage = true }
+        return error
     }
 
     private static func execute(_ db: OpaquePointer, _ sql: String) throws(StoreError) {
