@@ -6,8 +6,14 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
-#include <sys/xattr.h>
 #include <unistd.h>
+
+/// The extended-attribute calls of <sys/xattr.h>, declared here as glibc declares them rather
+/// than included: under _GNU_SOURCE that header brings in <sys/select.h>, whose `fd_set` then
+/// differs from the one in Swift's Glibc module, and a clean build fails on the conflict.
+extern ssize_t fgetxattr(int fd, const char *name, void *value, size_t size);
+extern int fsetxattr(int fd, const char *name, const void *value, size_t size, int flags);
+extern int fremovexattr(int fd, const char *name);
 
 /// Starts writeback of a file range without waiting for it (SYNC_FILE_RANGE_WRITE), so that a
 /// later fsync has little left to do.
