@@ -305,6 +305,32 @@ struct StateStoreTests {
         opening.store?.close()
     }
 
+    /// Damage that `quick_check` reports as rows of its answer, not as an error (every cell
+    /// offset of a leaf page out of range), is damage too: the store is replaced at the opening.
+    @Test func damageQuickCheckReportsAsRowsIsFoundAtTheOpening() throws {
+        let directory = try TemporaryDirectory()
+        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        for index in 0..<2000 { try store.update(dest: "f\(index)", url: "https://h/\(index)/long/enough/to/fill/pages") { _ in } }
+        store.close()
+        let path = directory.path(".mirror/state.sqlite")
+        let pages = try Data(contentsOf: URL(fileURLWithPath: path))
+        // The last leaf page of an index B-tree (flag 0x0A: a table WITHOUT ROWID) and its cells.
+        var leaf: (offset: Int, cells: Int)?
+        for page in 1..<(pages.count / 4096) where pages[page * 4096] == 0x0A {
+            let cells = Int(pages[page * 4096 + 3]) << 8 | Int(pages[page * 4096 + 4])
+            if cells > 0 { leaf = (page * 4096, cells) }
+        }
+        let (offset, cells) = try #require(leaf)
+        let file = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        try file.seek(toOffset: UInt64(offset + 8))
+        file.write(Data(repeating: 0xff, count: 2 * cells))
+        try file.close()
+
+        let opening = StateStore.open(root: directory.path, mode: .readWrite)
+        #expect(opening.problem?.kind == .replaced, "\(String(describing: opening.problem))")
+        opening.store?.close()
+    }
+
     /// Waits (at most a second) until the clock file times come from is past the file's
     /// modification time, as `StoreCloseMark.canMark` asks.
     static func waitForTheClockToPassTheModificationOf(_ path: String) throws {

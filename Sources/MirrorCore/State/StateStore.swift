@@ -483,7 +483,7 @@ private final class Connection {
             }
             // A quick structural check, so a damaged file is found here and not mid-run; not
             // for a file that is as its last clean close left it.
-            if needsCheck { try Self.execute(db, "PRAGMA quick_check") }
+            if needsCheck { try Self.quickCheck(db) }
             let updates = EntryColumn.allCases.filter { $0 != .dest }.map { "\($0.name) = excluded.\($0.name)" }
             upsert = readOnly ? nil : try NamedStatement(db, """
                 INSERT INTO entries (\(EntryColumn.names)) VALUES (\(EntryColumn.parameters))
@@ -790,6 +790,24 @@ private final class Connection {
         let error = StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(db)))
         if error.isDamage { sawDamage = true }
         return error
+    }
+
+    /// `PRAGMA quick_check`, its answer read: SQLite reports most damage it finds as rows (and
+    /// `SQLITE_OK`), raising an error only for damage that stops the check itself. Anything but a
+    /// single `ok` is damage (`SQLITE_CORRUPT`), named by its first row.
+    private static func quickCheck(_ db: OpaquePointer) throws(StoreError) {
+        let statement = try prepare(db, "PRAGMA quick_check")
+        defer { sqlite3_finalize(statement) }
+        var rows: [String] = []
+        while true {
+            let code = sqlite3_step(statement)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else { throw .sqlite(code: code, message: String(cString: sqlite3_errmsg(db))) }
+            rows.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "")
+        }
+        if rows != ["ok"] {
+            throw .sqlite(code: SQLITE_CORRUPT, message: "quick_check: " + (rows.first ?? "no answer"))
+        }
     }
 
     private static func execute(_ db: OpaquePointer, _ sql: String) throws(StoreError) {
