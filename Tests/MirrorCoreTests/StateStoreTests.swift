@@ -285,9 +285,7 @@ struct StateStoreTests {
     /// schema read fine), is still found at the opening, and the store replaced.
     @Test func aPageDamagedAfterACleanCloseIsFoundAtTheOpening() throws {
         let directory = try TemporaryDirectory()
-        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
-        for index in 0..<2000 { try store.update(dest: "f\(index)", url: "https://h/\(index)/long/enough/to/fill/pages") { _ in } }
-        store.close()
+        try Self.closedStoreOf2000Records(in: directory)
         let path = directory.path(".mirror/state.sqlite")
         try Self.waitForTheClockToPassTheModificationOf(path)
         try #require(StateStore.open(root: directory.path, mode: .readWrite).store).close()
@@ -309,9 +307,7 @@ struct StateStoreTests {
     /// offset of a leaf page out of range), is damage too: the store is replaced at the opening.
     @Test func damageQuickCheckReportsAsRowsIsFoundAtTheOpening() throws {
         let directory = try TemporaryDirectory()
-        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
-        for index in 0..<2000 { try store.update(dest: "f\(index)", url: "https://h/\(index)/long/enough/to/fill/pages") { _ in } }
-        store.close()
+        try Self.closedStoreOf2000Records(in: directory)
         let path = directory.path(".mirror/state.sqlite")
         let pages = try Data(contentsOf: URL(fileURLWithPath: path))
         // The last leaf page of an index B-tree (flag 0x0A: a table WITHOUT ROWID) and its cells.
@@ -329,6 +325,13 @@ struct StateStoreTests {
         let opening = StateStore.open(root: directory.path, mode: .readWrite)
         #expect(opening.problem?.kind == .replaced, "\(String(describing: opening.problem))")
         opening.store?.close()
+    }
+
+    /// A store of 2,000 records, enough pages to damage one, closed.
+    static func closedStoreOf2000Records(in directory: TemporaryDirectory) throws {
+        let store = try #require(StateStore.open(root: directory.path, mode: .readWrite).store)
+        for index in 0..<2000 { try store.update(dest: "f\(index)", url: "https://h/\(index)/long/enough/to/fill/pages") { _ in } }
+        store.close()
     }
 
     /// Waits (at most a second) until the clock file times come from is past the file's

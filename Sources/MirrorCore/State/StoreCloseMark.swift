@@ -12,8 +12,9 @@ import Glibc
 /// or crashed leaves none and the next opening checks. A file changed since its close (written,
 /// truncated, replaced or restored from a copy) has another size, modification time or inode,
 /// and is checked too; a close within the clock tick of the file's last write leaves no mark
-/// (`canMark`), so the run after one that wrote its last records just then checks. A file system without user extended attributes keeps no mark: every
-/// opening checks, as before the mark.
+/// (`canMark`), so the run after one that wrote its last records just then checks. A file
+/// system without user extended attributes keeps no mark: every opening checks, as before the
+/// mark.
 struct StoreCloseMark: Equatable {
     var inode: UInt64
     var size: Int64

@@ -7,10 +7,7 @@ import Glibc
 /// every conditional reply compares several).
 enum SameBytes {
     static func of(_ one: String, _ other: String) -> Bool {
-        guard one.utf8.count == other.utf8.count else { return false }
-        var one = one
-        var other = other
-        return one.withUTF8 { first in other.withUTF8 { second in equal(first, second) } }
+        of(one[...], other[...])
     }
 
     static func of(_ one: Substring, _ other: Substring) -> Bool {

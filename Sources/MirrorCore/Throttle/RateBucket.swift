@@ -87,7 +87,7 @@ struct Throttle: Sendable {
     /// that small. Nil: no bucket limits anything, keep the usual size.
     var receiveBufferSize: Int? {
         guard let lowest = buckets.compactMap(\.limit.lowestBytesPerSecond).min() else { return nil }
-        return Int(min(max(lowest / 64, 16 * 1024), Int64(TransferContext.receiveBufferSize)))
+        return Int(min(max(lowest / 64, Int64(TransferContext.smallestReceiveBuffer)), Int64(TransferContext.receiveBufferSize)))
     }
 }
 
