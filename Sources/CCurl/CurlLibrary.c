@@ -47,7 +47,9 @@ static int resolve(void *library, const char *library_name, struct symbol *symbo
 }
 
 static void load(void) {
-    void *curl = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    // Lazily bound: the functions of libcurl's dependencies that are not marked to bind at
+    // load (Kerberos, RTMP, nghttp2 on Debian) are looked up when first called, if ever.
+    void *curl = dlopen("libcurl.so.4", RTLD_LAZY | RTLD_LOCAL);
     if (curl == NULL) {
         const char *said = dlerror();
         snprintf(failure_text, sizeof failure_text, "%s", said != NULL ? said : "libcurl.so.4 cannot be loaded");

@@ -50,8 +50,12 @@ struct MirrorCommand: AsyncParsableCommand {
             Glibc.exit(ExitStatus.usage.rawValue)
         }
         // A command that makes requests has libcurl loaded on another thread while its
-        // command line is parsed and its manifest read (`NetworkPreparation`).
+        // command line is parsed and its manifest read (`NetworkPreparation`). The command
+        // runs on a thread of the concurrency pool, made first: a thread made while the loader
+        // maps libcurl's libraries waits until it is done (glibc holds its TLS lock through a
+        // dlopen), about 5 ms of a sync's start.
         if let name = CommandLine.arguments.dropFirst().first, fetchingCommands.contains(where: { $0.configuration.commandName == name }) {
+            await Task.detached {}.value
             NetworkPreparation.start()
         }
         do {
