@@ -169,14 +169,19 @@ struct SegmentedCrashTests {
         // The killed run's requests may be logged late: only those begun since count.
         let gets = try scenario.nginxRequests().filter { $0.method == "GET" && $0.startedAt >= secondRun }
         #expect(!gets.isEmpty && gets.allSatisfy { $0.range != nil && $0.ifMatch == map.version.etag }, "\(gets)")
-        // Every range asked for starts in a gap of the map. A range cut short by a split is
-        // stopped at its new end, after what nginx had already sent: a little more than the gaps.
+        // Every range asked for lies in a gap of the map, and nginx sent no more of it than was
+        // asked. A range cut short by a split is stopped at its new end after what nginx had
+        // sent already (as much as the sockets' buffers held), so the total is a little more
+        // than the gaps, by an amount only timing decides: it is not bounded here.
         let gaps = ByteRanges.gaps(in: map.durable, total: map.version.total)
         for request in gets {
-            let first = request.range.flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) } ?? -1
-            #expect(gaps.contains { $0.start <= first && first < $0.end }, "\(request) asks for bytes the map holds: \(map.durable)")
+            let asked = request.range.map { $0.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false) } ?? []
+            let first = asked.first.flatMap { Int64($0) } ?? -1
+            let last = asked.count == 2 ? (asked[1].isEmpty ? map.version.total - 1 : Int64(asked[1]) ?? -1) : -1
+            #expect(gaps.contains { $0.start <= first && last < $0.end && first <= last }, "\(request) asks for bytes the map holds: \(map.durable)")
+            #expect(Int64(request.bodyBytesSent) <= last - first + 1, "\(request) sent more than it asked for")
         }
         let fetched = gets.reduce(0) { $0 + $1.bodyBytesSent }
-        #expect(fetched <= Int(missing) + 4 * Self.mebibyte, "fetched \(fetched) bytes where the map lacked \(missing)")
+        #expect(fetched >= Int(missing), "fetched \(fetched) bytes where the map lacked \(missing)")
     }
 }
