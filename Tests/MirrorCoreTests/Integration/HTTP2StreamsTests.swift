@@ -104,8 +104,11 @@ struct HTTP2StreamsTests {
     /// each open a connection and the others wait for those: when it turns out to speak HTTP/2,
     /// the hundreds of streams it is then granted find that many connections ready, rather than
     /// filling one and waiting a handshake (two round trips) for each further one. With
-    /// `concurrency: 8`, the first 8 requests nginx sees come on exactly 4 connections, and the
-    /// whole run of 300 on those 4.
+    /// `concurrency: 8`, the whole run of 300 comes on exactly 4 connections; streams alone
+    /// would need 3 (nginx grants 128 on each). Which connection carries the first requests is
+    /// the handshakes' race: libcurl puts a stream on the first connection with room, so a
+    /// connection whose opening request went on another one's stream may carry none for a
+    /// while (its first request came 180 to 390 ms after the others in 6 of 11 runs).
     @Test func anHTTPSOriginsFirstRequestsOpenItsConnectionsTogether() async throws {
         let served = try await Self.overHTTP2(300, seed: 9_200, concurrency: 8)
         defer { served.link.stop() }
@@ -115,9 +118,6 @@ struct HTTP2StreamsTests {
         #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
         let requests = try scenario.nginxRequests()
         #expect(requests.count == 300 && requests.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(Self.describe(requests))")
-        let first = requests.sorted { $0.startedAt < $1.startedAt }.prefix(8)
-        #expect(Set(first.map(\.connection)).count == RequestBudget.streamConnections,
-                "the first 8 on \(Set(first.map(\.connection)).sorted()): \(Self.describe(requests))")
         #expect(Set(requests.map(\.connection)).count == RequestBudget.streamConnections, "\(Self.describe(requests))")
     }
 
