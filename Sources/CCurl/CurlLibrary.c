@@ -47,9 +47,11 @@ static int resolve(void *library, const char *library_name, struct symbol *symbo
 }
 
 static void load(void) {
-    // Lazily bound: the functions of libcurl's dependencies that are not marked to bind at
-    // load (Kerberos, RTMP, nghttp2 on Debian) are looked up when first called, if ever.
-    void *curl = dlopen("libcurl.so.4", RTLD_LAZY | RTLD_LOCAL);
+    // Bound at load: a dependency that lacks a function fails here, as a library that
+    // cannot be loaded (exit 2 before any request), not at its first call in the middle of
+    // a run. Lazily bound it loads in 8.1 ms instead of 9.0 (most of the libraries it brings
+    // are marked to bind at load anyway).
+    void *curl = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (curl == NULL) {
         const char *said = dlerror();
         snprintf(failure_text, sizeof failure_text, "%s", said != NULL ? said : "libcurl.so.4 cannot be loaded");
