@@ -54,9 +54,12 @@ struct DownloadMachineTests {
     }
 
     static func get(offset: Int64 = 0, truncate: Bool = false, overlap: Int64 = 0, ifRange: String? = nil,
-                    startedFrom: RemoteValidators? = nil, lead: Bool = false) -> Effect {
-        .get(DownloadMachine.Get(offset: offset, truncate: truncate, overlap: overlap, ifRange: ifRange, startedFrom: startedFrom, lead: lead))
+                    startedFrom: RemoteValidators? = nil, lead: Bool = false, opensPartial: Bool = false) -> Effect {
+        .get(DownloadMachine.Get(offset: offset, truncate: truncate, overlap: overlap, ifRange: ifRange, startedFrom: startedFrom, lead: lead,
+                                 opensPartial: opensPartial))
     }
+    /// The GET of a new stream from 0, the partial file opened while it travels.
+    static func fresh(lead: Bool = false) -> Effect { get(lead: lead, opensPartial: true) }
 
     static func ended(_ end: EntryMachine.TransferEnd, versionChanged: Bool = false) -> Effect {
         .ended(end, versionChanged: versionChanged)
@@ -66,10 +69,9 @@ struct DownloadMachineTests {
         Facts(head: head, placement: .write(from: from, total: 100), position: position, bytes: bytes)
     }
 
-    /// A GET from 0 that may lead segments, sent.
+    /// A GET from 0 that may lead segments, sent (the partial file opened as it goes).
     static let leading: [(Event, [Effect])] = [
-        (.begin(around()), [.openPartial(truncate: true)]),
-        (.opened(size: 0), [get(lead: true)]),
+        (.begin(around()), [fresh(lead: true)]),
     ]
     /// That lead, splittable before its first byte.
     static let splitting: [(Event, [Effect])] = leading + [
@@ -91,7 +93,7 @@ struct DownloadMachineTests {
     }
     /// A `.part` its map resumes, opened.
     static let resumingSegments: [(Event, [Effect])] = [
-        (.begin(around(map: map, mapSeen: true)), [.openPartial(truncate: false)]),
+        (.begin(around(map: map, mapSeen: true)), [.openPartial]),
         (.opened(size: total), [.startSegments(version, resumed: true)]),
     ]
     /// Its map recorded again: the digest reads on to the end of the first range, and stream 0
@@ -101,7 +103,7 @@ struct DownloadMachineTests {
     ]
     /// A resume from 50 under a strong ETag, sent.
     static let resuming: [(Event, [Effect])] = [
-        (.begin(around()), [.openPartial(truncate: false)]),
+        (.begin(around()), [.openPartial]),
         (.opened(size: 50), [get(offset: 50, ifRange: "\"a\"", startedFrom: strong)]),
     ]
     static let unexpectedPrefix = "internal error: "
@@ -112,28 +114,22 @@ struct DownloadMachineTests {
             (.streamEnded(written()), [ended(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head))]),
         ], state: "ended"),
         Row(name: "a stale segment map goes before a download from 0", order: fresh, steps: [
-            (.begin(around(mapSeen: true)), [.removeSegmentMap, .openPartial(truncate: true)]),
-            (.opened(size: 0), [get(lead: true)]),
+            (.begin(around(mapSeen: true)), [.removeSegmentMap, fresh(lead: true)]),
         ], state: "contiguous.sent"),
         Row(name: "segments off: the GET leads nothing", order: fresh, steps: [
-            (.begin(around(segmentMin: .max)), [.openPartial(truncate: true)]),
-            (.opened(size: 0), [get()]),
+            (.begin(around(segmentMin: .max)), [fresh()]),
         ], state: "contiguous.sent"),
         Row(name: "no store for a map: the GET leads nothing", order: fresh, steps: [
-            (.begin(around(hasStore: false)), [.openPartial(truncate: true)]),
-            (.opened(size: 0), [get()]),
+            (.begin(around(hasStore: false)), [fresh()]),
         ], state: "contiguous.sent"),
         Row(name: "not HTTP: the GET leads nothing", order: fresh, steps: [
-            (.begin(around(http: false)), [.openPartial(truncate: true)]),
-            (.opened(size: 0), [get()]),
+            (.begin(around(http: false)), [fresh()]),
         ], state: "contiguous.sent"),
         Row(name: "a host that asked for fewer connections: the GET leads nothing", order: fresh, steps: [
-            (.begin(around(folded: true)), [.openPartial(truncate: true)]),
-            (.opened(size: 0), [get()]),
+            (.begin(around(folded: true)), [fresh()]),
         ], state: "contiguous.sent"),
-        Row(name: "the partial cannot be opened: not started, nothing to restart", order: fresh, steps: [
-            (.begin(around()), [.openPartial(truncate: true)]),
-            (.notOpened(full), [ended(.notStarted(full, mustRestart: false))]),
+        Row(name: "the partial cannot be made while the GET travels: that GET's failure, as the writer's", order: fresh, steps: leading + [
+            (.streamEnded(Facts(refused: full, transport: .cancelled, reportedTransport: .cancelled)), [ended(.failed(full, bytes: 0))]),
         ], state: "ended"),
         Row(name: "a transport failure is reported with the host kept out of it", order: fresh, steps: leading + [
             (.streamEnded(Facts(transport: reset, reportedTransport: redacted, position: 30, bytes: 30)),
@@ -156,8 +152,7 @@ struct DownloadMachineTests {
         Row(name: "stopped by the stream guard before any byte: sent again once on a connection, from the start", order: fresh,
             steps: leading + [
             (.streamEnded(Facts(needsConnection: true)), [.sendAgainOnAConnection]),
-            (.begin(around()), [.openPartial(truncate: true)]),
-            (.opened(size: 0), [get(lead: true)]),
+            (.begin(around()), [fresh(lead: true)]),
         ], state: "contiguous.sent"),
         Row(name: "the conditional GET's body: taken at once (its request is sent), ending as any", order: fresh, receiving: true, steps: [
             (.begin(around(mapSeen: true)), [.removeSegmentMap, .takeBody(lead: true)]),
@@ -185,25 +180,25 @@ struct DownloadMachineTests {
             (.streamEnded(written(from: 50, bytes: 50)), [ended(.written(position: 100, total: 100, bytes: 50, restartedFromZero: false, head: head))]),
         ], state: "ended"),
         Row(name: "a partial longer than the offset is cut there", order: resume(from: 50), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.opened(size: 70), [get(offset: 50, truncate: true, ifRange: "\"a\"", startedFrom: strong)]),
         ], state: "resumed.sent"),
         Row(name: "a partial that shrank below the offset: a range mismatch, and the next attempt restarts", order: resume(from: 50), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.opened(size: 20), [ended(.notStarted(.rangeMismatch("partial file shrank to 20 bytes while resuming from 50"), mustRestart: true))]),
         ], state: "ended"),
         Row(name: "a resume with no record: no If-Range, the bytes before the offset asked again and compared",
             order: resume(from: 100_000, startedFrom: nil), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.opened(size: 100_000), [get(offset: 100_000, overlap: DownloadMachine.overlapLength)]),
         ], state: "resumed.sent"),
         Row(name: "an overlap is never longer than the offset", order: resume(from: 50, startedFrom: nil), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.opened(size: 50), [get(offset: 50, overlap: 50)]),
         ], state: "resumed.sent"),
         Row(name: "a weak ETag recorded, its strong twin served: If-Range with the strong one, and the overlap",
             order: resume(from: 50, startedFrom: weak, remote: RemoteFile(size: 100, etag: "\"a\"", lastModified: nil)), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.opened(size: 50), [get(offset: 50, overlap: 50, ifRange: "\"a\"", startedFrom: weak)]),
         ], state: "resumed.sent"),
         Row(name: "the whole file answered to a range: a restart from zero, whatever ended it", order: resume(from: 50), steps: resuming + [
@@ -213,7 +208,7 @@ struct DownloadMachineTests {
         ], state: "ended"),
         Row(name: "the whole file answered to the overlap's range is a restart too",
             order: resume(from: 100_000, startedFrom: nil), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.opened(size: 100_000), [get(offset: 100_000, overlap: DownloadMachine.overlapLength)]),
             (.streamEnded(written()), [ended(.written(position: 100, total: 100, bytes: 100, restartedFromZero: true, head: head))]),
         ], state: "ended"),
@@ -224,24 +219,24 @@ struct DownloadMachineTests {
             (.streamEnded(Facts(needsConnection: true)), [.sendAgainOnAConnection]),
         ], state: "ordered"),
         Row(name: "a resume's partial cannot be opened", order: resume(from: 50), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.notOpened(full), [ended(.notStarted(full, mustRestart: false))]),
         ], state: "ended"),
         Row(name: "a stale map (other URL) goes, and the .part is resumed as one stream", order: resume(from: quarter, startedFrom: version.validators), steps: [
-            (.begin(around(map: map, mapSeen: true, url: "http://127.0.0.1/g")), [.removeSegmentMap, .openPartial(truncate: false)]),
+            (.begin(around(map: map, mapSeen: true, url: "http://127.0.0.1/g")), [.removeSegmentMap, .openPartial]),
         ], state: "resumed.opening"),
         Row(name: "a map is not resumed in segments on a host that folded", order: resume(from: quarter, startedFrom: version.validators), steps: [
-            (.begin(around(map: map, mapSeen: true, folded: true)), [.removeSegmentMap, .openPartial(truncate: false)]),
+            (.begin(around(map: map, mapSeen: true, folded: true)), [.removeSegmentMap, .openPartial]),
         ], state: "resumed.opening"),
         Row(name: "a map is not resumed from another offset than its prefix", order: resume(from: 30, startedFrom: version.validators), steps: [
-            (.begin(around(map: map, mapSeen: true)), [.removeSegmentMap, .openPartial(truncate: false)]),
+            (.begin(around(map: map, mapSeen: true)), [.removeSegmentMap, .openPartial]),
         ], state: "resumed.opening"),
         Row(name: "a map is not resumed for a copy of DEST", order: resume(from: quarter, startedFrom: version.validators, from: .destination), steps: [
-            (.begin(around(map: map, mapSeen: true)), [.removeSegmentMap, .openPartial(truncate: false)]),
+            (.begin(around(map: map, mapSeen: true)), [.removeSegmentMap, .openPartial]),
         ], state: "resumed.opening"),
         Row(name: "a map is not resumed for another version than the record's",
             order: resume(from: quarter, startedFrom: RemoteValidators(etag: "\"b\"", lastModified: lastModified, size: 100)), steps: [
-            (.begin(around(map: map, mapSeen: true)), [.removeSegmentMap, .openPartial(truncate: false)]),
+            (.begin(around(map: map, mapSeen: true)), [.removeSegmentMap, .openPartial]),
         ], state: "resumed.opening"),
         Row(name: "a resumed stream never leads segments", order: resume(from: 50), steps: resuming + [
             (.leadSplittable(version, position: 60), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
@@ -317,7 +312,7 @@ struct DownloadMachineTests {
             (.segmentsReady(false), [ended(.notStarted(.localConflict("cannot record the segment map of f.part; not resuming it"), mustRestart: true))]),
         ], state: "ended"),
         Row(name: "a .part of a map cannot be opened", order: resume(from: quarter, startedFrom: version.validators), steps: [
-            (.begin(around(map: map, mapSeen: true)), [.openPartial(truncate: false)]),
+            (.begin(around(map: map, mapSeen: true)), [.openPartial]),
             (.notOpened(full), [ended(.notStarted(full, mustRestart: false))]),
         ], state: "ended"),
         Row(name: "segments resumed from a map end with no lead's bytes", order: resume(from: quarter, startedFrom: version.validators), steps: resumedSegments + [
@@ -333,15 +328,18 @@ struct DownloadMachineTests {
             (.opened(size: 0), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
         ], state: "ended"),
         Row(name: "a second begin", order: fresh, steps: [
-            (.begin(around()), [.openPartial(truncate: true)]),
+            (.begin(around()), [fresh(lead: true)]),
             (.begin(around()), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
         ], state: "ended"),
         Row(name: "a stream's end before its request", order: resume(from: 50), steps: [
-            (.begin(around()), [.openPartial(truncate: false)]),
+            (.begin(around()), [.openPartial]),
             (.streamEnded(written()), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
         ], state: "ended"),
-        Row(name: "a contiguous stream opened twice", order: fresh, steps: leading + [
+        Row(name: "a contiguous stream told it was opened: its driver opens the file itself", order: fresh, steps: leading + [
             (.opened(size: 0), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
+        ], state: "ended"),
+        Row(name: "a contiguous stream told its file could not be opened: the GET's end says so instead", order: fresh, steps: leading + [
+            (.notOpened(full), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
         ], state: "ended"),
         Row(name: "a resumed stream opened twice", order: resume(from: 50), steps: resuming + [
             (.opened(size: 50), [ended(.notStarted(.localConflict("\(unexpectedPrefix)…"), mustRestart: false))]),
@@ -372,7 +370,7 @@ struct DownloadMachineTests {
     static func state(of machine: DownloadMachine) -> String {
         switch machine.state {
         case .ordered: return "ordered"
-        case .contiguous(let stream): return stream.sent ? "contiguous.sent" : "contiguous.opening"
+        case .contiguous: return "contiguous.sent"
         case .resumed(let stream): return stream.sent ? "resumed.sent" : "resumed.opening"
         case .segmented(let segmented):
             if segmented.ready { return "segmented.ready" }
@@ -417,7 +415,6 @@ struct DownloadMachineTests {
         }
         let handled = [
             "ordered begin",
-            "contiguous.opening opened", "contiguous.opening notOpened",
             "contiguous.sent leadSplittable", "contiguous.sent streamEnded",
             "resumed.opening opened", "resumed.opening notOpened", "resumed.sent streamEnded",
             "segmented.resuming opened", "segmented.resuming notOpened", "segmented.resuming segmentsReady",
@@ -425,7 +422,7 @@ struct DownloadMachineTests {
             "segmented.ready segments", "segmented.ready streamEnded", "segmented.ready segmentsEnded",
         ]
         let unexpected = [
-            "ordered opened", "contiguous.opening begin", "resumed.opening streamEnded", "contiguous.sent opened",
+            "ordered opened", "contiguous.sent begin", "resumed.opening streamEnded", "contiguous.sent opened", "contiguous.sent notOpened",
             "resumed.sent opened", "contiguous.sent segments", "resumed.sent segmentsReady", "resumed.sent segmentsEnded",
             "resumed.sent leadSplittable", "segmented.ready segmentsReady", "segmented.ready opened", "segmented.lead leadSplittable",
             "ended streamEnded",

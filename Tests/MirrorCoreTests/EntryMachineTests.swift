@@ -832,17 +832,23 @@ struct EntryMachineTests {
     static let downloadRows: [Row] = [
         Row(name: "the download's events go to its own machine; its end is the entry's", steps: begin + [
             step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
-            step(.download(.begin(around)), [.download(.openPartial(truncate: true))], .transferring),
-            step(.download(.opened(size: 0)),
-                 [.download(.get(DownloadMachine.Get(offset: 0, truncate: false, overlap: 0, ifRange: nil, startedFrom: nil, lead: false)))],
+            step(.download(.begin(around)),
+                 [.download(.get(DownloadMachine.Get(offset: 0, truncate: false, overlap: 0, ifRange: nil, startedFrom: nil, lead: false,
+                                                     opensPartial: true)))],
                  .transferring),
             step(.download(.streamEnded(DownloadMachine.StreamFacts(head: head, placement: .write(from: 0, total: 100), position: 100, bytes: 100))),
                  [.releaseSlot, .finishHash(size: 100)], .finishingHash),
         ]),
         Row(name: "a download that cannot open its partial file fails the attempt", retries: 0, steps: begin + [
             step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
-            step(.download(.begin(around)), [.download(.openPartial(truncate: true))], .transferring),
-            step(.download(.notOpened(full)), [.releaseSlot, .finish(.failed(full, action: .download, inspectPartial: true))], .done),
+            step(.download(.begin(around)),
+                 [.download(.get(DownloadMachine.Get(offset: 0, truncate: false, overlap: 0, ifRange: nil, startedFrom: nil, lead: false,
+                                                     opensPartial: true)))],
+                 .transferring),
+            // A disk too full to make it: any partial file goes, to give back its space.
+            step(.download(.streamEnded(DownloadMachine.StreamFacts(refused: full, transport: .cancelled, reportedTransport: .cancelled))),
+                 [.removePartial, .record(.clearPartial), .releaseSlot, .finish(.failed(full, action: .download, inspectPartial: true))],
+                 .done),
         ]),
         Row(name: "a download's event while nothing downloads is a driver bug", retries: 0, steps: begin + [
             step(.download(.opened(size: 0)), [
@@ -864,7 +870,7 @@ struct EntryMachineTests {
                              .inspected(Self.nothing, record: nil, recordUnreadable: false),
                              .download(.begin(DownloadMachine.Surroundings(url: version.url, partialPath: "f.part", segmentMin: 1,
                                                                           hasStore: true, speaksHTTP: true))),
-                             .download(.opened(size: 0)), .download(.leadSplittable(version, position: 0))] {
+                             .download(.leadSplittable(version, position: 0))] {
             _ = entry.handle(event)
         }
         #expect(entry.download?.mayRestartSegments == true)

@@ -47,4 +47,21 @@ struct RootDirectoryTests {
         }
         #expect(try root.inspect(DestinationPaths(root: root.path, dest: "none/a.bin")).isEmpty)
     }
+
+    /// An empty partial file goes by its name; one with bytes, a symbolic link at its name
+    /// (empty or not, and what it points at) and a directory on the way that does not exist
+    /// are left as they are.
+    @Test func anEmptyPartialFileIsRemovedByNameAndNothingElse() throws {
+        let directory = try TemporaryDirectory(prefix: "mirror-rootdir")
+        try directory.write(Data(), to: "root/d/empty.bin.part")
+        try directory.write(Data("abc".utf8), to: "root/d/full.bin.part")
+        try directory.write(Data(), to: "target")
+        try FileManager.default.createSymbolicLink(atPath: directory.path("root/d/link.bin.part"), withDestinationPath: directory.path("target"))
+        let root = RootDirectory(path: directory.path("root"))
+        for dest in ["d/empty.bin", "d/full.bin", "d/link.bin", "none/a.bin"] {
+            root.removePartialIfEmpty(DestinationPaths(root: root.path, dest: dest))
+        }
+        #expect(directory.files("root") == ["d", "d/full.bin.part", "d/link.bin.part"])
+        #expect(FileManager.default.fileExists(atPath: directory.path("target")))
+    }
 }

@@ -28,7 +28,6 @@ final class DownloadDriver: @unchecked Sendable {
     private struct Lead {
         let stream: SegmentLead
         let request: TransferRequest
-        let hasher: TrailingHasher
         let ticket: ProgressTicket?
         let source: EntryDriver.Source
     }
@@ -90,10 +89,10 @@ final class DownloadDriver: @unchecked Sendable {
         switch effect {
         case .removeSegmentMap:
             removeSegmentMap()
-        case .openPartial(let truncate):
+        case .openPartial:
             do {
-                let (fd, _) = try openPartial(truncate: truncate)
-                return .download(.opened(size: truncate ? 0 : try FileSystem.size(of: fd, path: paths.partial)))
+                let (fd, _) = try openPartial(truncate: false)
+                return .download(.opened(size: try FileSystem.size(of: fd, path: paths.partial)))
             } catch {
                 return .download(.notOpened(error))
             }
@@ -128,39 +127,60 @@ final class DownloadDriver: @unchecked Sendable {
         return (fd, hasher)
     }
 
-    /// Prepares the open partial file as `get` says and sends the GET; its end is told as
+    /// Prepares the open partial file as `get` says and sends the GET, or (`opensPartial`)
+    /// sends the GET and opens the partial file while it travels; its end is told as
     /// `streamEnded`. The file stays open for the hash and the commit that follow.
     private func get(_ get: DownloadMachine.Get) -> EntryMachine.Event? {
-        guard let order, let partial = host.partial, let hasher = partial.hasher else {
-            return .download(.notOpened(.localConflict("internal error: no partial file to write")))
-        }
-        let fd = partial.fd
-        var overlap: [UInt8] = []
-        do throws(TransferFailure) {
-            if get.truncate, ftruncate(fd, off_t(get.offset)) != 0 {
-                throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
+        guard let order else { return .download(.notOpened(.localConflict("internal error: no download ordered"))) }
+        let writer: PartialFileWriter
+        if get.opensPartial {
+            writer = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: []) { [self] () throws(TransferFailure) in
+                try openPartial(truncate: true)
             }
-            if get.offset > 0 { hasher.advance(to: get.offset) }
-            if get.overlap > 0 {
-                overlap = try FileSystem.read(fd: fd, path: paths.partial, at: get.firstByte, count: Int(get.overlap))
+        } else {
+            guard let partial = host.partial, let hasher = partial.hasher else {
+                return .download(.notOpened(.localConflict("internal error: no partial file to write")))
             }
-        } catch {
-            return .download(.notOpened(error))
+            let fd = partial.fd
+            var overlap: [UInt8] = []
+            do throws(TransferFailure) {
+                if get.truncate, ftruncate(fd, off_t(get.offset)) != 0 {
+                    throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
+                }
+                if get.offset > 0 { hasher.advance(to: get.offset) }
+                if get.overlap > 0 {
+                    overlap = try FileSystem.read(fd: fd, path: paths.partial, at: get.firstByte, count: Int(get.overlap))
+                }
+            } catch {
+                return .download(.notOpened(error))
+            }
+            writer = makeWriter(order, fd: fd, hasher: hasher, firstByte: get.firstByte, startedFrom: get.startedFrom, overlap: overlap)
         }
         let source = host.sources[order.source]
-        let writer = makeWriter(order, fd: fd, hasher: hasher, firstByte: get.firstByte, startedFrom: get.startedFrom, overlap: overlap)
         var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.rangeFirst = get.asksRange ? get.firstByte : nil
         request.ifRange = get.ifRange
         request.throttle = host.throttle(for: order.source)
         let watched = get.lead ? segmentLead(writer: writer, source: source) : nil
-        lead = watched.map { Lead(stream: $0, request: request, hasher: hasher, ticket: writer.progress, source: source) }
+        lead = watched.map { Lead(stream: $0, request: request, ticket: writer.progress, source: source) }
         // The stream guard judges the head first: a large body on an HTTP/2 stream needs a
         // connection permit before the lead may split it or the writer take it.
         let guarded = host.streamGuard(watched ?? writer)
         env.fetcher.fetch(request, sink: guarded ?? watched ?? writer, onStart: { [self] in host.transferID = $0 }) { [self] fetched in
             host.transferID = nil
+            writer.forgoOpening()
             streamEnded(fetched, writer: writer, watched: watched, needsConnection: guarded?.needsConnection == true, source: source.url)
+        }
+        if get.opensPartial {
+            // Once the turn has sent the request; the reply's head would open it otherwise. A
+            // request over by then (refused at once, or stopped by the run's interruption in
+            // the same turn) opens nothing: its end forgoes the opening, and an entry ends only
+            // after its request has, so no file is made once the entry's end has cleaned up.
+            let engine = env.fetcher.engine
+            engine.afterSends { [weak self] in
+                guard writer.waitsToOpen, !writer.openIfWaiting(), let transferID = self?.host.transferID else { return }
+                engine.cancel(transferID)
+            }
         }
         return nil
     }
@@ -206,7 +226,7 @@ final class DownloadDriver: @unchecked Sendable {
     private func startSegmentsFromLead(_ version: SegmentVersion) {
         guard let lead else { return }
         let writer = lead.stream.writer
-        let transfer = segmentedTransfer(version, source: lead.source, request: lead.request, fd: writer.fd, hasher: lead.hasher,
+        let transfer = segmentedTransfer(version, source: lead.source, request: lead.request, fd: writer.fd, hasher: writer.hasher,
                                          ticket: lead.ticket, leadBytes: { writer.bytesWritten })
         lead.stream.transfer = transfer
         segmented = transfer
@@ -272,7 +292,8 @@ final class DownloadDriver: @unchecked Sendable {
     /// The writer of `order`'s body into the open partial file, from `firstByte`, with its
     /// progress ticket and the store's record of the version it starts.
     private func makeWriter(
-        _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher, firstByte: Int64, startedFrom: RemoteValidators?, overlap: [UInt8]
+        _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher?, firstByte: Int64, startedFrom: RemoteValidators?, overlap: [UInt8],
+        opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil
     ) -> PartialFileWriter {
         let ticket = env.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - order.offset })
         return PartialFileWriter(
@@ -282,7 +303,8 @@ final class DownloadDriver: @unchecked Sendable {
             onStart: TransferStartRecord(
                 store: store, dest: entry.dest, url: host.sources[order.source].display, paths: paths, rootDirectory: env.rootDirectory,
                 continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
-            ).write
+            ).write,
+            opener: opener
         )
     }
 
@@ -331,7 +353,7 @@ final class DownloadDriver: @unchecked Sendable {
             // not on the condition this GET carried.
             var template = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
             template.throttle = request.throttle
-            lead = Lead(stream: leading, request: template, hasher: hasher, ticket: body.progress, source: source)
+            lead = Lead(stream: leading, request: template, ticket: body.progress, source: source)
             return leading
         }
         // Guarded before the machine hears the head: a large body is not judged until the

@@ -63,6 +63,9 @@ struct DownloadMachine: Equatable {
         var startedFrom: RemoteValidators?
         /// The reply is watched for a version worth splitting (`leadSplittable`).
         var lead: Bool
+        /// The partial file is opened (emptied) only once the request is on its way, at the
+        /// reply's head at the latest: a new file's request does not wait for its creation.
+        var opensPartial = false
 
         /// The first byte asked for.
         var firstByte: Int64 { offset - overlap }
@@ -115,11 +118,12 @@ struct DownloadMachine: Equatable {
     enum Effect: Equatable {
         /// Remove the store's segment map of the `.part`: no map describes what is written next.
         case removeSegmentMap
-        /// Open the partial file (emptied when `truncate`) with its hasher; answers `opened` or
-        /// `notOpened`.
-        case openPartial(truncate: Bool)
+        /// Open the partial file as it is, with its hasher; answers `opened` or `notOpened`.
+        case openPartial
         /// Cut, position the hasher, read the overlap, then send the GET; a failure to prepare
-        /// answers `notOpened`, the request's end `streamEnded`.
+        /// answers `notOpened`, the request's end `streamEnded`. With `opensPartial`: send the
+        /// GET, then open the partial file, emptied; a failure to open ends the request, and
+        /// `streamEnded` tells it.
         case get(Get)
         /// Set `SegmentedTransfer` going for `version`: on the lead (fresh), or on the `.part`
         /// its map describes (`resumed`, which answers `segmentsReady`).
@@ -138,11 +142,10 @@ struct DownloadMachine: Equatable {
     }
 
     /// A GET from byte 0.
+    /// Its request is sent as the stream begins; the partial file is opened meanwhile.
     struct Contiguous: Equatable {
         /// It may lead a segmented download.
         var mayLead: Bool
-        /// Its request is sent (the partial file is open).
-        var sent: Bool
     }
 
     /// A GET from an offset.
@@ -221,10 +224,6 @@ struct DownloadMachine: Equatable {
         case (.ordered, .begin(let around)):
             return begin(around)
 
-        case (.contiguous(var stream), .opened) where !stream.sent:
-            stream.sent = true
-            state = .contiguous(stream)
-            return [.get(Get(offset: 0, truncate: false, overlap: 0, ifRange: nil, startedFrom: nil, lead: stream.mayLead))]
         case (.resumed(var stream), .opened(let size)) where !stream.sent:
             if size < stream.offset {
                 return end(.notStarted(.rangeMismatch("partial file shrank to \(size) bytes while resuming from \(stream.offset)"),
@@ -239,10 +238,10 @@ struct DownloadMachine: Equatable {
         case (.segmented(let segmented), .opened) where !segmented.fromLead && !segmented.ready:
             return [.startSegments(segmented.version, resumed: true)]
 
-        case (.contiguous, .notOpened(let failure)), (.resumed, .notOpened(let failure)), (.segmented, .notOpened(let failure)):
+        case (.resumed, .notOpened(let failure)), (.segmented, .notOpened(let failure)):
             return end(.notStarted(failure, mustRestart: false))
 
-        case (.contiguous(let stream), .leadSplittable(let version, let position)) where stream.mayLead && stream.sent:
+        case (.contiguous(let stream), .leadSplittable(let version, let position)) where stream.mayLead:
             let download = SegmentedDownload.fresh(total: version.total, leadPosition: position, mayRestart: mayRestartSegments)
             state = .segmented(Segmented(version: version, download: download, fromLead: true, ready: false))
             return [.startSegments(version, resumed: false)]
@@ -261,7 +260,7 @@ struct DownloadMachine: Equatable {
             state = .segmented(segmented)
             return effects.map(Effect.segments)
 
-        case (.contiguous(let stream), .streamEnded(let facts)) where stream.sent:
+        case (.contiguous, .streamEnded(let facts)):
             return streamEnded(facts, firstByte: 0)
         case (.resumed(let stream), .streamEnded(let facts)) where stream.sent:
             let overlap = stream.guarding.checksOverlap ? min(Self.overlapLength, stream.offset) : 0
@@ -300,23 +299,25 @@ struct DownloadMachine: Equatable {
            map.version.url == around.url, map.version.matches(order.startedFrom), !around.hostFolded, maySegment {
             let download = SegmentedDownload.resumed(total: map.version.total, durable: map.durable, mayRestart: mayRestartSegments)
             state = .segmented(Segmented(version: map.version, download: download, fromLead: false, ready: false))
-            return [.openPartial(truncate: false)]
+            return [.openPartial]
         }
         // Any other start writes the `.part` as one stream from the offset: no map describes it.
         let removal: [Effect] = around.mapSeen ? [.removeSegmentMap] : []
         if order.offset > 0 {
             let guarding = ResumeGuard.choose(recorded: order.startedFrom, current: order.remote)
             state = .resumed(Resumed(offset: order.offset, guarding: guarding, sent: false))
-            return removal + [.openPartial(truncate: false)]
+            return removal + [.openPartial]
         }
         let mayLead = around.segmentMin < .max && around.hasStore && around.speaksHTTP && !around.hostFolded && maySegment
         if receiving {
             // The reply is at hand: its body goes into the partial file, perhaps as a lead.
-            state = .contiguous(Contiguous(mayLead: mayLead, sent: true))
+            state = .contiguous(Contiguous(mayLead: mayLead))
             return removal + [.takeBody(lead: mayLead)]
         }
-        state = .contiguous(Contiguous(mayLead: mayLead, sent: false))
-        return removal + [.openPartial(truncate: true)]
+        // A new stream: its request goes first, the partial file is made while it travels
+        // (the driver opens it before any byte of the reply is taken).
+        state = .contiguous(Contiguous(mayLead: mayLead))
+        return removal + [.get(Get(offset: 0, truncate: false, overlap: 0, ifRange: nil, startedFrom: nil, lead: mayLead, opensPartial: true))]
     }
 
     /// How a stream's GET ended, in the entry's terms.

@@ -84,6 +84,17 @@ extension RootDirectory {
         return hasher.finalize()
     }
 
+    /// Removes the partial file if it is there and empty: it holds nothing worth resuming.
+    /// A symbolic link, there or on the way, is left alone.
+    func removePartialIfEmpty(_ paths: DestinationPaths) {
+        _ = try? withDirectory(paths.relativeDirectory) { directory in
+            var status = stat()
+            guard fstatat(directory, paths.partialName, &status, AT_SYMLINK_NOFOLLOW) == 0,
+                  status.st_mode & S_IFMT == S_IFREG, status.st_size == 0 else { return }
+            _ = unlinkat(directory, paths.partialName, 0)
+        }
+    }
+
     /// Removes the partial file, if it is there; a symbolic link on the way is left alone.
     func removePartial(_ paths: DestinationPaths) {
         _ = try? withDirectory(paths.relativeDirectory) { directory in

@@ -297,6 +297,9 @@ final class TransferSlots: Sendable {
         acquire(Want(host: host), orWhenFree: granted)
     }
 
+    /// Requests waiting for a permit now.
+    var waiting: Int { state.withLock { $0.waitingCount } }
+
     /// A permit for `want` if one is free now, without queueing.
     func acquireNow(_ want: Want) -> Slot? {
         state.withLock { state -> Slot? in

@@ -6,14 +6,19 @@ import Glibc
 ///
 /// Used by one thread at a time (see `ResponseBodySink`).
 final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
-    let fd: Int32
+    /// The open partial file; -1 while it waits to be opened (`opener`).
+    private(set) var fd: Int32
     let path: String
     let requestedOffset: Int64
     let expectedTotal: Int64?
     let pinnedSize: Int64?
     let maxSize: Int64?
     /// Given each chunk once it is written, and told when the file starts over.
-    let hasher: TrailingHasher?
+    private(set) var hasher: TrailingHasher?
+    /// Opens the file and its hasher when the writer was made before it (`fd` -1): the
+    /// request's owner calls `openIfWaiting` once the request is sent, and the reply's head
+    /// calls it at the latest, so no byte is taken before the file is open.
+    private var opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))?
     let progress: ProgressTicket?
     /// Validators of the version already on disk, checked against a 206 (see `BodyPlacement`).
     let startedFrom: RemoteValidators?
@@ -49,8 +54,10 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         fd: Int32, path: String, requestedOffset: Int64, expectedTotal: Int64?, pinnedSize: Int64?,
         maxSize: Int64?, hasher: TrailingHasher?, progress: ProgressTicket?,
         startedFrom: RemoteValidators? = nil, overlap: [UInt8] = [],
-        onStart: (@Sendable (ResponseHead, Int64) -> TransferFailure?)? = nil
+        onStart: (@Sendable (ResponseHead, Int64) -> TransferFailure?)? = nil,
+        opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil
     ) {
+        self.opener = opener
         self.startedFrom = startedFrom
         self.overlap = overlap
         self.onStart = onStart
@@ -69,8 +76,32 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         buffer?.deallocate()
     }
 
+    /// Opens the file if it waits to be opened; whether it is open (when opening failed,
+    /// now or before, `failure` says why).
+    @discardableResult
+    func openIfWaiting() -> Bool {
+        if let opener {
+            self.opener = nil
+            do throws(TransferFailure) {
+                (fd, hasher) = try opener()
+            } catch {
+                failure = error
+            }
+        }
+        return fd >= 0
+    }
+
+    /// The file is yet to be opened (`openIfWaiting`).
+    var waitsToOpen: Bool { opener != nil }
+
+    /// The request ended before the file was opened: it never will be.
+    func forgoOpening() {
+        opener = nil
+    }
+
     func begin(_ head: ResponseHead) -> BodyDisposition {
         self.head = head
+        guard openIfWaiting() else { return .abort }
         let placement = BodyPlacement.decide(
             offset: requestedOffset, head: head, expectedTotal: expectedTotal, startedFrom: startedFrom,
             rangeRequested: !overlap.isEmpty)

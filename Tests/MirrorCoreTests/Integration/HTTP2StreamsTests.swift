@@ -325,4 +325,52 @@ struct HTTP2StreamsTests {
         let requests = try scenario.nginxRequests()
         #expect(requests.allSatisfy { !$0.uri.hasPrefix("/w") }, "the waiting GETs were never sent: \(requests)")
     }
+    /// A new file's GET on a stream, stopped at its reply's head because its body is large and
+    /// the one connection permit is taken, waiting for that permit. Its partial file was made
+    /// while the GET travelled and holds nothing. `grantedFirst`: the permit is given back and
+    /// the run interrupted in one turn of the engine's loop, the grant first, so the entry
+    /// sends its GET again (its new partial file to be made once that is on its way) and is
+    /// stopped before the turn ends; otherwise the run is interrupted while it waits. Either
+    /// way the entry reports the interruption and leaves no file behind: neither the empty one
+    /// of the stopped GET nor one made after the entry ended.
+    @Test(arguments: [false, true])
+    func anInterruptedNewFileThatWaitedForAConnectionLeavesNoPartialFile(grantedFirst: Bool) async throws {
+        let ca = try PrivateCA()
+        let size = 2 * 1024 * 1024
+        let site = ["new.bin": randomData(count: size, seed: 9_990)]
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: Self.delay)
+        defer { link.stop() }
+        let url = link.url("/new.bin")
+        let manifest = try scenario.load(ManifestText(top: ["concurrency: 1", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                                      entries: [.url(url)]))
+        let runner = scenario.runner(manifest)
+        // The origin is known to speak HTTP/2 (its GET goes on a stream, its size unknown), and
+        // the test holds the one connection permit.
+        runner.slots.learn(try #require(OriginKey(url: url, proxy: nil)), speaks: .http2)
+        let held = try #require(await runner.slots.acquire())
+        let work = Task { try await runner.sync() }
+        for _ in 0..<800 where runner.slots.waiting == 0 {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(runner.slots.waiting == 1, "the entry's GET was stopped and waits for a connection permit")
+        #expect(scenario.files() == ["new.bin.part"], "the stopped GET's partial file, made while it travelled")
+        let parts = scenario.files().map { "\($0) \((try? FileManager.default.attributesOfItem(atPath: scenario.rootPath($0))[.size] as? Int) ?? -1)" }
+        #expect(parts == ["new.bin.part 0"], "\(parts)")
+        if grantedFirst {
+            runner.fetcher.engine.post {
+                held.release()
+                work.cancel()
+            }
+        } else {
+            work.cancel()
+        }
+        let reports = try await work.value
+        if !grantedFirst { held.release() }
+        #expect(reports.map(\.outcome) == [.failed(.cancelled)], "\(reports.map(\.outcome))")
+        // The engine's loop has ended: a partial file made by any turn is there by now.
+        #expect(scenario.files() == [], "\(scenario.files())")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.count <= 2 && requests.allSatisfy { $0.uri == "/new.bin" }, "\(requests)")
+    }
 }
