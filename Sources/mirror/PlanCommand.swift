@@ -44,6 +44,7 @@ struct PlanCommand: AsyncParsableCommand {
         var runOptions = options.runOptions(for: manifest, console: console)
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
+        KeptUntilExit.keep(runner)
         let plan = await runner.plan()
         let pruning = runner.prunePlan()
 

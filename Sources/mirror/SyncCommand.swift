@@ -130,6 +130,7 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.segmentMin = segmentMin.flatMap { try? SegmentMinimum.parse($0) }
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
+        KeptUntilExit.keep(runner)
         // A progress block would break the one-object-a-line log.
         let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
             stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])

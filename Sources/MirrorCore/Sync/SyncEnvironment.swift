@@ -46,7 +46,8 @@ extension ManifestRunner {
             runBucket: runBucket, hostBuckets: hostBuckets, store: store, siblings: siblings, conditions: conditions,
             concurrency: options.concurrency, durable: options.durable, progress: options.progress, proxies: options.proxies,
             retryPolicy: options.retryPolicy, retryAfterCap: options.retryAfterCap, segmentMin: options.segmentMin,
-            emit: { [self] in emit($0) }, storeWriteFailed: { [self] in storeWriteFailed($0) },
-            readRecord: { [self] in readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) })
+            // Weakly: the runner keeps its last run (`lastRun`), which holds these.
+            emit: { [weak self] in self?.emit($0) }, storeWriteFailed: { [weak self] in self?.storeWriteFailed($0) },
+            readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? (nil, true) })
     }
 }
