@@ -10,9 +10,9 @@ struct CurlSetupError: Error, CustomStringConvertible {
     }
 }
 
-/// One libcurl easy handle. Not `Sendable`: it is created, used and cleaned up on the
-/// transfer engine's thread only.
-final class EasyHandle {
+/// One libcurl easy handle, which one thread at a time has. `EasyHandleKeeper`
+/// makes it and cleans it up on its thread; the transfer engine's thread uses it in between.
+final class EasyHandle: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
 
     init() {

@@ -65,8 +65,11 @@ final class TransferContext {
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
 
+    /// Whether the handle was handed on (`retire`), with the buffers libcurl points into.
+    private var retired = false
+
     deinit {
-        errorBuffer.deallocate()
+        if !retired { errorBuffer.deallocate() }
     }
 
     /// Sets every option. `self` must stay alive (the engine holds it) until `finish`.
@@ -367,14 +370,16 @@ final class TransferContext {
         completion(outcome)
     }
 
-    func releaseHandle() {
-        easy.cleanup()
-        if fileSource >= 0 {
-            close(fileSource)
+    /// The handle, once it has left the multi handle and the request's end was told, with
+    /// what libcurl points into, for `EasyHandleKeeper` to clean up; the context uses none of
+    /// it again.
+    func retire() -> EasyHandleKeeper.Retired {
+        retired = true
+        defer {
             fileSource = -1
+            headerList = nil
         }
-        mirror_curl_slist_free_all(headerList)
-        headerList = nil
+        return EasyHandleKeeper.Retired(handle: easy, headerList: headerList, errorBuffer: errorBuffer, fileSource: fileSource)
     }
 }
 

@@ -135,15 +135,11 @@ private final class MultiLoop: @unchecked Sendable {
     /// Work that waits until the turn's requests are sent (`afterSends`), in the order it came.
     /// Touched only on the loop thread.
     private var deferred: [() -> Void] = []
-    /// New easy handles, made after a turn's sends for the requests of the next turns: a
-    /// request then starts on a handle made while the loop had nothing to send. Touched only on
-    /// the loop thread.
-    private var spares: [EasyHandle] = []
-    /// Spares taken since the last were made: as many are made again, up to `maxSpares`.
-    private var sparesTaken = 0
-    /// Spare handles kept at most: the requests a turn sends eagerly (`eagerSendLimit`) need no
-    /// more.
-    static let maxSpares = 16
+    /// Makes the requests' easy handles and cleans them up, off the loop's thread.
+    private let keeper = EasyHandleKeeper()
+    /// The handles of the turn's finished requests, handed to the keeper after the sends.
+    /// Touched only on the loop thread.
+    private var retired: [EasyHandleKeeper.Retired] = []
 
     /// The longest the loop sleeps while a transfer runs over TLS. libcurl 7.88 (Debian 12's) reads
     /// more from a TLS connection than it hands on, and does not wake its poll for what stays
@@ -220,8 +216,9 @@ private final class MultiLoop: @unchecked Sendable {
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
         }
-        for spare in spares { spare.cleanup() }
-        spares.removeAll()
+        keeper.exchange(retired)
+        retired.removeAll()
+        keeper.stop()
         mirror_curl_multi_cleanup(multi)
     }
 
@@ -252,14 +249,13 @@ private final class MultiLoop: @unchecked Sendable {
     func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
-        let easy = spares.popLast() ?? EasyHandle()
-        sparesTaken += 1
+        let easy = keeper.take() ?? EasyHandle()
         let context = TransferContext(id: id, request: request, sink: sink, easy: easy, completion: completion)
         func fail(_ code: CURLcode) -> UInt64 {
             let failing = UncheckedBox(context)
             post {
                 failing.value.finish(code: code, cancelled: false)
-                failing.value.releaseHandle()
+                self.retired.append(failing.value.retire())
             }
             return id
         }
@@ -277,22 +273,15 @@ private final class MultiLoop: @unchecked Sendable {
     }
 
     /// Runs the work deferred so far (`afterSends`); what it defers in turn waits for the next
-    /// turn, after that turn's sends.
+    /// turn, after that turn's sends. Then hands the keeper the turn's finished handles.
     private func runDeferred() {
         if !deferred.isEmpty {
             let work = deferred
             deferred.removeAll(keepingCapacity: true)
             for item in work { item() }
         }
-        makeSpares()
-    }
-
-    /// Makes again the spare handles taken since the last call, up to `maxSpares`.
-    private func makeSpares() {
-        let wanted = min(sparesTaken, Self.maxSpares - spares.count)
-        sparesTaken = 0
-        guard wanted > 0 else { return }
-        for _ in 0..<wanted { spares.append(EasyHandle()) }
+        keeper.exchange(retired)
+        retired.removeAll(keepingCapacity: true)
     }
 
     /// Handles finished transfers, each followed by what it made way for (`sendWhatFollowed`),
@@ -360,7 +349,7 @@ private final class MultiLoop: @unchecked Sendable {
         overTLS.remove(handle)
         mirror_curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
-        deferred.append { context.releaseHandle() }
+        deferred.append { [self] in retired.append(context.retire()) }
     }
 }
 
