@@ -173,9 +173,11 @@ final class DownloadDriver: @unchecked Sendable {
         }
         if get.opensPartial {
             // Once the turn has sent the request; the reply's head would open it otherwise. A
-            // request over by then (refused at once, or stopped by the run's interruption in
-            // the same turn) opens nothing: its end forgoes the opening, and an entry ends only
-            // after its request has, so no file is made once the entry's end has cleaned up.
+            // request over by then (stopped by the run's interruption in the same turn) opens
+            // nothing: its end forgoes the opening, and an entry ends only after its request
+            // has, so no file is made once the entry's end has cleaned up. One refused at once
+            // is told so a turn later: its file is made meanwhile, empty, and goes with the
+            // failed start.
             let engine = env.fetcher.engine
             engine.afterSends { [weak self] in
                 guard writer.waitsToOpen, !writer.openIfWaiting(), let transferID = self?.host.transferID else { return }
