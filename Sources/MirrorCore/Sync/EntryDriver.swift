@@ -262,14 +262,10 @@ final class EntryDriver: @unchecked Sendable {
             env.rootDirectory.removePartial(paths)
         case .removePartialIfEmpty:
             // An empty partial file holds nothing worth resuming: leave no trace of a failed start.
-            if let partial {
-                if (try? FileSystem.size(of: partial.fd, path: paths.partial)) == 0 { env.rootDirectory.removePartial(paths) }
-            } else {
-                // None open: a GET stopped at its head to wait for a connection permit closed
-                // its file, and the one sent again makes its own only once it is on its way.
-                // Interrupted in between, the entry may have left the first one, empty: by name.
-                env.rootDirectory.removePartialIfEmpty(paths)
-            }
+            // By its name, open or not: a GET stopped at its head to wait for a connection
+            // permit closed its file, and the one sent again makes its own only once it is on
+            // its way; interrupted in between, the entry may have left the first one, empty.
+            env.rootDirectory.removePartialIfEmpty(paths)
         case .pauseHost(let index, let header):
             if let host = sources[index].host,
                let pause = RetryAfter.delay(header, now: Int(time(nil)), cap: env.retryAfterCap) {

@@ -216,8 +216,7 @@ private final class MultiLoop: @unchecked Sendable {
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
         }
-        keeper.exchange(retired)
-        retired.removeAll()
+        // The stopping turn's `runDeferred` handed the keeper every finished handle.
         keeper.stop()
         mirror_curl_multi_cleanup(multi)
     }
