@@ -87,12 +87,20 @@ struct CommonOptions: ParsableArguments {
         try ManifestLoader.load(path: manifest, rootOverride: root, stateDirectoryOverride: stateDir, hashingContent: hashingContent)
     }
 
-    func runOptions(for manifest: Manifest, console: Console, progress: SyncProgress? = nil) -> RunOptions {
+    func runOptions(for manifest: Manifest, console: Console, progress: SyncProgress? = nil, early: EarlyConnections? = nil) -> RunOptions {
         let verbose = self.verbose
-        return RunOptions(
+        var options = RunOptions(
             concurrency: concurrency ?? manifest.concurrency,
             events: { event in console.report(event, verbose: verbose) },
             progress: progress
         )
+        options.earlyConnections = early
+        return options
+    }
+
+    /// Opens the connections the run's first requests will take (`EarlyConnections`), before
+    /// the wait for libcurl: their handshakes go on meanwhile.
+    func openEarlyConnections(for manifest: Manifest) -> EarlyConnections? {
+        EarlyConnections.open(for: manifest, concurrency: concurrency ?? manifest.concurrency, proxies: .ofThisProcess)
     }
 }

@@ -39,9 +39,10 @@ struct PlanCommand: AsyncParsableCommand {
     func run() async throws {
         let console = options.console()
         let loaded = try options.loadManifest(console: console)
-        try options.finishNetworkPreparation(console: console)
         let (manifest, shardTotals) = try shard.apply(to: loaded, console: console, json: options.json)
-        var runOptions = options.runOptions(for: manifest, console: console)
+        let early = options.openEarlyConnections(for: manifest)
+        try options.finishNetworkPreparation(console: console)
+        var runOptions = options.runOptions(for: manifest, console: console, early: early)
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         KeptUntilExit.keep(runner)

@@ -119,11 +119,12 @@ struct SyncCommand: AsyncParsableCommand {
     /// when it then ends with an exit status other than 0.
     private func sync(console: Console, reports: inout [EntryReport], ran: inout ReportOption.Run) async throws {
         let loaded = try options.loadManifest(console: console, hashingContent: report.report != nil)
-        try options.finishNetworkPreparation(console: console)
         let manifest = try shard.apply(to: loaded, console: console, json: options.json).manifest
+        let early = options.openEarlyConnections(for: manifest)
+        try options.finishNetworkPreparation(console: console)
         ran.manifest = manifest
         let progress = SyncProgress()
-        var runOptions = options.runOptions(for: manifest, console: console, progress: progress)
+        var runOptions = options.runOptions(for: manifest, console: console, progress: progress, early: early)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
         runOptions.rateLimit = rateLimit.limit

@@ -117,6 +117,11 @@ static inline CURLcode mirror_easy_setopt_ssl_ctx_callback(CURL *handle, mirror_
     return mirror_curl_table.easy_setopt(handle, CURLOPT_SSL_CTX_FUNCTION, value);
 }
 
+typedef curl_socket_t (*mirror_curl_opensocket_callback)(void *clientp, curlsocktype purpose, struct curl_sockaddr *address);
+static inline CURLcode mirror_easy_setopt_opensocket_callback(CURL *handle, mirror_curl_opensocket_callback value) {
+    return mirror_curl_table.easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, value);
+}
+
 static inline CURLcode mirror_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return mirror_curl_table.easy_getinfo(handle, info, value);
 }

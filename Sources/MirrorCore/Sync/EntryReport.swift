@@ -108,6 +108,9 @@ public struct RunOptions: Sendable {
     /// `--segment-min`: replaces every `segment_min` of the manifest (`Int64.max`: `off`);
     /// nil: the manifest's hold.
     public var segmentMin: Int64?
+    /// Connections opened to the run's first origin while the run was being made ready
+    /// (`EarlyConnections.open`); its first requests there take them.
+    public var earlyConnections: EarlyConnections?
 
     public init(
         concurrency: Int, retryPolicy: RetryPolicy = .standard,

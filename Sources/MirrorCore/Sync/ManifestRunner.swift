@@ -43,7 +43,7 @@ public final class ManifestRunner: Sendable {
         self.options = options
         let slots = TransferSlots(options.concurrency, hostLimits: manifest.hosts.concurrencyLimits)
         self.slots = slots
-        var fetcher = Fetcher(engine: TransferEngine(maxHostConnections: options.concurrency), proxies: options.proxies)
+        var fetcher = Fetcher(engine: TransferEngine(maxHostConnections: options.concurrency, early: options.earlyConnections), proxies: options.proxies)
         fetcher.onOriginProtocol = { origin, heard in slots.learn(origin, speaks: heard) }
         fetcher.waitsForConnection = { origin in slots.waitsForConnection(to: origin) }
         self.fetcher = fetcher

@@ -194,6 +194,23 @@ final class TransferContext {
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
     }
 
+    /// Lets libcurl take a connection of `early` where it would open a socket to the same
+    /// address (`EarlyConnections.take`); elsewhere it opens one as it would have itself.
+    /// `early` must outlive the request (the engine holds it).
+    func offer(_ early: EarlyConnections) throws(CurlSetupError) {
+        try check(mirror_easy_setopt_opensocket_callback(easy.raw) { userdata, purpose, address in
+            guard let address else { return CURL_SOCKET_BAD }
+            if purpose == CURLSOCKTYPE_IPCXN, let userdata {
+                let early = Unmanaged<EarlyConnections>.fromOpaque(userdata).takeUnretainedValue()
+                let length = min(Int(address.pointee.addrlen), MemoryLayout.size(ofValue: address.pointee.addr))
+                let taken = withUnsafeBytes(of: &address.pointee.addr) { early.take(UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
+                if let taken { return taken }
+            }
+            return socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
+        }, "CURLOPT_OPENSOCKETFUNCTION")
+        try easy.set(CURLOPT_OPENSOCKETDATA, pointer: Unmanaged.passUnretained(early).toOpaque(), "CURLOPT_OPENSOCKETDATA")
+    }
+
     /// libcurl's level for `ftp_tls`: AUTH TLS for the login, PROT P for the data.
     private static func useSSL(_ policy: FTPTLS) -> Int {
         switch policy {

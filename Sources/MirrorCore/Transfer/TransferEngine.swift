@@ -15,13 +15,14 @@ final class TransferEngine: Sendable {
 
     /// `maxHostConnections`: libcurl opens at most this many connections to one host (nil:
     /// no limit), queueing a request that would need another until one is free; see
-    /// `MultiLoop.init`.
-    init(maxHostConnections: Int? = nil) {
+    /// `MultiLoop.init`. `early`: connections opened before the engine, which its first
+    /// requests to their origin wait for and take (`EarlyConnections`).
+    init(maxHostConnections: Int? = nil, early: EarlyConnections? = nil) {
         if let failure = curlGlobalInitialization {
             // `NetworkPreparation.finish` says this to a caller that asks first.
             preconditionFailure("libcurl cannot be used: \(failure)")
         }
-        loop = MultiLoop(maxHostConnections: maxHostConnections)
+        loop = MultiLoop(maxHostConnections: maxHostConnections, early: early)
         let loop = self.loop
         thread = JoinableThread { loop.run() }
     }
@@ -140,6 +141,11 @@ private final class MultiLoop: @unchecked Sendable {
     /// The handles of the turn's finished requests, handed to the keeper after the sends.
     /// Touched only on the loop thread.
     private var retired: [EasyHandleKeeper.Retired] = []
+    /// Connections opened before the engine (`EarlyConnections`), and the requests that wait
+    /// for them to their origin, in the order they came: configured, not yet added. Touched
+    /// only on the loop thread.
+    private let early: EarlyConnections?
+    private var held: [(context: TransferContext, host: HostKey)] = []
 
     /// The longest the loop sleeps while a transfer runs over TLS. libcurl 7.88 (Debian 12's) reads
     /// more from a TLS connection than it hands on, and does not wake its poll for what stays
@@ -154,9 +160,10 @@ private final class MultiLoop: @unchecked Sendable {
     /// transfers to `concurrency`; light requests that ride on streams are many more, and when a
     /// server allows fewer streams than that, or a redirect takes them to a server that does not
     /// multiplex, `maxHostConnections` keeps libcurl from opening a connection for each.
-    init(maxHostConnections: Int?) {
+    init(maxHostConnections: Int?, early: EarlyConnections?) {
         guard let handle = mirror_curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
         multi = handle
+        self.early = early
         mirror_multi_setopt_long(handle, CURLMOPT_MAX_CONCURRENT_STREAMS, RequestBudget.streamCap)
         if let maxHostConnections {
             mirror_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, maxHostConnections))
@@ -188,37 +195,73 @@ private final class MultiLoop: @unchecked Sendable {
 
     /// Stops a running transfer now; on the loop's thread only.
     func cancelNow(id: UInt64) {
+        if let position = held.firstIndex(where: { $0.context.id == id }) {
+            return completeHeld(held.remove(at: position).context)
+        }
         guard let handle = active.first(where: { $0.value.id == id })?.key else { return }
         complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
     }
 
     func run() {
+        // A name looked up on a thread of its own: the requests held for it go on once it is.
+        early?.onResolved { [self] in post { self.releaseHeld() } }
         while true {
             let (posted, stopping) = takePosted()
             for work in posted { work() }
             if stopping {
                 for handle in Array(active.keys) { complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
+                for (context, _) in held { completeHeld(context) }
+                held.removeAll()
                 runDeferred()
                 break
             }
+            if !held.isEmpty { releaseHeld() }
             var running: Int32 = 0
             mirror_curl_multi_perform(multi, &running)
             let finishedLeft = drainFinished()
             runDeferred()
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
-            let timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
+            var timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
+            // While requests wait for early connections, their handshakes wake the loop too.
+            var waitFor: (descriptors: [curl_waitfd], wakeIn: Int64?) = held.isEmpty ? ([], nil) : early?.waiting() ?? ([], nil)
+            if let wakeIn = waitFor.wakeIn { timeout = min(timeout, wakeIn) }
             sleeping.store(true, ordering: .sequentiallyConsistent)
             // Finished transfers not handled yet, and deferred work that deferred more, go round
             // at once: libcurl's poll would not wake for them.
             let idle = !finishedLeft && deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
-                mirror_curl_multi_poll(multi, nil, 0, Int32(timeout), nil)
+                waitFor.descriptors.withUnsafeMutableBufferPointer { extra in
+                    _ = mirror_curl_multi_poll(multi, extra.baseAddress, UInt32(extra.count), Int32(timeout), nil)
+                }
             }
             sleeping.store(false, ordering: .sequentiallyConsistent)
         }
         // The stopping turn's `runDeferred` handed the keeper every finished handle.
         keeper.stop()
         mirror_curl_multi_cleanup(multi)
+        early?.close()
+    }
+
+    /// Adds the held requests that may go now (`EarlyConnections.admit`), in the order they came.
+    private func releaseHeld() {
+        guard let early, !held.isEmpty else { return }
+        _ = early.update()
+        var still: [(context: TransferContext, host: HostKey)] = []
+        for item in held {
+            let (admitted, resolve) = early.admit(host: item.host.host, port: item.host.port)
+            if admitted {
+                add(item.context, resolve: resolve)
+            } else {
+                still.append(item)
+            }
+        }
+        held = still
+    }
+
+    /// A held request's end before it was added: cancelled.
+    private func completeHeld(_ context: TransferContext) {
+        context.finish(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
+        deferred.append { [self] in retired.append(context.retire()) }
     }
 
     /// Resumes the first held transfer (longest since its last turn) whose rate limits let it
@@ -251,24 +294,51 @@ private final class MultiLoop: @unchecked Sendable {
         let easy = keeper.take() ?? EasyHandle()
         let context = TransferContext(id: id, request: request, sink: sink, easy: easy, completion: completion)
         func fail(_ code: CURLcode) -> UInt64 {
-            let failing = UncheckedBox(context)
-            post {
-                failing.value.finish(code: code, cancelled: false)
-                self.retired.append(failing.value.retire())
-            }
+            failLater(context, code)
             return id
         }
         do {
             try context.configure()
+            if let early { try context.offer(early) }
         } catch {
             return fail(error.code)
         }
-        let added = mirror_curl_multi_add_handle(multi, context.easy.raw)
-        guard added == CURLM_OK else { return fail(CURLE_FAILED_INIT) }
-        active[context.easy.raw] = context
-        if request.throttle != nil { throttled.append(context.easy.raw) }
-        if request.usesTLS { overTLS.insert(context.easy.raw) }
+        if let early, request.proxy == nil, let host = HostKey(url: request.url) {
+            let (admitted, resolve) = held.isEmpty ? early.admit(host: host.host, port: host.port) : (false, nil)
+            if admitted {
+                add(context, resolve: resolve)
+            } else {
+                held.append((context, host))
+            }
+            return id
+        }
+        add(context, resolve: nil)
         return id
+    }
+
+    /// Hands `context`'s request to libcurl; one it refuses completes on the loop's next turn.
+    private func add(_ context: TransferContext, resolve: UnsafeMutablePointer<curl_slist>?) {
+        if let resolve {
+            // The early connections' lookup, so that libcurl does not look the name up again.
+            do {
+                try context.easy.set(CURLOPT_RESOLVE, list: resolve, "CURLOPT_RESOLVE")
+            } catch {
+                return failLater(context, error.code)
+            }
+        }
+        guard mirror_curl_multi_add_handle(multi, context.easy.raw) == CURLM_OK else { return failLater(context, CURLE_FAILED_INIT) }
+        active[context.easy.raw] = context
+        if context.request.throttle != nil { throttled.append(context.easy.raw) }
+        if context.request.usesTLS { overTLS.insert(context.easy.raw) }
+    }
+
+    /// Ends `context`'s request, refused before it was under way, on the loop's next turn.
+    private func failLater(_ context: TransferContext, _ code: CURLcode) {
+        let failing = UncheckedBox(context)
+        post { [self] in
+            failing.value.finish(code: code, cancelled: false)
+            retired.append(failing.value.retire())
+        }
     }
 
     /// Runs the work deferred so far (`afterSends`); what it defers in turn waits for the next

@@ -43,6 +43,9 @@ final class SyncScenario: Sendable {
         var connectivityCheckInterval: Duration?
         /// `--prune` for `syncAndPrune`; nil: no prune.
         var prune: PruneSettings?
+        /// Connections opened before the runner is made, as the command line opens them
+        /// (`EarlyConnections.open`).
+        var early: EarlyConnections?
     }
 
     /// Backoff short enough that retries cost the tests nothing; its length is never asserted.
@@ -145,6 +148,7 @@ final class SyncScenario: Sendable {
             events: settings.events, progress: settings.progress)
         if let interval = settings.connectivityCheckInterval { options.connectivityCheckInterval = interval }
         options.prune = settings.prune
+        options.earlyConnections = settings.early
         return options
     }
 

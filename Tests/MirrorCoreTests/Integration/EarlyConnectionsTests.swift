@@ -1,0 +1,220 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import MirrorCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The connections a run opens to its first origin before the engine is made
+/// (`EarlyConnections`): which and how many, that the first requests take them and open no
+/// others, and that a refused, slow or unused one changes nothing else.
+struct EarlyConnectionsTests {
+    // MARK: The plan
+
+    struct PlanCase: Sendable, CustomTestStringConvertible {
+        let name: String
+        let urls: [String]
+        let concurrency: Int
+        let hostLimit: Int?
+        let proxied: Bool
+        let expected: EarlyConnections.Target?
+        var testDescription: String { name }
+    }
+
+    static let planCases: [PlanCase] = [
+        PlanCase(name: "http: concurrency", urls: (0..<20).map { "http://h.example:8080/f\($0)" }, concurrency: 8, hostLimit: nil,
+                 proxied: false, expected: .init(host: "h.example", port: 8080, count: 8)),
+        PlanCase(name: "https: the first requests that open connections", urls: (0..<20).map { "https://h.example/f\($0)" },
+                 concurrency: 8, hostLimit: nil, proxied: false, expected: .init(host: "h.example", port: 443, count: RequestBudget.streamConnections)),
+        PlanCase(name: "fewer entries than concurrency", urls: ["http://h.example/a", "http://h.example/b"], concurrency: 8,
+                 hostLimit: nil, proxied: false, expected: .init(host: "h.example", port: 80, count: 2)),
+        PlanCase(name: "only the first origin's share of the first requests",
+                 urls: ["http://a.example/1", "http://b.example/1", "http://a.example/2", "https://a.example/3", "http://a.example:80/4"],
+                 concurrency: 4, hostLimit: nil, proxied: false, expected: .init(host: "a.example", port: 80, count: 2)),
+        PlanCase(name: "the host's own concurrency", urls: (0..<20).map { "http://h.example/f\($0)" }, concurrency: 8, hostLimit: 3,
+                 proxied: false, expected: .init(host: "h.example", port: 80, count: 3)),
+        PlanCase(name: "through a proxy: none", urls: ["http://h.example/a"], concurrency: 8, hostLimit: nil, proxied: true, expected: nil),
+        PlanCase(name: "ftp: none", urls: ["ftp://h.example/a"], concurrency: 8, hostLimit: nil, proxied: false, expected: nil),
+        PlanCase(name: "file: none", urls: ["file:///tmp/a"], concurrency: 8, hostLimit: nil, proxied: false, expected: nil),
+        PlanCase(name: "a name that is not ASCII: none (libcurl converts it)", urls: ["http://bücher.example/a"], concurrency: 8,
+                 hostLimit: nil, proxied: false, expected: nil),
+        PlanCase(name: "an IPv6 literal", urls: ["http://[::1]:8080/a"], concurrency: 2, hostLimit: nil, proxied: false,
+                 expected: .init(host: "::1", port: 8080, count: 1)),
+        PlanCase(name: "no entries", urls: [], concurrency: 8, hostLimit: nil, proxied: false, expected: nil),
+    ]
+
+    @Test(arguments: planCases)
+    func plan(_ given: PlanCase) {
+        let target = EarlyConnections.plan(urls: given.urls, concurrency: given.concurrency, hostLimit: { _ in given.hostLimit },
+                                           proxied: { _ in given.proxied })
+        #expect(target == given.expected)
+    }
+
+    // MARK: Runs
+
+    private static func site(_ count: Int, seed: UInt64) -> [String: Data] {
+        var site: [String: Data] = [:]
+        for index in 0..<count { site[String(format: "f%03d.bin", index)] = randomData(count: 3_000, seed: seed + UInt64(index)) }
+        return site
+    }
+
+    /// Through the link emulator (20 ms each way), so that a handshake takes time: the run's
+    /// first requests take every early connection, and the run opens no connection besides
+    /// (plain HTTP: `concurrency`; HTTP/2: the first `streamConnections`, the rest as streams).
+    @Test(arguments: ["http", "https"])
+    func theFirstRequestsTakeTheEarlyConnectionsAndOpenNoOthers(scheme: String) async throws {
+        let ca = try PrivateCA()
+        let site = Self.site(24, seed: 31_000)
+        let options = scheme == "https" ? NginxOptions(tls: ca.serverTLS, http2: true) : NginxOptions()
+        let scenario = try SyncScenario(.nginx(site: site, options: options))
+        let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: .milliseconds(20))
+        defer { link.stop() }
+        let manifest = try scenario.load(ManifestText(top: ["concurrency: 4", "defaults:", "  ca_file: \(ca.caCertificate)"],
+                                                      entries: site.keys.sorted().map { .init(link.url("/" + $0, scheme: scheme)) }))
+        let early = try #require(EarlyConnections.open(for: manifest, concurrency: 4, proxies: .direct))
+        #expect(early.target == .init(host: "127.0.0.1", port: Int(link.port), count: 4))
+        var settings = SyncScenario.Settings()
+        settings.early = early
+        let reports = try await scenario.sync(manifest, settings)
+        #expect(reports.allSatisfy { $0.outcome == .transferred }, "\(reports.map(\.outcome))")
+        for (name, data) in site { #expect(scenario.local(name)?.fingerprint == data.fingerprint, "\(name)") }
+        let counts = early.counts
+        #expect(counts.taken == 4 && counts.open == 0, "\(counts)")
+        let requests = try scenario.nginxRequests()
+        let connections = Set(requests.map(\.connection))
+        #expect(requests.count == 24 && connections.count == 4, "\(requests.count) requests on connections \(connections.sorted())")
+    }
+
+    /// To an origin that refuses connections, the early ones fail at once and the requests go
+    /// on to fail as they would have without them: the same failures, and none taken.
+    @Test func aRefusedOriginFailsAsItWouldHaveWithout() async throws {
+        let closed = try ClosedPort()
+        let scenario = try SyncScenario()
+        let manifest = try scenario.load(ManifestText(top: ["concurrency: 2", "defaults:", "  retries: 0"],
+                                                      entries: ["a", "b", "c"].map { .init("http://127.0.0.1:\(closed.port)/\($0)") }))
+        let early = try #require(EarlyConnections.open(for: manifest, concurrency: 2, proxies: .direct))
+        var settings = SyncScenario.Settings()
+        settings.early = early
+        let with = try await scenario.sync(manifest, settings)
+        let without = try await scenario.sync(manifest)
+        // libcurl's message says how long the attempt took: that may differ by a millisecond.
+        let described = { (reports: [EntryReport]) in reports.map { "\($0.outcome)".replacing(/after \d+ ms/, with: "after N ms") } }
+        #expect(described(with) == described(without))
+        #expect(with.allSatisfy { if case .failed = $0.outcome { true } else { false } }, "\(with.map(\.outcome))")
+        #expect(early.counts.taken == 0 && early.counts.open == 0, "\(early.counts)")
+    }
+
+    /// A listener whose queue of connections not yet accepted is full: a further handshake
+    /// stays unanswered (its SYN dropped) until the test accepts the one in the queue; the
+    /// kernel then completes it at the SYN's next try, about a second after it began.
+    private final class FullListener: Sendable {
+        let descriptor: Int32
+        let port: UInt16
+        private let filler: Int32
+
+        init() throws {
+            (descriptor, port) = try LoopbackSocket.listen(on: try LoopbackAddress("127.0.0.1"), backlog: 0)
+            filler = try LoopbackSocket.connect(to: try LoopbackAddress("127.0.0.1"), port: port)
+        }
+
+        /// Accepts the connection that filled the queue (and closes both ends of it).
+        func makeRoom() {
+            #expect(LoopbackSocket.waitUntil(descriptor, isReadyFor: Int16(POLLIN), timeout: .seconds(5)))
+            let accepted = accept(descriptor, nil, nil)
+            if accepted >= 0 { close(accepted) }
+            close(filler)
+        }
+
+        deinit { close(descriptor) }
+    }
+
+    /// A handshake not over within the hold limit is given up: the connection is closed and a
+    /// request to its origin may go (libcurl then connects as it would have).
+    @Test func aHandshakeNotOverWithinTheHoldLimitIsGivenUp() throws {
+        let listener = try FullListener()
+        let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(listener.port), count: 1), holdLimit: 300)
+        let start = MonotonicClock.milliseconds()
+        #expect(early.counts.open == 1)
+        #expect(early.admit(host: "127.0.0.1", port: Int(listener.port)).admitted == false, "held while the handshake goes on")
+        #expect(early.admit(host: "127.0.0.2", port: Int(listener.port)).admitted, "another origin is not held")
+        #expect(early.waiting(now: start).descriptors.count == 1)
+        #expect(early.update(now: start + 100) == false)
+        #expect(early.counts.open == 1)
+        #expect(early.update(now: start + 300))
+        #expect(early.counts.open == 0)
+        #expect(early.admit(host: "127.0.0.1", port: Int(listener.port)).admitted)
+    }
+
+    /// A ready connection not taken within the idle limit is closed, not handed to a later
+    /// request (the server may have given up on it).
+    @Test func aConnectionNotTakenWithinTheIdleLimitIsClosed() throws {
+        let (descriptor, port) = try LoopbackSocket.listen(on: try LoopbackAddress("127.0.0.1"))
+        defer { close(descriptor) }
+        let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(port), count: 2), idleLimit: 200)
+        var ready = false
+        for _ in 0..<200 where !ready {
+            _ = early.update()
+            ready = early.admit(host: "127.0.0.1", port: Int(port)).admitted
+            if !ready { Thread.sleep(forTimeInterval: 0.005) }
+        }
+        #expect(ready)
+        #expect(early.update(now: MonotonicClock.milliseconds() + 200))
+        #expect(early.counts.open == 0)
+        var address = try LoopbackAddress("127.0.0.1").socketAddress(port: port)
+        let taken = withUnsafeBytes(of: &address) { early.take($0) }
+        #expect(taken == nil)
+    }
+
+    /// The engine holds a request to the origin while its early connection's handshake goes
+    /// on, and sends it on that connection once it is over: the server accepts no other.
+    @Test func theEngineHoldsARequestUntilItsEarlyConnectionIsReady() async throws {
+        let listener = try FullListener()
+        let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(listener.port), count: 1), holdLimit: 10_000)
+        let engine = TransferEngine(early: early)
+        let request = TransferRequest(url: "http://127.0.0.1:\(listener.port)/a", method: .get)
+        let outcome = Mutex<TransferOutcome?>(nil)
+        engine.post { engine.start(request, sink: nil) { result in outcome.withLock { $0 = result } } }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(outcome.withLock { $0 } == nil)
+        #expect(early.counts.taken == 0, "held: libcurl has not opened a socket yet")
+        listener.makeRoom()
+        // The early connection's handshake ends at its SYN's next try; the request follows on it.
+        #expect(LoopbackSocket.waitUntil(listener.descriptor, isReadyFor: Int16(POLLIN), timeout: .seconds(10)))
+        let served = accept(listener.descriptor, nil, nil)
+        try #require(served >= 0)
+        defer { close(served) }
+        #expect(LoopbackSocket.waitUntil(served, isReadyFor: Int16(POLLIN), timeout: .seconds(10)))
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let read = recv(served, &buffer, buffer.count, 0)
+        #expect(String(decoding: buffer.prefix(max(0, read)), as: UTF8.self).hasPrefix("GET /a HTTP/1.1"))
+        let reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        _ = reply.withCString { send(served, $0, strlen($0), 0) }
+        for _ in 0..<500 where outcome.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+        let ended = try #require(outcome.withLock { $0 })
+        #expect(ended.succeeded && ended.head?.status == 200, "\(ended)")
+        #expect(early.counts.taken == 1)
+        // No connection but the one taken: nothing else waits in the queue.
+        var pending = pollfd(fd: listener.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pending, 1, 0) == 0)
+    }
+
+    /// A request held for an early connection is cancelled at once, as a running one is.
+    @Test func aHeldRequestIsCancelledAtOnce() async throws {
+        let listener = try FullListener()
+        let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(listener.port), count: 1), holdLimit: 10_000)
+        let engine = TransferEngine(early: early)
+        let request = TransferRequest(url: "http://127.0.0.1:\(listener.port)/a", method: .get)
+        let started = ContinuousClock.now
+        let outcome: TransferOutcome = await withCheckedContinuation { continuation in
+            engine.post {
+                let id = engine.start(request, sink: nil) { continuation.resume(returning: $0) }
+                engine.post { engine.cancel(id) }
+            }
+        }
+        #expect(outcome.cancelled, "\(outcome)")
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(early.counts.taken == 0)
+        listener.makeRoom()
+    }
+}
