@@ -218,7 +218,7 @@ private final class MultiLoop: @unchecked Sendable {
             if !held.isEmpty { releaseHeld() }
             var running: Int32 = 0
             mirror_curl_multi_perform(multi, &running)
-            let finishedLeft = drainFinished()
+            let (endedOverTLS, finishedLeft) = drainFinished()
             runDeferred()
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
             var timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
@@ -227,8 +227,10 @@ private final class MultiLoop: @unchecked Sendable {
             if let wakeIn = waitFor.wakeIn { timeout = min(timeout, wakeIn) }
             sleeping.store(true, ordering: .sequentiallyConsistent)
             // Finished transfers not handled yet, and deferred work that deferred more, go round
-            // at once: libcurl's poll would not wake for them.
-            let idle = !finishedLeft && deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
+            // at once: libcurl's poll would not wake for them. So does a turn that a TLS
+            // transfer ended in over TLS: the record its reply came in may hold others' replies
+            // too, which libcurl 7.88 keeps without waking its poll (`pendingInputWait`).
+            let idle = !finishedLeft && !endedOverTLS && deferred.isEmpty && inbox.withLock { $0.posted.isEmpty && !$0.stopping }
             if idle {
                 waitFor.descriptors.withUnsafeMutableBufferPointer { extra in
                     _ = mirror_curl_multi_poll(multi, extra.baseAddress, UInt32(extra.count), Int32(timeout), nil)
@@ -356,19 +358,21 @@ private final class MultiLoop: @unchecked Sendable {
     /// Handles finished transfers, each followed by what it made way for (`sendWhatFollowed`),
     /// those that the sends find finished too, up to `finishedPerTurn`: on a fast link they
     /// would keep coming, and the deferred work (the entries that fill the window again among
-    /// it, the handles and contexts to free) would wait for a pause. Returns whether it stopped
-    /// at that bound, when more may be waiting.
-    private func drainFinished() -> Bool {
+    /// it, the handles and contexts to free) would wait for a pause. Returns whether one of them
+    /// ran over TLS, and whether it stopped at that bound, when more may be waiting.
+    private func drainFinished() -> (overTLS: Bool, more: Bool) {
         var remaining: Int32 = 0
         var handled = 0
+        var endedOverTLS = false
         while let message = mirror_curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+            if overTLS.contains(handle) { endedOverTLS = true }
             complete(handle, code: message.pointee.data.result, cancelled: false)
             sendWhatFollowed()
             handled += 1
-            if handled == Self.finishedPerTurn { return true }
+            if handled == Self.finishedPerTurn { return (endedOverTLS, true) }
         }
-        return false
+        return (endedOverTLS, false)
     }
 
     /// Finished transfers handled in one turn of the loop, at most (see `drainFinished`): far
