@@ -17,10 +17,12 @@ import Synchronization
 /// (`admit`). What libcurl would have resolved comes from the same lookup (`CURLOPT_RESOLVE`),
 /// so a name is not looked up twice.
 ///
-/// Bounded: a handshake not over within `holdLimit` is given up and the requests it held go
-/// on as if there had been none; a connection not taken within `idleLimit` of its handshake
-/// (the first entries needed no request: pinned and verified) is closed. `close` closes what
-/// is left. Made on any thread; the rest is called on the engine's.
+/// Bounded: a lookup or a handshake not over within `holdLimit` is given up and the requests
+/// it held go on as if there had been none; a connection not taken within `idleLimit` of its
+/// handshake (the first entries needed no request: pinned and verified; the run waited for
+/// another's lock) is closed. The engine looks at them every turn (`update`) and wakes for
+/// them (`waiting`). `close` closes what is left. Made on any thread; the rest is called on
+/// the engine's.
 public final class EarlyConnections: @unchecked Sendable {
     /// Where and how many: the plan `plan(...)` makes.
     struct Target: Equatable, Sendable {
@@ -56,10 +58,13 @@ public final class EarlyConnections: @unchecked Sendable {
         var closed = false
         /// Connections libcurl took.
         var taken = 0
+        /// Times a request was told to wait (`admit`).
+        var refusals = 0
     }
 
     let target: Target
-    private let startedAt: Int64
+    /// When the connections were started (the monotonic clock, ms): the hold counts from it.
+    let startedAt: Int64
     private let state = Mutex(State())
     /// A connection whose handshake is not over this long (ms) after the start is given up.
     let holdLimit: Int64
@@ -141,7 +146,9 @@ public final class EarlyConnections: @unchecked Sendable {
         }
         var sockets: [Socket] = []
         var resolveEntry: String?
-        if let first = addresses.first, addresses.allSatisfy({ $0.family == first.family }) {
+        // A lookup that outlasted the hold: the requests went on without these connections.
+        let late = MonotonicClock.milliseconds() - startedAt >= holdLimit
+        if !late, let first = addresses.first, addresses.allSatisfy({ $0.family == first.family }) {
             for _ in 0..<target.count {
                 guard let socket = Self.connect(first.bytes, family: first.family) else { break }
                 sockets.append(socket)
@@ -167,8 +174,9 @@ public final class EarlyConnections: @unchecked Sendable {
         let started = address.withUnsafeBytes { bytes in
             Glibc.connect(fd, bytes.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(bytes.count))
         }
-        if started == 0 { return Socket(fd: fd, state: .ready(since: MonotonicClock.milliseconds())) }
-        guard errno == EINPROGRESS else {
+        // Only one whose handshake is under way: libcurl's own `connect` on a socket connected
+        // at once would fail (EISCONN), where one connected since succeeds.
+        guard started != 0, errno == EINPROGRESS else {
             Glibc.close(fd)
             return nil
         }
@@ -214,9 +222,16 @@ public final class EarlyConnections: @unchecked Sendable {
     /// `resolve`: the `CURLOPT_RESOLVE` list the request should carry, if any.
     func admit(host: String, port: Int) -> (admitted: Bool, resolve: UnsafeMutablePointer<curl_slist>?) {
         guard host == target.host, port == target.port else { return (true, nil) }
+        let now = MonotonicClock.milliseconds()
         return state.withLock { state in
             if state.closed { return (true, nil) }
-            if state.resolving { return (false, nil) }
+            if state.resolving {
+                // A lookup that takes longer than the hold is left to libcurl's own, with its
+                // timeouts.
+                if now - startedAt >= holdLimit { return (true, nil) }
+                state.refusals += 1
+                return (false, nil)
+            }
             if state.resolveList == nil, let entry = state.resolveEntry {
                 state.resolveList = mirror_curl_slist_append(nil, entry)
             }
@@ -226,6 +241,7 @@ public final class EarlyConnections: @unchecked Sendable {
                 return (true, state.resolveList)
             }
             let connecting = state.sockets.contains { if case .connecting = $0.state { true } else { false } }
+            if connecting { state.refusals += 1 }
             return (!connecting, state.resolveList)
         }
     }
@@ -248,6 +264,12 @@ public final class EarlyConnections: @unchecked Sendable {
                         var error: Int32 = 0
                         var length = socklen_t(MemoryLayout<Int32>.size)
                         if getsockopt(socket.fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0 {
+                            Glibc.close(socket.fd)
+                            changed = true
+                            continue
+                        }
+                        // Seen ready only after the hold: when its handshake ended is not known.
+                        if now - startedAt >= holdLimit {
                             Glibc.close(socket.fd)
                             changed = true
                             continue
@@ -275,22 +297,46 @@ public final class EarlyConnections: @unchecked Sendable {
     }
 
     /// The connections still being made, for the engine's poll to wake when one is over;
-    /// and the longest it may sleep before `update` has something to give up (ms).
+    /// and the longest it may sleep before `update` has something to give up or close (ms).
+    /// Nothing once every connection was taken or closed.
     func waiting(now: Int64 = MonotonicClock.milliseconds()) -> (descriptors: [curl_waitfd], wakeIn: Int64?) {
         state.withLock { state in
-            let connecting = state.sockets.filter { if case .connecting = $0.state { true } else { false } }
-            guard !state.closed, !connecting.isEmpty else { return ([], nil) }
-            let descriptors = connecting.map { curl_waitfd(fd: $0.fd, events: Int16(CURL_WAIT_POLLOUT), revents: 0) }
-            return (descriptors, max(0, holdLimit - (now - startedAt)))
+            guard !state.closed else { return ([], nil) }
+            var descriptors: [curl_waitfd] = []
+            var wakeAt: Int64?
+            func wake(at time: Int64) { wakeAt = min(wakeAt ?? time, time) }
+            if state.resolving, now - startedAt < holdLimit { wake(at: startedAt + holdLimit) }
+            for socket in state.sockets {
+                switch socket.state {
+                case .connecting:
+                    descriptors.append(curl_waitfd(fd: socket.fd, events: Int16(CURL_WAIT_POLLOUT), revents: 0))
+                    wake(at: startedAt + holdLimit)
+                case .ready(let since):
+                    wake(at: since + idleLimit)
+                }
+            }
+            return (descriptors, wakeAt.map { max(0, $0 - now) })
         }
     }
+
+    /// Whether anything is left to look after: a lookup, or connections not taken or closed.
+    var isSettled: Bool { state.withLock { $0.closed || (!$0.resolving && $0.sockets.isEmpty) } }
 
     /// A ready connection to `address` (libcurl's `sockaddr`, as it is about to open a socket
     /// for it), if there is one; libcurl then owns it. One the server closed meanwhile is not
     /// handed on.
+    func take(_ address: UnsafePointer<curl_sockaddr>) -> Int32? {
+        // libcurl's storage behind `addr` holds `addrlen` bytes (an IPv6 address is longer
+        // than `struct sockaddr`).
+        let offset = MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr)!
+        let bytes = UnsafeRawBufferPointer(start: UnsafeRawPointer(address) + offset, count: Int(address.pointee.addrlen))
+        return take(bytes)
+    }
+
+    /// The same for the socket address itself (`sockaddr_in` or `sockaddr_in6`).
     func take(_ address: UnsafeRawBufferPointer) -> Int32? {
         state.withLock { state in
-            guard !state.closed, state.address.elementsEqual(address) else { return nil }
+            guard !state.closed, Self.sameEndpoint(state.address, address) else { return nil }
             while let index = state.sockets.firstIndex(where: { if case .ready = $0.state { true } else { false } }) {
                 let socket = state.sockets.remove(at: index)
                 state.promised = max(0, state.promised - 1)
@@ -306,17 +352,44 @@ public final class EarlyConnections: @unchecked Sendable {
         }
     }
 
+    /// Whether two socket addresses name the same family, port and address (and IPv6 scope).
+    static func sameEndpoint(_ first: [UInt8], _ second: UnsafeRawBufferPointer) -> Bool {
+        first.withUnsafeBytes { first in
+            guard first.count >= MemoryLayout<sockaddr_in>.size, second.count >= MemoryLayout<sockaddr_in>.size else { return false }
+            let family = first.loadUnaligned(as: sa_family_t.self)
+            guard family == second.loadUnaligned(as: sa_family_t.self) else { return false }
+            switch Int32(family) {
+            case AF_INET:
+                let a = first.loadUnaligned(as: sockaddr_in.self), b = second.loadUnaligned(as: sockaddr_in.self)
+                return a.sin_port == b.sin_port && a.sin_addr.s_addr == b.sin_addr.s_addr
+            case AF_INET6:
+                guard first.count >= MemoryLayout<sockaddr_in6>.size, second.count >= MemoryLayout<sockaddr_in6>.size else { return false }
+                let a = first.loadUnaligned(as: sockaddr_in6.self), b = second.loadUnaligned(as: sockaddr_in6.self)
+                return a.sin6_port == b.sin6_port && a.sin6_scope_id == b.sin6_scope_id
+                    && withUnsafeBytes(of: a.sin6_addr) { x in withUnsafeBytes(of: b.sin6_addr) { y in x.elementsEqual(y) } }
+            default:
+                return false
+            }
+        }
+    }
+
     /// Closes every connection not taken; later requests go on as if there had been none.
     /// The `CURLOPT_RESOLVE` list stays until the object goes: requests added meanwhile point to it.
     func close() {
         state.withLock { state in
             state.closed = true
+            state.wake = nil
             for socket in state.sockets { Glibc.close(socket.fd) }
             state.sockets = []
         }
     }
 
-    /// How many connections are still being made or ready and not taken, and how many libcurl
-    /// took.
-    var counts: (open: Int, taken: Int) { state.withLock { ($0.sockets.count, $0.taken) } }
+    /// How many connections are still being made or ready and not taken, how many are ready,
+    /// how many libcurl took, and how many times a request was told to wait.
+    var counts: (open: Int, ready: Int, taken: Int, refusals: Int) {
+        state.withLock { state in
+            let ready = state.sockets.filter { if case .ready = $0.state { true } else { false } }.count
+            return (state.sockets.count, ready, state.taken, state.refusals)
+        }
+    }
 }

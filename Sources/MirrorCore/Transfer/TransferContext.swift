@@ -200,11 +200,9 @@ final class TransferContext {
     func offer(_ early: EarlyConnections) throws(CurlSetupError) {
         try check(mirror_easy_setopt_opensocket_callback(easy.raw) { userdata, purpose, address in
             guard let address else { return CURL_SOCKET_BAD }
-            if purpose == CURLSOCKTYPE_IPCXN, let userdata {
-                let early = Unmanaged<EarlyConnections>.fromOpaque(userdata).takeUnretainedValue()
-                let length = min(Int(address.pointee.addrlen), MemoryLayout.size(ofValue: address.pointee.addr))
-                let taken = withUnsafeBytes(of: &address.pointee.addr) { early.take(UnsafeRawBufferPointer(rebasing: $0.prefix(length))) }
-                if let taken { return taken }
+            if purpose == CURLSOCKTYPE_IPCXN, let userdata,
+               let taken = Unmanaged<EarlyConnections>.fromOpaque(userdata).takeUnretainedValue().take(UnsafePointer(address)) {
+                return taken
             }
             return socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
         }, "CURLOPT_OPENSOCKETFUNCTION")

@@ -204,18 +204,28 @@ private final class MultiLoop: @unchecked Sendable {
 
     func run() {
         // A name looked up on a thread of its own: the requests held for it go on once it is.
-        early?.onResolved { [self] in post { self.releaseHeld() } }
+        early?.onResolved { [weak self] in
+            guard let loop = self else { return }
+            loop.post { loop.releaseHeld() }
+        }
         while true {
             let (posted, stopping) = takePosted()
             for work in posted { work() }
             if stopping {
                 for handle in Array(active.keys) { complete(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
-                for (context, _) in held { completeHeld(context) }
-                held.removeAll()
+                // A held request's completion may cancel or start another: each ends once.
+                while !held.isEmpty {
+                    let pending = held
+                    held.removeAll()
+                    for (context, _) in pending { completeHeld(context) }
+                }
                 runDeferred()
                 break
             }
-            if !held.isEmpty { releaseHeld() }
+            if let early, !early.isSettled {
+                _ = early.update()
+                if !held.isEmpty { releaseHeld() }
+            }
             var running: Int32 = 0
             mirror_curl_multi_perform(multi, &running)
             let (endedOverTLS, finishedLeft) = drainFinished()
@@ -223,7 +233,7 @@ private final class MultiLoop: @unchecked Sendable {
             let longest: Int64 = overTLS.isEmpty ? 1000 : Self.pendingInputWait
             var timeout = throttled.isEmpty ? longest : resumeThrottled(longest: longest)
             // While requests wait for early connections, their handshakes wake the loop too.
-            var waitFor: (descriptors: [curl_waitfd], wakeIn: Int64?) = held.isEmpty ? ([], nil) : early?.waiting() ?? ([], nil)
+            var waitFor: (descriptors: [curl_waitfd], wakeIn: Int64?) = early?.waiting() ?? ([], nil)
             if let wakeIn = waitFor.wakeIn { timeout = min(timeout, wakeIn) }
             sleeping.store(true, ordering: .sequentiallyConsistent)
             // Finished transfers not handled yet, and deferred work that deferred more, go round
@@ -306,7 +316,8 @@ private final class MultiLoop: @unchecked Sendable {
             return fail(error.code)
         }
         if let early, request.proxy == nil, let host = HostKey(url: request.url) {
-            let (admitted, resolve) = held.isEmpty ? early.admit(host: host.host, port: host.port) : (false, nil)
+            // Behind the requests to its origin that wait already, in the order they came.
+            let (admitted, resolve) = held.contains { $0.host == host } ? (false, nil) : early.admit(host: host.host, port: host.port)
             if admitted {
                 add(context, resolve: resolve)
             } else {

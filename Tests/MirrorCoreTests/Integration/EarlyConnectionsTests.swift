@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import MirrorCore
+import CCurl
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,8 +63,10 @@ struct EarlyConnectionsTests {
     /// Through the link emulator (20 ms each way), so that a handshake takes time: the run's
     /// first requests take every early connection, and the run opens no connection besides
     /// (plain HTTP: `concurrency`; HTTP/2: the first `streamConnections`, the rest as streams).
-    @Test(arguments: ["http", "https"])
-    func theFirstRequestsTakeTheEarlyConnectionsAndOpenNoOthers(scheme: String) async throws {
+    /// A name (`localhost`) is looked up on a thread of its own, and libcurl is handed that
+    /// lookup.
+    @Test(arguments: [("http", "127.0.0.1"), ("https", "127.0.0.1"), ("http", "localhost")])
+    func theFirstRequestsTakeTheEarlyConnectionsAndOpenNoOthers(scheme: String, host: String) async throws {
         let ca = try PrivateCA()
         let site = Self.site(24, seed: 31_000)
         let options = scheme == "https" ? NginxOptions(tls: ca.serverTLS, http2: true) : NginxOptions()
@@ -71,9 +74,9 @@ struct EarlyConnectionsTests {
         let link = try await LinkProxy.start(upstreamPort: scenario.nginx.port, delay: .milliseconds(20))
         defer { link.stop() }
         let manifest = try scenario.load(ManifestText(top: ["concurrency: 4", "defaults:", "  ca_file: \(ca.caCertificate)"],
-                                                      entries: site.keys.sorted().map { .init(link.url("/" + $0, scheme: scheme)) }))
+                                                      entries: site.keys.sorted().map { .init("\(scheme)://\(host):\(link.port)/\($0)") }))
         let early = try #require(EarlyConnections.open(for: manifest, concurrency: 4, proxies: .direct))
-        #expect(early.target == .init(host: "127.0.0.1", port: Int(link.port), count: 4))
+        #expect(early.target == .init(host: host, port: Int(link.port), count: 4))
         var settings = SyncScenario.Settings()
         settings.early = early
         let reports = try await scenario.sync(manifest, settings)
@@ -134,7 +137,7 @@ struct EarlyConnectionsTests {
     @Test func aHandshakeNotOverWithinTheHoldLimitIsGivenUp() throws {
         let listener = try FullListener()
         let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(listener.port), count: 1), holdLimit: 300)
-        let start = MonotonicClock.milliseconds()
+        let start = early.startedAt
         #expect(early.counts.open == 1)
         #expect(early.admit(host: "127.0.0.1", port: Int(listener.port)).admitted == false, "held while the handshake goes on")
         #expect(early.admit(host: "127.0.0.2", port: Int(listener.port)).admitted, "another origin is not held")
@@ -152,13 +155,12 @@ struct EarlyConnectionsTests {
         let (descriptor, port) = try LoopbackSocket.listen(on: try LoopbackAddress("127.0.0.1"))
         defer { close(descriptor) }
         let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(port), count: 2), idleLimit: 200)
-        var ready = false
-        for _ in 0..<200 where !ready {
+        for _ in 0..<400 where early.counts.ready < 2 {
             _ = early.update()
-            ready = early.admit(host: "127.0.0.1", port: Int(port)).admitted
-            if !ready { Thread.sleep(forTimeInterval: 0.005) }
+            if early.counts.ready < 2 { Thread.sleep(forTimeInterval: 0.005) }
         }
-        #expect(ready)
+        #expect(early.counts.ready == 2)
+        #expect(early.admit(host: "127.0.0.1", port: Int(port)).admitted)
         #expect(early.update(now: MonotonicClock.milliseconds() + 200))
         #expect(early.counts.open == 0)
         var address = try LoopbackAddress("127.0.0.1").socketAddress(port: port)
@@ -219,8 +221,72 @@ struct EarlyConnectionsTests {
             }
         }
         #expect(outcome.cancelled, "\(outcome)")
+        #expect(early.counts.refusals >= 1, "the request was held")
         #expect(endedAt - cancelledAt.withLock { $0 } < 1_000, "ended \(endedAt - cancelledAt.withLock { $0 }) ms after its cancel")
         #expect(early.counts.taken == 0)
         listener.makeRoom()
+    }
+
+    /// With no request held, the engine still closes a ready connection nobody took once its
+    /// idle limit passes (the run's first entries needed no request, or it waited for a lock).
+    @Test func theEngineClosesAnUntakenConnectionAtItsIdleLimit() async throws {
+        let (descriptor, port) = try LoopbackSocket.listen(on: LoopbackAddress("127.0.0.1"))
+        defer { close(descriptor) }
+        let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(port), count: 2), idleLimit: 300)
+        let engine = TransferEngine(early: early)
+        for _ in 0..<1000 where early.counts.open > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(early.counts.open == 0 && early.counts.taken == 0, "\(early.counts)")
+        withExtendedLifetime(engine) {}
+    }
+
+    /// An IPv6 address is matched by family, port and address, from the whole of libcurl's
+    /// socket address (longer than `struct sockaddr`).
+    @Test func anIPv6ConnectionIsTakenForItsAddress() throws {
+        let listener = socket(AF_INET6, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_addr = in6addr_loopback
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+        }
+        try #require(bound == 0 && listen(listener, 8) == 0, "IPv6 loopback (::1) is needed: \(String(cString: strerror(errno)))")
+        var length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        let port = Int(UInt16(bigEndian: address.sin6_port))
+        let early = EarlyConnections(.init(host: "::1", port: port, count: 1))
+        for _ in 0..<400 where early.counts.ready < 1 {
+            _ = early.update()
+            if early.counts.ready < 1 { Thread.sleep(forTimeInterval: 0.005) }
+        }
+        #expect(early.counts.ready == 1)
+        // As libcurl hands it to CURLOPT_OPENSOCKETFUNCTION: the address after four ints,
+        // `addrlen` bytes of it.
+        func curlAddress(port: UInt16) -> UnsafeMutableRawPointer {
+            let offset = MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr)!
+            let memory = UnsafeMutableRawPointer.allocate(byteCount: offset + MemoryLayout<sockaddr_in6>.size, alignment: 8)
+            memory.initializeMemory(as: UInt8.self, repeating: 0, count: offset + MemoryLayout<sockaddr_in6>.size)
+            let header = memory.assumingMemoryBound(to: curl_sockaddr.self)
+            header.pointee.family = AF_INET6
+            header.pointee.socktype = Int32(SOCK_STREAM.rawValue)
+            header.pointee.addrlen = UInt32(MemoryLayout<sockaddr_in6>.size)
+            var v6 = sockaddr_in6()
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = port.bigEndian
+            v6.sin6_addr = in6addr_loopback
+            withUnsafeBytes(of: v6) { (memory + offset).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            return memory
+        }
+        let other = curlAddress(port: UInt16(port == 65535 ? 1 : port + 1))
+        defer { other.deallocate() }
+        #expect(early.take(UnsafePointer(other.assumingMemoryBound(to: curl_sockaddr.self))) == nil, "another port")
+        let same = curlAddress(port: UInt16(port))
+        defer { same.deallocate() }
+        let taken = early.take(UnsafePointer(same.assumingMemoryBound(to: curl_sockaddr.self)))
+        #expect(taken != nil && early.counts.taken == 1)
+        if let taken { close(taken) }
     }
 }
