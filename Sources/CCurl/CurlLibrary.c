@@ -73,6 +73,7 @@ static void load(void) {
         {(void **)&mirror_curl_table.multi_perform, "curl_multi_perform"},
         {(void **)&mirror_curl_table.multi_poll, "curl_multi_poll"},
         {(void **)&mirror_curl_table.multi_wakeup, "curl_multi_wakeup"},
+        {(void **)&mirror_curl_table.multi_socket_action, "curl_multi_socket_action"},
         {(void **)&mirror_curl_table.multi_info_read, "curl_multi_info_read"},
         {(void **)&mirror_curl_table.multi_setopt, "curl_multi_setopt"},
         {(void **)&mirror_curl_table.slist_append, "curl_slist_append"},

@@ -26,6 +26,7 @@ struct mirror_curl_functions {
     CURLMcode (*multi_perform)(CURLM *multi, int *running);
     CURLMcode (*multi_poll)(CURLM *multi, struct curl_waitfd *extra, unsigned int count, int timeout, int *ready);
     CURLMcode (*multi_wakeup)(CURLM *multi);
+    CURLMcode (*multi_socket_action)(CURLM *multi, curl_socket_t s, int ev_bitmask, int *running);
     CURLMsg *(*multi_info_read)(CURLM *multi, int *queued);
     CURLMcode (*multi_setopt)(CURLM *multi, CURLMoption option, ...);
     struct curl_slist *(*slist_append)(struct curl_slist *list, const char *text);
@@ -57,6 +58,9 @@ static inline CURLMcode mirror_curl_multi_poll(CURLM *multi, struct curl_waitfd 
     return mirror_curl_table.multi_poll(multi, extra, count, timeout, ready);
 }
 static inline CURLMcode mirror_curl_multi_wakeup(CURLM *multi) { return mirror_curl_table.multi_wakeup(multi); }
+static inline CURLMcode mirror_curl_multi_socket_action(CURLM *multi, curl_socket_t s, int ev_bitmask, int *running) {
+    return mirror_curl_table.multi_socket_action(multi, s, ev_bitmask, running);
+}
 static inline CURLMsg *mirror_curl_multi_info_read(CURLM *multi, int *queued) { return mirror_curl_table.multi_info_read(multi, queued); }
 static inline struct curl_slist *mirror_curl_slist_append(struct curl_slist *list, const char *text) { return mirror_curl_table.slist_append(list, text); }
 static inline void mirror_curl_slist_free_all(struct curl_slist *list) { mirror_curl_table.slist_free_all(list); }

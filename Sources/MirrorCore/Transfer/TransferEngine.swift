@@ -411,6 +411,12 @@ private final class MultiLoop: @unchecked Sendable {
     /// and without this the request for the first connection waited for all of them to be
     /// handled and all their successors to be built. What no request waits for is deferred
     /// (`afterSends`) until every finished transfer of the pass has been handled so.
+    ///
+    /// libcurl runs only the transfers whose timers are due (`curl_multi_socket_action` with
+    /// `CURL_SOCKET_TIMEOUT`): a transfer just added is due at once, so its request goes out,
+    /// while a pass of `curl_multi_perform` would also visit (and `poll`) every other one. The
+    /// loop's next pass of `curl_multi_perform` carries on with all of them as before; libcurl
+    /// 7.88 keeps one timer tree for both calls, and neither needs its socket callback.
     private func sendWhatFollowed() {
         guard active.count < Self.eagerSendLimit else { return }
         // Stopping is left to `run`, which runs what was posted first too.
@@ -420,7 +426,7 @@ private final class MultiLoop: @unchecked Sendable {
         for work in posted { work() }
         if nextID != before {
             var running: Int32 = 0
-            mirror_curl_multi_perform(multi, &running)
+            mirror_curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running)
         }
     }
 
