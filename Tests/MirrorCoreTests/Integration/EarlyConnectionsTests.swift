@@ -178,23 +178,39 @@ struct EarlyConnectionsTests {
         let engine = TransferEngine(early: early)
         let request = TransferRequest(url: "http://127.0.0.1:\(listener.port)/a", method: .get)
         let outcome = Mutex<TransferOutcome?>(nil)
+        // The server's side on a thread of its own, so that a busy cooperative pool cannot
+        // delay it past the SYN's next tries: room made after 0.2 s, then one connection served.
+        let served = Mutex<(takenBeforeRoom: Int, request: String, accepted: Bool)?>(nil)
+        let server = Thread {
+            Thread.sleep(forTimeInterval: 0.2)
+            let takenBeforeRoom = early.counts.taken
+            listener.makeRoom()
+            var request = ""
+            var accepted = false
+            if LoopbackSocket.waitUntil(listener.descriptor, isReadyFor: Int16(POLLIN), timeout: .seconds(60)) {
+                let connection = accept(listener.descriptor, nil, nil)
+                if connection >= 0 {
+                    accepted = true
+                    if LoopbackSocket.waitUntil(connection, isReadyFor: Int16(POLLIN), timeout: .seconds(60)) {
+                        var buffer = [UInt8](repeating: 0, count: 4096)
+                        let read = recv(connection, &buffer, buffer.count, 0)
+                        request = String(decoding: buffer.prefix(max(0, read)), as: UTF8.self)
+                        let reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                        _ = reply.withCString { send(connection, $0, strlen($0), 0) }
+                    }
+                    close(connection)
+                }
+            }
+            served.withLock { $0 = (takenBeforeRoom, request, accepted) }
+        }
+        server.start()
         engine.post { engine.start(request, sink: nil) { result in outcome.withLock { $0 = result } } }
-        try await Task.sleep(for: .milliseconds(200))
-        #expect(outcome.withLock { $0 } == nil)
-        #expect(early.counts.taken == 0, "held: libcurl has not opened a socket yet")
-        listener.makeRoom()
-        // The early connection's handshake ends at its SYN's next try; the request follows on it.
-        #expect(LoopbackSocket.waitUntil(listener.descriptor, isReadyFor: Int16(POLLIN), timeout: .seconds(60)))
-        let served = accept(listener.descriptor, nil, nil)
-        try #require(served >= 0)
-        defer { close(served) }
-        #expect(LoopbackSocket.waitUntil(served, isReadyFor: Int16(POLLIN), timeout: .seconds(60)))
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let read = recv(served, &buffer, buffer.count, 0)
-        #expect(String(decoding: buffer.prefix(max(0, read)), as: UTF8.self).hasPrefix("GET /a HTTP/1.1"))
-        let reply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
-        _ = reply.withCString { send(served, $0, strlen($0), 0) }
-        for _ in 0..<6000 where outcome.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<12_000 where outcome.withLock({ $0 }) == nil || served.withLock({ $0 }) == nil {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let server_ = try #require(served.withLock { $0 })
+        #expect(server_.takenBeforeRoom == 0, "held: libcurl had not opened a socket before the handshake could end")
+        #expect(server_.accepted && server_.request.hasPrefix("GET /a HTTP/1.1"), "\(server_.request)")
         let ended = try #require(outcome.withLock { $0 })
         #expect(ended.succeeded && ended.head?.status == 200, "\(ended)")
         #expect(early.counts.taken == 1)
