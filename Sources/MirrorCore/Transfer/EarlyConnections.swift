@@ -39,6 +39,10 @@ public final class EarlyConnections: @unchecked Sendable {
     private struct Socket {
         var fd: Int32
         var state: SocketState
+
+        var isReady: Bool {
+            if case .ready = state { true } else { false }
+        }
     }
 
     private struct State {
@@ -63,6 +67,8 @@ public final class EarlyConnections: @unchecked Sendable {
     }
 
     let target: Target
+    /// The host is an address already: no lookup, and nothing for libcurl's.
+    private let isNumeric: Bool
     /// When the connections were started (the monotonic clock, ms): the hold counts from it.
     let startedAt: Int64
     private let state = Mutex(State())
@@ -111,7 +117,8 @@ public final class EarlyConnections: @unchecked Sendable {
         self.holdLimit = holdLimit
         self.idleLimit = idleLimit
         startedAt = MonotonicClock.milliseconds()
-        if Self.numericAddresses(target.host, port: target.port) != nil {
+        isNumeric = Self.isAddress(target.host)
+        if isNumeric {
             resolveAndConnect()
         } else {
             DetachedThread.start { [self] in resolveAndConnect() }
@@ -153,7 +160,7 @@ public final class EarlyConnections: @unchecked Sendable {
                 guard let socket = Self.connect(first.bytes, family: first.family) else { break }
                 sockets.append(socket)
             }
-            if Self.numericAddresses(target.host, port: target.port) == nil {
+            if !isNumeric {
                 resolveEntry = "+\(target.host):\(target.port):" + addresses.map { $0.family == AF_INET6 ? "[\($0.text)]" : $0.text }.joined(separator: ",")
             }
         }
@@ -183,13 +190,11 @@ public final class EarlyConnections: @unchecked Sendable {
         return Socket(fd: fd, state: .connecting)
     }
 
-    /// The host's address when it is written as one (no lookup needed).
-    private static func numericAddresses(_ host: String, port: Int) -> [UInt8]? {
+    /// Whether the host is written as an IPv4 or IPv6 address (no lookup needed).
+    private static func isAddress(_ host: String) -> Bool {
         var v4 = in_addr()
         var v6 = in6_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: v4) { Array($0) } }
-        if inet_pton(AF_INET6, host, &v6) == 1 { return withUnsafeBytes(of: v6) { Array($0) } }
-        return nil
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
     }
 
     private static func text(of address: UnsafePointer<sockaddr>, family: Int32) -> String {
@@ -235,12 +240,12 @@ public final class EarlyConnections: @unchecked Sendable {
             if state.resolveList == nil, let entry = state.resolveEntry {
                 state.resolveList = mirror_curl_slist_append(nil, entry)
             }
-            let ready = state.sockets.filter { if case .ready = $0.state { true } else { false } }.count
+            let ready = state.sockets.filter { $0.isReady }.count
             if ready > state.promised {
                 state.promised += 1
                 return (true, state.resolveList)
             }
-            let connecting = state.sockets.contains { if case .connecting = $0.state { true } else { false } }
+            let connecting = state.sockets.contains { !$0.isReady }
             if connecting { state.refusals += 1 }
             return (!connecting, state.resolveList)
         }
@@ -249,12 +254,13 @@ public final class EarlyConnections: @unchecked Sendable {
     /// Looks at the connections still being made (without waiting), gives up those past
     /// `holdLimit` and closes ready ones unused past `idleLimit`. Returns whether a held
     /// request may now go (`admit` again).
+    @discardableResult
     func update(now: Int64 = MonotonicClock.milliseconds()) -> Bool {
         state.withLock { state in
             guard !state.closed, !state.resolving, !state.sockets.isEmpty else { return !state.resolving }
             var changed = false
             var descriptors = state.sockets.map { pollfd(fd: $0.fd, events: Int16(POLLOUT), revents: 0) }
-            let connecting = state.sockets.contains { if case .connecting = $0.state { true } else { false } }
+            let connecting = state.sockets.contains { !$0.isReady }
             if connecting { _ = poll(&descriptors, nfds_t(descriptors.count), 0) }
             var kept: [Socket] = []
             for (index, var socket) in state.sockets.enumerated() {
@@ -337,7 +343,7 @@ public final class EarlyConnections: @unchecked Sendable {
     func take(_ address: UnsafeRawBufferPointer) -> Int32? {
         state.withLock { state in
             guard !state.closed, Self.sameEndpoint(state.address, address) else { return nil }
-            while let index = state.sockets.firstIndex(where: { if case .ready = $0.state { true } else { false } }) {
+            while let index = state.sockets.firstIndex(where: { $0.isReady }) {
                 let socket = state.sockets.remove(at: index)
                 state.promised = max(0, state.promised - 1)
                 var check = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
@@ -388,7 +394,7 @@ public final class EarlyConnections: @unchecked Sendable {
     /// how many libcurl took, and how many times a request was told to wait.
     var counts: (open: Int, ready: Int, taken: Int, refusals: Int) {
         state.withLock { state in
-            let ready = state.sockets.filter { if case .ready = $0.state { true } else { false } }.count
+            let ready = state.sockets.filter { $0.isReady }.count
             return (state.sockets.count, ready, state.taken, state.refusals)
         }
     }

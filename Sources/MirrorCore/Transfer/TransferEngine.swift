@@ -203,11 +203,9 @@ private final class MultiLoop: @unchecked Sendable {
     }
 
     func run() {
-        // A name looked up on a thread of its own: the requests held for it go on once it is.
-        early?.onResolved { [weak self] in
-            guard let loop = self else { return }
-            loop.post { loop.releaseHeld() }
-        }
+        // A name looked up on a thread of its own: the turn its end wakes releases the
+        // requests held for it.
+        early?.onResolved { [weak self] in self?.post {} }
         while true {
             let (posted, stopping) = takePosted()
             for work in posted { work() }
@@ -222,8 +220,8 @@ private final class MultiLoop: @unchecked Sendable {
                 runDeferred()
                 break
             }
-            if let early, !early.isSettled {
-                _ = early.update()
+            if let early {
+                if !early.isSettled { early.update() }
                 if !held.isEmpty { releaseHeld() }
             }
             var running: Int32 = 0
@@ -254,10 +252,10 @@ private final class MultiLoop: @unchecked Sendable {
         early?.close()
     }
 
-    /// Adds the held requests that may go now (`EarlyConnections.admit`), in the order they came.
+    /// Adds the held requests that may go now (`EarlyConnections.admit`, after the turn's
+    /// `update`), in the order they came.
     private func releaseHeld() {
-        guard let early, !held.isEmpty else { return }
-        _ = early.update()
+        guard let early else { return }
         var still: [(context: TransferContext, host: HostKey)] = []
         for item in held {
             let (admitted, resolve) = early.admit(host: item.host.host, port: item.host.port)
@@ -315,7 +313,9 @@ private final class MultiLoop: @unchecked Sendable {
         } catch {
             return fail(error.code)
         }
-        if let early, request.proxy == nil, let host = HostKey(url: request.url) {
+        // Once the early connections are taken or given up and nothing waits, a request goes
+        // on as without them.
+        if let early, !(held.isEmpty && early.isSettled), request.proxy == nil, let host = HostKey(url: request.url) {
             // Behind the requests to its origin that wait already, in the order they came.
             let (admitted, resolve) = held.contains { $0.host == host } ? (false, nil) : early.admit(host: host.host, port: host.port)
             if admitted {
