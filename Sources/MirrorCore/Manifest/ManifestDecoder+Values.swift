@@ -156,7 +156,7 @@ extension ManifestDecoder {
         guard let text = localPath(node, key: key, expected: "the path of a PEM file of CA certificates") else { return nil }
         let path = LexicalPath.absolute(text, relativeTo: rootResolution.manifestDirectory)
         do {
-            try CertificateFileCheck.checkBundle(path)
+            try certificateChecks.checkBundle(path)
         } catch {
             report(error, at: node, key: key)
             return nil

@@ -13,12 +13,18 @@ struct ManifestDecoder {
     /// Where the logins of URLs come from; nil when there is no netrc file.
     let netrc: Netrc?
     private(set) var diagnostics: [ManifestDiagnostic] = []
+    /// The CA bundles this load has checked (`fresh` shares them).
+    let certificateChecks: CertificateChecks
 
-    init(file: String, environment: [String: String], rootResolution: RootResolution, netrc: Netrc? = nil) {
+    init(
+        file: String, environment: [String: String], rootResolution: RootResolution, netrc: Netrc? = nil,
+        certificateChecks: CertificateChecks = CertificateChecks()
+    ) {
         self.file = file
         self.environment = environment
         self.rootResolution = rootResolution
         self.netrc = netrc
+        self.certificateChecks = certificateChecks
     }
 
     /// Where a relative `root` (or `state_dir`) is resolved, and what replaces it.
@@ -154,7 +160,7 @@ struct ManifestDecoder {
 
     /// A decoder for the same manifest with no diagnostics yet.
     var fresh: ManifestDecoder {
-        ManifestDecoder(file: file, environment: environment, rootResolution: rootResolution, netrc: netrc)
+        ManifestDecoder(file: file, environment: environment, rootResolution: rootResolution, netrc: netrc, certificateChecks: certificateChecks)
     }
 
     /// What a directory-valued top-level key comes to.
@@ -256,7 +262,7 @@ struct ManifestDecoder {
                 if variables[index].isDirectory {
                     try CertificateFileCheck.checkDirectory(path)
                 } else {
-                    try CertificateFileCheck.checkBundle(path)
+                    try certificateChecks.checkBundle(path)
                 }
             } catch {
                 diagnostics.append(ManifestDiagnostic(
