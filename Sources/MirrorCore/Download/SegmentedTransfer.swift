@@ -135,14 +135,25 @@ final class SegmentedTransfer: @unchecked Sendable {
         // Only the pace: the bytes received may still be in the writer's buffer, and a position
         // given to the machine must be on the file (a checkpoint would record it).
         environment.fetcher.engine.post { [self] in
-            guard !over, !isSegmenting else { return }
+            guard !over, !isSegmenting, let machine = environment.machine() else { return }
             // With no slot free, a split would gain nothing yet: no map, no allocation.
             guard let slot = environment.slots.acquireIfIdle(host: environment.limitedHost) else { return }
-            offered = slot
-            environment.deliver(.leadPaced(secondsLeft: secondsLeft))
-            if isSegmenting { environment.deliver(.slotOffered) }
-            offered?.release()
-            offered = nil
+            // Every slot free now, so that the first split is planned for all of them at once.
+            var idle = [slot]
+            while idle.count < machine.limits.maxStreams - 1, let more = environment.slots.acquireIfIdle(host: environment.limitedHost) {
+                idle.append(more)
+            }
+            environment.deliver(.leadPaced(secondsLeft: secondsLeft, slots: idle.count))
+            for slot in idle {
+                guard isSegmenting, !over else {
+                    slot.release()
+                    continue
+                }
+                offered = slot
+                environment.deliver(.slotOffered)
+                offered?.release()
+                offered = nil
+            }
             offerSlots()
         }
     }
