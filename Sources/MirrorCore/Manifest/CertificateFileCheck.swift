@@ -79,27 +79,17 @@ enum CertificateFileCheck {
     }
 }
 
-/// The CA bundles one manifest load has checked, and what was wrong with each: every reading of
-/// the top level checks the environment's (`CURL_CA_BUNDLE` and `SSL_CERT_FILE` often name the
-/// same file), and many entries may name one `ca_file`. Shared by the decoders of one load, on
-/// the thread that loads it.
+/// The CA bundles one manifest load has checked, and what was wrong with each: the environment's
+/// is checked by every reading of the top level (the provisional one `ManifestStream` makes
+/// before `files`, and the final one), and many entries may name one `ca_file`. Shared by the
+/// decoders of one load, on the thread that loads it.
 final class CertificateChecks {
     private var bundles: [String: Result<Void, ValueProblem>] = [:]
 
     /// `CertificateFileCheck.checkBundle`, once per path.
     func checkBundle(_ path: String) throws(ValueProblem) {
-        let outcome: Result<Void, ValueProblem>
-        if let known = bundles[path] {
-            outcome = known
-        } else {
-            do {
-                try CertificateFileCheck.checkBundle(path)
-                outcome = .success(())
-            } catch {
-                outcome = .failure(error)
-            }
-            bundles[path] = outcome
-        }
+        let outcome = bundles[path] ?? Result { () throws(ValueProblem) in try CertificateFileCheck.checkBundle(path) }
+        bundles[path] = outcome
         try outcome.get()
     }
 }
