@@ -15,6 +15,7 @@ struct SegmentedFirstSplitTests {
         var end: Int64 = 100
         var streams: Int
         var pace: Double
+        var firstByteDelay: Double = 0
         var limits: SegmentedDownload.Limits = SegmentedFirstSplitTests.limits
         var pieces: [[Int64]]
         var testDescription: String { name }
@@ -35,11 +36,26 @@ struct SegmentedFirstSplitTests {
         // Step 10 × 0.2 = 2 would leave a first piece of 7: below the least size.
         Split(name: "a step that leaves the first piece too short: equal pieces", start: 60, streams: 4, pace: 40, pieces: [[60, 70], [70, 80], [80, 90], [90, 100]]),
         Split(name: "one stream: the whole range", start: 0, streams: 1, pace: 10, pieces: [[0, 100]]),
+        // Head start 10 × 0.5 = 5; the others share 95 less the steps: pieces of 21.25, 21.25,
+        // 26.25 and 31.25 bytes (17.5, 22.5, 27.5 and 32.5 without).
+        Split(name: "the lead's piece is longer by what it brings in while new streams wait", start: 0, streams: 4, pace: 10,
+              firstByteDelay: 0.5, pieces: [[0, 21], [21, 43], [43, 69], [69, 100]]),
+        // 100 bytes at 10 a second would be the whole file: a quarter of the mean piece, 6.25.
+        Split(name: "the head start is capped", start: 0, streams: 4, pace: 10, firstByteDelay: 10,
+              pieces: [[0, 22], [22, 43], [43, 69], [69, 100]]),
+        Split(name: "no pace known: no head start either", start: 0, streams: 4, pace: 0, firstByteDelay: 1,
+              pieces: [[0, 25], [25, 50], [50, 75], [75, 100]]),
+        Split(name: "a delay that is not a number: none", start: 0, streams: 4, pace: 10, firstByteDelay: .nan,
+              pieces: [[0, 18], [18, 40], [40, 68], [68, 100]]),
+        // 40 bytes in 4 with head start 5 and step 2: a first piece of 5.75, below the least size.
+        Split(name: "a head start that leaves a piece too short: equal pieces", start: 60, streams: 4, pace: 10, firstByteDelay: 0.5,
+              pieces: [[60, 70], [70, 80], [80, 90], [90, 100]]),
     ]
 
     @Test(arguments: splits)
     func firstSplit(_ split: Split) {
-        let pieces = SegmentedDownload.firstSplit(from: split.start, to: split.end, streams: split.streams, bytesPerSecond: split.pace, limits: split.limits)
+        let pieces = SegmentedDownload.firstSplit(from: split.start, to: split.end, streams: split.streams, bytesPerSecond: split.pace,
+                                                   firstByteDelay: split.firstByteDelay, limits: split.limits)
         #expect(pieces.map { [$0.start, $0.end] } == split.pieces)
         // Whatever the pace, the pieces cover the range in order, each at least the least size.
         #expect(pieces.first?.start == split.start && pieces.last?.end == split.end)
@@ -63,6 +79,15 @@ struct SegmentedFirstSplitTests {
         #expect(machine.handle(.slotOffered) == [.request(stream: 2, first: 40, last: 67)])
         #expect(machine.handle(.slotOffered) == [.request(stream: 3, first: 68, last: 99)])
         #expect(machine.handle(.slotOffered) == [.declineSlot])
+    }
+
+    @Test func theLeadsFirstByteDelayMovesThePlannedPiecesOn() {
+        var machine = SegmentedDownload.fresh(total: 100, leadPosition: 0, limits: Self.limits)
+        #expect(machine.handle(.leadPaced(secondsLeft: 10, slots: 3, firstByteDelay: 0.5)) == [.startSegments])
+        #expect(machine.handle(.slotOffered) == [.request(stream: 1, first: 21, last: 42)])
+        #expect(machine.end(of: 0) == 21)
+        #expect(machine.handle(.slotOffered) == [.request(stream: 2, first: 43, last: 68)])
+        #expect(machine.handle(.slotOffered) == [.request(stream: 3, first: 69, last: 99)])
     }
 
     @Test func slotsBeyondThePlanSplitTheLargestRangeInHalf() {

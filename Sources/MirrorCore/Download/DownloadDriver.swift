@@ -30,6 +30,8 @@ final class DownloadDriver: @unchecked Sendable {
         let request: TransferRequest
         let ticket: ProgressTicket?
         let source: EntryDriver.Source
+        /// When its GET was handed to the engine (the monotonic clock, ms).
+        let requestedAt: Int64
     }
 
     init(host: EntryDriver) {
@@ -162,7 +164,8 @@ final class DownloadDriver: @unchecked Sendable {
         request.ifRange = get.ifRange
         request.throttle = host.throttle(for: order.source)
         let watched = get.lead ? segmentLead(writer: writer, source: source) : nil
-        lead = watched.map { Lead(stream: $0, request: request, ticket: writer.progress, source: source) }
+        let requestedAt = MonotonicClock.milliseconds()
+        lead = watched.map { Lead(stream: $0, request: request, ticket: writer.progress, source: source, requestedAt: requestedAt) }
         // The stream guard judges the head first: a large body on an HTTP/2 stream needs a
         // connection permit before the lead may split it or the writer take it.
         let guarded = host.streamGuard(watched ?? writer)
@@ -228,8 +231,10 @@ final class DownloadDriver: @unchecked Sendable {
     private func startSegmentsFromLead(_ version: SegmentVersion) {
         guard let lead else { return }
         let writer = lead.stream.writer
+        // The lead's reply has just begun: how long it waited is what a new stream will.
+        let firstByteDelay = Double(MonotonicClock.milliseconds() - lead.requestedAt) / 1000
         let transfer = segmentedTransfer(version, source: lead.source, request: lead.request, fd: writer.fd, hasher: writer.hasher,
-                                         ticket: lead.ticket, leadBytes: { writer.bytesWritten })
+                                         ticket: lead.ticket, leadFirstByteDelay: firstByteDelay, leadBytes: { writer.bytesWritten })
         lead.stream.transfer = transfer
         segmented = transfer
     }
@@ -259,7 +264,7 @@ final class DownloadDriver: @unchecked Sendable {
 
     private func segmentedTransfer(
         _ version: SegmentVersion, source: EntryDriver.Source, request: TransferRequest, fd: Int32,
-        hasher: TrailingHasher?, ticket: ProgressTicket?, leadBytes: @escaping () -> Int64
+        hasher: TrailingHasher?, ticket: ProgressTicket?, leadFirstByteDelay: Double = 0, leadBytes: @escaping () -> Int64
     ) -> SegmentedTransfer {
         let environment = SegmentedTransfer.Environment(
             dest: entry.dest, paths: paths, fd: fd, hasher: hasher, request: request, fetcher: env.fetcher, slots: env.slots,
@@ -270,7 +275,7 @@ final class DownloadDriver: @unchecked Sendable {
             machine: { [unowned host] in host.downloadMachine?.segments },
             deliver: { [unowned host] in host.deliver(.download(.segments($0))) },
             ready: { [unowned host] in host.deliver(.download(.segmentsReady($0))) })
-        return SegmentedTransfer(version: version, environment: environment) { [self] transfer, end in
+        return SegmentedTransfer(version: version, environment: environment, leadFirstByteDelay: leadFirstByteDelay) { [self] transfer, end in
             ticket?.finish()
             if segmented === transfer { segmented = nil }
             host.deliver(.download(.segmentsEnded(end, leadBytes: leadBytes())))
@@ -331,6 +336,8 @@ final class DownloadDriver: @unchecked Sendable {
         request.throttle = host.throttle(for: index)
         var writer: PartialFileWriter?
         var watched: SegmentLead?
+        // Sent just below, once its sink is made.
+        let requestedAt = MonotonicClock.milliseconds()
         let sink = ConditionalBodySink { [self] head throws(TransferFailure) -> (any ResponseBodySink)? in
             bodyOrder = nil
             switch ConditionalReply.judge(head, recorded: recorded) {
@@ -355,7 +362,7 @@ final class DownloadDriver: @unchecked Sendable {
             // not on the condition this GET carried.
             var template = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
             template.throttle = request.throttle
-            lead = Lead(stream: leading, request: template, ticket: body.progress, source: source)
+            lead = Lead(stream: leading, request: template, ticket: body.progress, source: source, requestedAt: requestedAt)
             return leading
         }
         // Guarded before the machine hears the head: a large body is not judged until the

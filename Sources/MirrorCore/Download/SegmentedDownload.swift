@@ -44,6 +44,10 @@ struct SegmentedDownload: Equatable {
         /// then at most 1.75 % longer than the mean at 8 streams, what a link the lead's pace
         /// misjudges can lose.
         var maxStepShare = 0.005
+        /// The lead's head start in the first split (`firstSplit`), at most this share of the
+        /// mean piece: a first byte that was slow for a reason of its own (a server that took
+        /// long to answer) does not leave the lead most of the file.
+        var maxHeadStartShare = 0.25
         /// A checkpoint at least this often while bytes come in, however slowly.
         static let checkpointInterval: Duration = .seconds(5)
 
@@ -68,8 +72,10 @@ struct SegmentedDownload: Equatable {
 
     enum Event: Equatable {
         /// At the lead's pace so far, it would need this long for the rest of the file; `slots`
-        /// extra slots are held now, each offered next (`slotOffered`).
-        case leadPaced(secondsLeft: Double, slots: Int = 0)
+        /// extra slots are held now, each offered next (`slotOffered`). `firstByteDelay`: how
+        /// long the lead's own request waited for its first byte (seconds), what a stream that
+        /// starts now is expected to wait too while the lead goes on (`firstSplit`).
+        case leadPaced(secondsLeft: Double, slots: Int = 0, firstByteDelay: Double = 0)
         /// An extra transfer slot is held for this download.
         case slotOffered
         /// `stream` has written its range from `from` up to `position` (exclusive). `from` names
@@ -214,13 +220,13 @@ struct SegmentedDownload: Equatable {
 
     mutating func handle(_ event: Event) -> [Effect] {
         switch event {
-        case .leadPaced(let secondsLeft, let slots):
+        case .leadPaced(let secondsLeft, let slots, let firstByteDelay):
             guard phase == .pacing, secondsLeft >= limits.minSecondsLeft else { return [] }
             phase = .running
             if let lead = streams[0], slots > 0 {
                 let pieces = Self.firstSplit(
                     from: lead.position, to: total, streams: 1 + min(slots, limits.maxStreams - 1),
-                    bytesPerSecond: Double(total - lead.position) / secondsLeft, limits: limits)
+                    bytesPerSecond: Double(total - lead.position) / secondsLeft, firstByteDelay: firstByteDelay, limits: limits)
                 if pieces.count > 1 {
                     plannedLeadEnd = pieces[0].end
                     plannedPieces = Array(pieces.dropFirst())
@@ -369,22 +375,36 @@ struct SegmentedDownload: Equatable {
     /// before it by about the time its predecessor takes to hash: the step is the mean piece ×
     /// (the lead's pace ÷ `hashRate`), at most `maxStepShare` of it. As many streams as leave
     /// each piece `minPiece` or more.
-    static func firstSplit(from start: Int64, to end: Int64, streams: Int, bytesPerSecond: Double, limits: Limits) -> [ByteRange] {
+    ///
+    /// The lead goes on while the other streams wait for their first byte (a connection's
+    /// handshake and a round trip: `firstByteDelay`, as the lead's own request waited), so its
+    /// piece is longer by what it brings in meanwhile at its pace, at most `maxHeadStartShare`
+    /// of the mean piece. Without it the lead completed its piece first, one round trip and
+    /// more ahead of the second, and then took half of what the last had left, which came in
+    /// last.
+    static func firstSplit(from start: Int64, to end: Int64, streams: Int, bytesPerSecond: Double, firstByteDelay: Double = 0,
+                           limits: Limits) -> [ByteRange] {
         let remaining = end - start
         let count = max(1, min(streams, Int(remaining / max(1, limits.minPiece))))
         guard count > 1 else { return [ByteRange(start, end)] }
         let mean = Double(remaining) / Double(count)
-        let ratio = bytesPerSecond.isFinite && bytesPerSecond > 0 ? min(bytesPerSecond / limits.hashRate, limits.maxStepShare) : 0
+        let paced = bytesPerSecond.isFinite && bytesPerSecond > 0
+        let ratio = paced ? min(bytesPerSecond / limits.hashRate, limits.maxStepShare) : 0
+        let delay = firstByteDelay.isFinite && firstByteDelay > 0 ? firstByteDelay : 0
+        var headStart = paced ? min(bytesPerSecond * delay, mean * limits.maxHeadStartShare) : 0
         var step = mean * ratio
-        var first = (Double(remaining) - step * Double(count * (count - 1) / 2)) / Double(count)
+        // The pieces after the lead's share what its head start leaves, growing by the step.
+        var first = (Double(remaining) - headStart - step * Double(count * (count - 1) / 2)) / Double(count)
         if first < Double(limits.minPiece) {
             step = 0
+            headStart = 0
             first = mean
         }
         var pieces: [ByteRange] = []
         var at = start
         for index in 0..<count {
-            let next = index == count - 1 ? end : start + Int64((first * Double(index + 1) + step * Double(index * (index + 1) / 2)).rounded())
+            let next = index == count - 1 ? end
+                : start + Int64((headStart + first * Double(index + 1) + step * Double(index * (index + 1) / 2)).rounded())
             pieces.append(ByteRange(at, next))
             at = next
         }

@@ -57,6 +57,9 @@ final class SegmentedTransfer: @unchecked Sendable {
     private var lastCheckpoint = MonotonicClock.milliseconds()
     /// When the lead's pace began to be measured, and where it was then.
     private let pacedFrom: (milliseconds: Int64, position: Int64)
+    /// How long the lead's request waited for its reply (seconds; 0: not known): the first
+    /// split gives the lead what it brings in while new streams wait as long.
+    private let leadFirstByteDelay: Double
     private let onEnd: (SegmentedTransfer, EntryMachine.TransferEnd) -> Void
     /// Body bytes the range requests wrote (the lead's are counted by its writer).
     private(set) var bytes: Int64 = 0
@@ -65,9 +68,11 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// Bytes between two progress reports of a stream to the machine.
     static let reportEvery: Int64 = 1 << 20
 
-    init(version: SegmentVersion, environment: Environment, onEnd: @escaping (SegmentedTransfer, EntryMachine.TransferEnd) -> Void) {
+    init(version: SegmentVersion, environment: Environment, leadFirstByteDelay: Double = 0,
+         onEnd: @escaping (SegmentedTransfer, EntryMachine.TransferEnd) -> Void) {
         self.version = version
         self.environment = environment
+        self.leadFirstByteDelay = leadFirstByteDelay
         self.onEnd = onEnd
         head = EntryMachine.ResponseHeadSummary(etag: version.etag, lastModified: version.lastModified)
         pacedFrom = (MonotonicClock.milliseconds(), environment.machine()?.streams[0]?.position ?? 0)
@@ -143,7 +148,7 @@ final class SegmentedTransfer: @unchecked Sendable {
             while idle.count < machine.limits.maxStreams - 1, let more = environment.slots.acquireIfIdle(host: environment.limitedHost) {
                 idle.append(more)
             }
-            environment.deliver(.leadPaced(secondsLeft: secondsLeft, slots: idle.count))
+            environment.deliver(.leadPaced(secondsLeft: secondsLeft, slots: idle.count, firstByteDelay: leadFirstByteDelay))
             for slot in idle {
                 guard isSegmenting, !over else {
                     slot.release()
