@@ -24,11 +24,11 @@ let package = Package(
             pkgConfig: "yaml-0.1",
             providers: [.apt(["libyaml-dev"])]
         ),
-        // OpenSSL's libcrypto, for SHA-256 (libssl comes with libcurl).
-        .systemLibrary(
+        // OpenSSL's libcrypto (headers from libssl-dev), for SHA-256 and SHA-512, loaded when
+        // first needed: a table of the few functions used (libssl comes with libcurl).
+        .target(
             name: "CCrypto",
-            pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]
+            linkerSettings: [.linkedLibrary("dl")]
         ),
         // SQLite, for the state store.
         .systemLibrary(

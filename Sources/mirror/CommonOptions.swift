@@ -46,6 +46,9 @@ struct CommonOptions: ParsableArguments {
     /// the root). Warns about entries that turn TLS verification off. `hashingContent`: see
     /// `readManifest`.
     func loadManifest(console: Console, hashingContent: Bool = false) throws -> Manifest {
+        // Every command that reads a manifest may hash (its bytes for a report, shards, files):
+        // libcrypto is there first, or the command stops here.
+        try prepareHashing(console: console)
         let loaded: Manifest
         do {
             loaded = try readManifest(hashingContent: hashingContent)
@@ -66,6 +69,18 @@ struct CommonOptions: ParsableArguments {
             console.notice("mirror: warning: \(entry.location): \(entry.dest): insecure: true, TLS certificates are not verified")
         }
         return loaded
+    }
+
+    /// Loads libcrypto (for a command that makes requests, `main` started that with libcurl's
+    /// loading); one that cannot be loaded exits with status 2, before anything is read.
+    func prepareHashing(console: Console) throws {
+        do {
+            try CryptoLibrary.load()
+        } catch {
+            if json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
+            console.error("mirror: \(error)")
+            throw ExitWith(status: .usage)
+        }
     }
 
     /// Waits until libcurl is loaded and set up (`NetworkPreparation`, which `main` started for

@@ -6,9 +6,9 @@
 // has gone round 100 times. The real `exit` then runs the process's exit handlers while that
 // thread keeps going. An OpenSSL that registered its clean-up as one of them frees those locks
 // under the thread, which crashes the process (SIGSEGV or SIGABRT) in about 1 exit in 3.
-// Only for a command that sets OpenSSL up itself (sync, plan, lock, verify --rehash): in one that
-// never does (verify from the store's hashes, report), this thread is the first to set it up,
-// with the exit handler, and crashes it the same way.
+// Only for a command that sets OpenSSL up itself (one that reads a manifest: sync, plan, lock,
+// verify): in one that never does (report), this thread is the first to set it up, with the exit
+// handler, and crashes it the same way.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <openssl/evp.h>

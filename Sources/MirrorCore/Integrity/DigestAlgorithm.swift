@@ -29,8 +29,8 @@ public enum DigestAlgorithm: String, Sendable, CaseIterable {
 
     var evp: OpaquePointer {
         switch self {
-        case .sha256: EVP_sha256()
-        case .sha512: EVP_sha512()
+        case .sha256: mirror_EVP_sha256()
+        case .sha512: mirror_EVP_sha512()
         }
     }
 }

@@ -8,31 +8,31 @@ final class DigestHasher {
 
     init(_ algorithm: DigestAlgorithm = .sha256) {
         OpenSSLSetup.done
-        guard let context = EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed: out of memory") }
+        guard let context = mirror_EVP_MD_CTX_new() else { fatalError("EVP_MD_CTX_new failed: out of memory") }
         self.context = context
         self.algorithm = algorithm
-        EVP_DigestInit_ex(context, algorithm.evp, nil)
+        mirror_EVP_DigestInit_ex(context, algorithm.evp)
     }
 
     deinit {
-        EVP_MD_CTX_free(context)
+        mirror_EVP_MD_CTX_free(context)
     }
 
     func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
-        EVP_DigestUpdate(context, base, bytes.count)
+        mirror_EVP_DigestUpdate(context, base, bytes.count)
     }
 
     /// Starts over, as if no bytes had been seen.
     func reset() {
-        EVP_DigestInit_ex(context, algorithm.evp, nil)
+        mirror_EVP_DigestInit_ex(context, algorithm.evp)
     }
 
     /// The digest as lowercase hex digits (64 or 128). The hasher must not be used afterwards.
     func finalize() -> String {
         var digest = [UInt8](repeating: 0, count: algorithm.hexLength / 2)
         var length: UInt32 = 0
-        EVP_DigestFinal_ex(context, &digest, &length)
+        mirror_EVP_DigestFinal_ex(context, &digest, &length)
         return Self.hex(digest)
     }
 

@@ -25,7 +25,7 @@ public enum ShardHash {
         var length: UInt32 = 0
         var text = dest
         text.withUTF8 { input in
-            _ = EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha256(), nil)
+            _ = mirror_EVP_Digest(input.baseAddress, input.count, &digest, &length, mirror_EVP_sha256())
         }
         var key: UInt64 = 0
         for byte in digest.prefix(8) { key = key << 8 | UInt64(byte) }

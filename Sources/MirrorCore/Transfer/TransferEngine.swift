@@ -106,7 +106,8 @@ public struct NetworkLibraryUnavailable: Error, CustomStringConvertible, Sendabl
 /// libcurl. Swift initialises globals exactly once, under a lock. Nil when it is ready;
 /// otherwise why it cannot be loaded.
 private let curlGlobalInitialization: String? = {
-    OpenSSLSetup.done
+    // libcurl's libssl needs libcrypto, loaded and set up first.
+    if let failure = OpenSSLSetup.failure { return failure }
     if let failure = mirror_curl_load() { return String(cString: failure) }
     mirror_curl_global_init(Int(CURL_GLOBAL_DEFAULT))
     return nil

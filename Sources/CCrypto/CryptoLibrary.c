@@ -1,0 +1,58 @@
+#include "CCrypto.h"
+
+#include <dlfcn.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdio.h>
+
+struct mirror_crypto_functions mirror_crypto_table;
+
+static pthread_once_t loading = PTHREAD_ONCE_INIT;
+static char failure_text[512];
+static const char *failure;
+
+static void load(void) {
+    // Bound at load, as libcurl is: a libcrypto without one of these fails here, before any
+    // file is hashed.
+    void *crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (crypto == NULL) {
+        const char *said = dlerror();
+        snprintf(failure_text, sizeof failure_text, "%s", said != NULL ? said : "libcrypto.so.3 cannot be loaded");
+        failure = failure_text;
+        return;
+    }
+    int (*init_crypto)(uint64_t options, const OPENSSL_INIT_SETTINGS *settings);
+    struct {
+        void **slot;
+        const char *name;
+    } symbols[] = {
+        {(void **)&init_crypto, "OPENSSL_init_crypto"},
+        {(void **)&mirror_crypto_table.md_ctx_new, "EVP_MD_CTX_new"},
+        {(void **)&mirror_crypto_table.md_ctx_free, "EVP_MD_CTX_free"},
+        {(void **)&mirror_crypto_table.digest_init_ex, "EVP_DigestInit_ex"},
+        {(void **)&mirror_crypto_table.digest_update, "EVP_DigestUpdate"},
+        {(void **)&mirror_crypto_table.digest_final_ex, "EVP_DigestFinal_ex"},
+        {(void **)&mirror_crypto_table.digest, "EVP_Digest"},
+        {(void **)&mirror_crypto_table.sha256, "EVP_sha256"},
+        {(void **)&mirror_crypto_table.sha512, "EVP_sha512"},
+    };
+    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+        *symbols[i].slot = dlsym(crypto, symbols[i].name);
+        if (*symbols[i].slot == NULL) {
+            snprintf(failure_text, sizeof failure_text, "libcrypto.so.3 has no %s", symbols[i].name);
+            failure = failure_text;
+            return;
+        }
+    }
+    // Before libcurl's libssl or anything else initialises OpenSSL: the first call decides
+    // whether OpenSSL registers its exit handler.
+    if (!init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL)) {
+        snprintf(failure_text, sizeof failure_text, "OpenSSL could not be initialised (OPENSSL_init_crypto failed)");
+        failure = failure_text;
+    }
+}
+
+const char *mirror_crypto_load(void) {
+    pthread_once(&loading, load);
+    return failure;
+}

@@ -1,2 +1,0 @@
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
