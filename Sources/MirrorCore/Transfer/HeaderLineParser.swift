@@ -16,12 +16,13 @@ struct HeaderLineParser {
     /// Whether the last header line was kept, so that a continuation of it is too.
     private var keptLastHeader = false
 
-    /// The response headers mirror reads.
-    static let wantedHeaders: [[UInt8]] = [
+    /// The response headers mirror reads, lowercased.
+    static let wantedNames: [String] = [
         "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after", "transfer-encoding",
         // A segmented download asks whether ranges are offered and how old the version is.
         "accept-ranges", "date",
-    ].map { Array($0.utf8) }
+    ]
+    static let wantedHeaders: [[UInt8]] = wantedNames.map { Array($0.utf8) }
 
     /// The head of the last response, once a status line came.
     var head: ResponseHead? {
@@ -51,17 +52,18 @@ struct HeaderLineParser {
         // A line with no colon is no header: skipped, and it changes nothing.
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = line[..<colon]
-        keptLastHeader = Self.wantedHeaders.contains { wanted in
+        let wanted = Self.wantedHeaders.firstIndex { wanted in
             wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == ($1 | 0x20) }
         }
-        guard keptLastHeader else { return }
+        keptLastHeader = wanted != nil
+        guard let wanted else { return }
         var value = line[(colon + 1)...]
         while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
         while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
-        fields.append((
-            name: String(decoding: name.lazy.map { $0 | 0x20 }, as: UTF8.self),
-            value: String(decoding: value, as: UTF8.self)
-        ))
+        // The name as listed (it matched it, lowercased), and the value from a buffer of bytes:
+        // a string made from a lazily lowercased slice went through a protocol cast that the
+        // runtime looked up again for every header, about 3 µs each.
+        fields.append((name: Self.wantedNames[wanted], value: String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)))
     }
 
     /// The code in "HTTP/1.1 200 OK" or "HTTP/2 200"; 0 when there is none.
