@@ -90,6 +90,20 @@ struct SegmentedFirstSplitTests {
         #expect(machine.handle(.slotOffered) == [.request(stream: 3, first: 69, last: 99)])
     }
 
+    /// A new stream's wait for its first byte: the lead's (a handshake and a round trip) when
+    /// its connection is opened at the split; less what of the handshake is over when the
+    /// connections were opened earlier, but never less than half, the request's round trip.
+    @Test(arguments: [
+        (lead: 0.08, warmedFor: nil as Double?, expected: 0.08),
+        (lead: 0.08, warmedFor: 0.0, expected: 0.08),
+        (lead: 0.08, warmedFor: 0.01, expected: 0.07),
+        (lead: 0.08, warmedFor: 0.05, expected: 0.04),
+        (lead: 0.08, warmedFor: 5.0, expected: 0.04),
+    ])
+    func aStreamsFirstByteDelay(_ row: (lead: Double, warmedFor: Double?, expected: Double)) {
+        #expect(abs(SegmentedTransfer.streamFirstByteDelay(lead: row.lead, warmedFor: row.warmedFor) - row.expected) < 1e-9)
+    }
+
     @Test func slotsBeyondThePlanSplitTheLargestRangeInHalf() {
         // One slot held: two pieces, 45 and 55 bytes (step 50 × 0.2 = 10).
         var machine = Self.paced(slots: 1)

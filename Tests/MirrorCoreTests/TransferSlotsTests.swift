@@ -23,6 +23,32 @@ struct TransferSlotsTests {
         waiter.withLock { $0?.release() }
     }
 
+    /// How many idle slots `acquireIfIdle` would hand out now: the free ones, within the host's
+    /// limit and `limit`, none while anyone waits; counting takes none.
+    @Test func theIdleSlotsAreCountedAsAcquireIfIdleWouldGrantThem() throws {
+        let slots = TransferSlots(3, hostLimits: ["h": 2])
+        #expect(slots.idleCount(limit: 15) == 3)
+        #expect(slots.idleCount(limit: 2) == 2)
+        #expect(slots.idleCount(host: "h", limit: 15) == 2)
+        let first = try #require(slots.acquireIfIdle(host: "h"))
+        #expect(slots.idleCount(host: "h", limit: 15) == 1)
+        #expect(slots.idleCount(limit: 15) == 2)
+        let second = try #require(slots.acquireIfIdle())
+        let third = try #require(slots.acquireIfIdle())
+        #expect(slots.idleCount(limit: 15) == 0)
+        let waiter = Mutex<TransferSlots.Slot?>(nil)
+        let (granted, _) = slots.acquire(host: nil) { slot in waiter.withLock { $0 = slot } }
+        #expect(granted == nil)
+        third.release()
+        // The waiter took the freed permit.
+        #expect(slots.idleCount(limit: 15) == 0)
+        second.release()
+        #expect(slots.idleCount(limit: 15) == 1)
+        first.release()
+        waiter.withLock { $0?.release() }
+        #expect(slots.idleCount(limit: 15) == 3)
+    }
+
     @Test func noMoreThanTheCountAreHeldAtOnce() async {
         let slots = TransferSlots(3)
         let held = Shared((now: 0, most: 0, done: 0))

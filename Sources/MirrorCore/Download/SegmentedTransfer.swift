@@ -60,6 +60,8 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// How long the lead's request waited for its reply (seconds; 0: not known): the first
     /// split gives the lead what it brings in while new streams wait as long.
     private let leadFirstByteDelay: Double
+    /// When connections for the streams began to be opened, if they were (ms).
+    private let connectionsWarmedAt: Int64?
     private let onEnd: (SegmentedTransfer, EntryMachine.TransferEnd) -> Void
     /// Body bytes the range requests wrote (the lead's are counted by its writer).
     private(set) var bytes: Int64 = 0
@@ -68,11 +70,12 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// Bytes between two progress reports of a stream to the machine.
     static let reportEvery: Int64 = 1 << 20
 
-    init(version: SegmentVersion, environment: Environment, leadFirstByteDelay: Double = 0,
+    init(version: SegmentVersion, environment: Environment, leadFirstByteDelay: Double = 0, connectionsWarmedAt: Int64? = nil,
          onEnd: @escaping (SegmentedTransfer, EntryMachine.TransferEnd) -> Void) {
         self.version = version
         self.environment = environment
         self.leadFirstByteDelay = leadFirstByteDelay
+        self.connectionsWarmedAt = connectionsWarmedAt
         self.onEnd = onEnd
         head = EntryMachine.ResponseHeadSummary(etag: version.etag, lastModified: version.lastModified)
         pacedFrom = (MonotonicClock.milliseconds(), environment.machine()?.streams[0]?.position ?? 0)
@@ -134,7 +137,9 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// The lead running alone has received `position` bytes (from inside libcurl's callback:
     /// posted): its pace so far says how long the rest would take on it alone.
     func postLeadPace(_ position: Int64) {
-        let elapsed = MonotonicClock.milliseconds() - pacedFrom.milliseconds
+        let now = MonotonicClock.milliseconds()
+        let elapsed = now - pacedFrom.milliseconds
+        let firstByteDelay = Self.streamFirstByteDelay(lead: leadFirstByteDelay, warmedFor: connectionsWarmedAt.map { Double(now - $0) / 1000 })
         let done = position - pacedFrom.position
         let secondsLeft = done > 0 ? Double(version.total - position) * Double(max(1, elapsed)) / 1000 / Double(done) : .infinity
         // Only the pace: the bytes received may still be in the writer's buffer, and a position
@@ -148,7 +153,7 @@ final class SegmentedTransfer: @unchecked Sendable {
             while idle.count < machine.limits.maxStreams - 1, let more = environment.slots.acquireIfIdle(host: environment.limitedHost) {
                 idle.append(more)
             }
-            environment.deliver(.leadPaced(secondsLeft: secondsLeft, slots: idle.count, firstByteDelay: leadFirstByteDelay))
+            environment.deliver(.leadPaced(secondsLeft: secondsLeft, slots: idle.count, firstByteDelay: firstByteDelay))
             for slot in idle {
                 guard isSegmenting, !over else {
                     slot.release()
@@ -161,6 +166,15 @@ final class SegmentedTransfer: @unchecked Sendable {
             }
             offerSlots()
         }
+    }
+
+    /// How long a stream started now waits for its first byte (seconds), from how long the
+    /// lead's request waited (a handshake and a round trip on a new connection) and, when the
+    /// streams' connections were opened `warmedFor` seconds ago, what of the handshake is over:
+    /// at least half the lead's wait, the request's own round trip.
+    static func streamFirstByteDelay(lead: Double, warmedFor: Double?) -> Double {
+        guard let warmedFor, warmedFor > 0 else { return lead }
+        return max(lead / 2, lead - warmedFor)
     }
 
     /// The lead, one stream of several, has written up to `position` (posted, as above).

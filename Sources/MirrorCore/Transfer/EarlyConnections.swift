@@ -7,7 +7,10 @@ import Synchronization
 /// (about 9 ms at the start of a run), the handshakes are already on their way. The engine's
 /// first requests to that origin wait for them (`admit`) and libcurl takes them as the sockets
 /// it would have opened (`take`, from `CURLOPT_OPENSOCKETFUNCTION`), so a run opens no more
-/// connections than it would have: a request leaves one round trip sooner.
+/// connections than it would have: a request leaves one round trip sooner. Later in the run,
+/// when a large file's reply shows it worth splitting, the engine opens its streams'
+/// connections to the same origin the same way (`openMore`), while the lead is paced; where the
+/// pace then says one connection will do, they are closed unused at `idleLimit`.
 ///
 /// Only where that is sure to be the connection libcurl would make: an `http` or `https`
 /// origin reached without a proxy, whose name resolves to addresses of one family (to a host
@@ -39,6 +42,8 @@ public final class EarlyConnections: @unchecked Sendable {
     private struct Socket {
         var fd: Int32
         var state: SocketState
+        /// When its handshake began (the monotonic clock, ms): the hold counts from it.
+        var openedAt: Int64
 
         var isReady: Bool {
             if case .ready = state { true } else { false }
@@ -50,6 +55,7 @@ public final class EarlyConnections: @unchecked Sendable {
         var resolving = true
         /// Every address of the name as libcurl would have them, first first (one family).
         var address: [UInt8] = []
+        var family: Int32 = 0
         var sockets: [Socket] = []
         /// Ready sockets promised to requests let through and not yet taken by libcurl.
         var promised = 0
@@ -167,6 +173,7 @@ public final class EarlyConnections: @unchecked Sendable {
         let (wake, closed) = state.withLock { state in
             state.resolving = false
             state.address = sockets.isEmpty ? [] : addresses[0].bytes
+            state.family = sockets.isEmpty ? 0 : addresses[0].family
             state.sockets = sockets
             state.resolveEntry = resolveEntry
             return (state.wake, state.closed)
@@ -187,7 +194,7 @@ public final class EarlyConnections: @unchecked Sendable {
             Glibc.close(fd)
             return nil
         }
-        return Socket(fd: fd, state: .connecting)
+        return Socket(fd: fd, state: .connecting, openedAt: MonotonicClock.milliseconds())
     }
 
     /// Whether the host is written as an IPv4 or IPv6 address (no lookup needed).
@@ -275,14 +282,14 @@ public final class EarlyConnections: @unchecked Sendable {
                             continue
                         }
                         // Seen ready only after the hold: when its handshake ended is not known.
-                        if now - startedAt >= holdLimit {
+                        if now - socket.openedAt >= holdLimit {
                             Glibc.close(socket.fd)
                             changed = true
                             continue
                         }
                         socket.state = .ready(since: now)
                         changed = true
-                    } else if now - startedAt >= holdLimit {
+                    } else if now - socket.openedAt >= holdLimit {
                         Glibc.close(socket.fd)
                         changed = true
                         continue
@@ -316,12 +323,31 @@ public final class EarlyConnections: @unchecked Sendable {
                 switch socket.state {
                 case .connecting:
                     descriptors.append(curl_waitfd(fd: socket.fd, events: Int16(CURL_WAIT_POLLOUT), revents: 0))
-                    wake(at: startedAt + holdLimit)
+                    wake(at: socket.openedAt + holdLimit)
                 case .ready(let since):
                     wake(at: since + idleLimit)
                 }
             }
             return (descriptors, wakeAt.map { max(0, $0 - now) })
+        }
+    }
+
+    /// Starts `count` more connections to the address the first ones went to, for requests
+    /// about to follow (the streams of a segmented download, once its lead showed a file worth
+    /// splitting): their handshakes run while the lead is paced. None when the lookup is not
+    /// over, gave nothing, or the connections were closed; at most `count` ready or under way
+    /// beyond those already promised.
+    /// Returns how many are now ready or under way for them.
+    @discardableResult
+    func openMore(_ count: Int) -> Int {
+        state.withLock { state in
+            guard !state.closed, !state.resolving, !state.address.isEmpty else { return 0 }
+            var spare = state.sockets.count - state.promised
+            while spare < count, let socket = Self.connect(state.address, family: state.family) {
+                state.sockets.append(socket)
+                spare += 1
+            }
+            return min(spare, count)
         }
     }
 

@@ -65,6 +65,15 @@ final class TransferEngine: Sendable {
     func cancel(_ id: UInt64) {
         loop.cancelNow(id: id)
     }
+
+    /// Opens up to `count` connections to `host`:`port` ahead of requests about to follow,
+    /// where the run's early connections went there (`EarlyConnections.openMore`); nothing
+    /// otherwise. Returns how many are ready or on their way for them. Call only on the loop's
+    /// thread.
+    @discardableResult
+    func warm(host: String, port: Int, count: Int) -> Int {
+        loop.warm(host: host, port: port, count: count)
+    }
 }
 
 /// libcurl loaded (it is not linked: `CCurl`) and set up (mostly OpenSSL's set-up: its
@@ -192,6 +201,11 @@ private final class MultiLoop: @unchecked Sendable {
         if sleeping.load(ordering: .sequentiallyConsistent) {
             mirror_curl_multi_wakeup(multi)
         }
+    }
+
+    func warm(host: String, port: Int, count: Int) -> Int {
+        guard let early, count > 0, early.target.host == host, early.target.port == port else { return 0 }
+        return early.openMore(count)
     }
 
     /// Stops a running transfer now; on the loop's thread only.

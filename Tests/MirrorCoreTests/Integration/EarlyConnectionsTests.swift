@@ -168,6 +168,39 @@ struct EarlyConnectionsTests {
         #expect(taken == nil)
     }
 
+    /// More connections to the same address for the requests about to follow (a segmented
+    /// download's streams): as many as asked beyond those ready and not promised, each taken
+    /// once; none once the connections are closed.
+    @Test func moreConnectionsAreOpenedForTheRequestsAboutToFollow() throws {
+        let (descriptor, port) = try LoopbackSocket.listen(on: try LoopbackAddress("127.0.0.1"))
+        defer { close(descriptor) }
+        let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(port), count: 1))
+        func waitReady(_ count: Int) {
+            for _ in 0..<400 where early.counts.ready < count {
+                _ = early.update()
+                if early.counts.ready < count { Thread.sleep(forTimeInterval: 0.005) }
+            }
+        }
+        waitReady(1)
+        // One is there, not promised: two more make three.
+        #expect(early.openMore(3) == 3)
+        #expect(early.counts.open == 3)
+        #expect(early.admit(host: "127.0.0.1", port: Int(port)).admitted, "the ready one is promised")
+        #expect(early.admit(host: "127.0.0.1", port: Int(port)).admitted == false, "held while the new handshakes go on")
+        waitReady(3)
+        var address = try LoopbackAddress("127.0.0.1").socketAddress(port: port)
+        var taken: [Int32] = []
+        for _ in 0..<4 {
+            if let fd = withUnsafeBytes(of: &address, { early.take($0) }) { taken.append(fd) }
+        }
+        #expect(taken.count == 3)
+        for fd in taken { close(fd) }
+        #expect(early.counts.open == 0)
+        early.close()
+        #expect(early.openMore(2) == 0)
+        #expect(early.counts.open == 0)
+    }
+
     /// The engine holds a request to the origin while its early connection's handshake goes
     /// on, and sends it on that connection once it is over: the server accepts no other. (The
     /// limits are far off: on a loaded machine the SYN's next tries come 1, 3, 7, 15 s after

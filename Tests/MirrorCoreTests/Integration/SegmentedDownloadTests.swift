@@ -81,6 +81,27 @@ struct SegmentedDownloadTests {
         store.close()
     }
 
+    /// Where the run opened early connections to the file's origin (one, for one entry), the
+    /// streams' connections are opened too once the lead's head shows a file worth splitting,
+    /// while its pace is measured: the split's range requests go out on them, each taken once,
+    /// and none is left over.
+    @Test func theStreamsConnectionsAreOpenedAtTheLeadsHead() async throws {
+        let data = randomData(count: 16 * Self.mebibyte, seed: 73)
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": data], options: NginxOptions(rateLimit: 2 * Self.mebibyte)))
+        let manifest = try scenario.load(ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [.init(scenario.url("/big.bin"))]))
+        let early = try #require(EarlyConnections.open(for: manifest, concurrency: 4, proxies: .direct))
+        #expect(early.target.count == 1)
+        var settings = SyncScenario.Settings()
+        settings.early = early
+        let reports = try await scenario.sync(manifest, settings)
+        #expect(reports.map(\.outcome) == [.transferred], "\(reports)")
+        #expect(scenario.local("big.bin")?.fingerprint == data.fingerprint)
+        let counts = early.counts
+        #expect(counts.taken == 4 && counts.open == 0, "the lead's and the three streams': \(counts)")
+        let gets = Self.gets(try scenario.nginxRequests(), "/big.bin")
+        #expect(gets.filter { $0.range != nil }.count >= 3, "\(gets)")
+    }
+
     /// A large file that changed on the server: its conditional GET is answered 200, and that
     /// reply leads segments as a plain GET's would. The entry's one GET carries `If-None-Match`
     /// (the version on disk) and no range; the other segments are range requests for the new
