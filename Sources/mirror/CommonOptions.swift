@@ -74,21 +74,23 @@ struct CommonOptions: ParsableArguments {
     /// Loads libcrypto (for a command that makes requests, `main` started that with libcurl's
     /// loading); one that cannot be loaded exits with status 2, before anything is read.
     func prepareHashing(console: Console) throws {
-        do {
-            try CryptoLibrary.load()
-        } catch {
-            if json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
-            console.error("mirror: \(error)")
-            throw ExitWith(status: .usage)
-        }
+        try requireLibrary(console: console, CryptoLibrary.load)
     }
 
     /// Waits until libcurl is loaded and set up (`NetworkPreparation`, which `main` started for
     /// a command in `MirrorCommand.fetchingCommands` while its command line was parsed and its
     /// manifest read); one that cannot be loaded exits with status 2, before any request.
     func finishNetworkPreparation(console: Console) throws {
+        try requireLibrary(console: console, NetworkPreparation.finish)
+    }
+
+    /// Runs `load`; a library it cannot load is said (as a JSON document too, under `--json`)
+    /// and the command exits with status 2.
+    private func requireLibrary<Failure: Error & CustomStringConvertible>(
+        console: Console, _ load: () throws(Failure) -> Void
+    ) throws {
         do {
-            try NetworkPreparation.finish()
+            try load()
         } catch {
             if json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
             console.error("mirror: \(error)")
