@@ -163,7 +163,7 @@ public final class EarlyConnections: @unchecked Sendable {
         let late = MonotonicClock.milliseconds() - startedAt >= holdLimit
         if !late, let first = addresses.first, addresses.allSatisfy({ $0.family == first.family }) {
             for _ in 0..<target.count {
-                guard let socket = Self.connect(first.bytes, family: first.family) else { break }
+                guard let socket = Self.connect(first.bytes, family: first.family, openedAt: startedAt) else { break }
                 sockets.append(socket)
             }
             if !isNumeric {
@@ -182,7 +182,8 @@ public final class EarlyConnections: @unchecked Sendable {
         wake?()
     }
 
-    private static func connect(_ address: [UInt8], family: Int32) -> Socket? {
+    /// `openedAt`: when its hold begins (the first connections': the start, `startedAt`).
+    private static func connect(_ address: [UInt8], family: Int32, openedAt: Int64) -> Socket? {
         let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         let started = address.withUnsafeBytes { bytes in
@@ -194,7 +195,7 @@ public final class EarlyConnections: @unchecked Sendable {
             Glibc.close(fd)
             return nil
         }
-        return Socket(fd: fd, state: .connecting, openedAt: MonotonicClock.milliseconds())
+        return Socket(fd: fd, state: .connecting, openedAt: openedAt)
     }
 
     /// Whether the host is written as an IPv4 or IPv6 address (no lookup needed).
@@ -343,7 +344,8 @@ public final class EarlyConnections: @unchecked Sendable {
         state.withLock { state in
             guard !state.closed, !state.resolving, !state.address.isEmpty else { return 0 }
             var spare = state.sockets.count - state.promised
-            while spare < count, let socket = Self.connect(state.address, family: state.family) {
+            let now = MonotonicClock.milliseconds()
+            while spare < count, let socket = Self.connect(state.address, family: state.family, openedAt: now) {
                 state.sockets.append(socket)
                 spare += 1
             }

@@ -149,6 +149,25 @@ struct EarlyConnectionsTests {
         #expect(early.admit(host: "127.0.0.1", port: Int(listener.port)).admitted)
     }
 
+    /// A connection opened later for the requests about to follow has a hold of its own,
+    /// counted from when it was opened, not from the start.
+    @Test func aConnectionOpenedLaterIsHeldFromItsOwnStart() throws {
+        let listener = try FullListener()
+        let early = EarlyConnections(.init(host: "127.0.0.1", port: Int(listener.port), count: 1), holdLimit: 300)
+        let start = early.startedAt
+        Thread.sleep(forTimeInterval: 0.05)
+        let later = MonotonicClock.milliseconds()
+        // One is under way, not promised: one more makes two.
+        #expect(early.openMore(2) == 2)
+        #expect(early.counts.open == 2)
+        #expect(early.update(now: start + 300))
+        #expect(early.counts.open == 1, "the first is given up at the start's hold, the later one is not")
+        #expect(early.admit(host: "127.0.0.1", port: Int(listener.port)).admitted == false, "held for the later one")
+        #expect(early.update(now: later + 1000))
+        #expect(early.counts.open == 0)
+        #expect(early.admit(host: "127.0.0.1", port: Int(listener.port)).admitted)
+    }
+
     /// A ready connection not taken within the idle limit is closed, not handed to a later
     /// request (the server may have given up on it).
     @Test func aConnectionNotTakenWithinTheIdleLimitIsClosed() throws {
