@@ -233,18 +233,11 @@ final class DownloadDriver: @unchecked Sendable {
         let writer = lead.stream.writer
         // The lead's reply has just begun: how long it waited is what a new stream will.
         let firstByteDelay = Double(MonotonicClock.milliseconds() - lead.requestedAt) / 1000
-        // The connections of the streams a split would start, opened while the lead is paced:
-        // their handshakes are over, or nearly, when their requests go.
-        var warmed = false
-        if lead.request.proxy == nil, let host = HostKey(url: lead.request.url) {
-            let idle = env.slots.idleCount(host: lead.source.limitedHost, limit: SegmentedDownload.Limits().maxStreams - 1)
-            warmed = env.fetcher.engine.warm(host: host.host, port: host.port, count: idle) > 0
-        }
         let transfer = segmentedTransfer(version, source: lead.source, request: lead.request, fd: writer.fd, hasher: writer.hasher,
-                                         ticket: lead.ticket, leadFirstByteDelay: firstByteDelay,
-                                         connectionsWarmedAt: warmed ? MonotonicClock.milliseconds() : nil, leadBytes: { writer.bytesWritten })
+                                         ticket: lead.ticket, leadFirstByteDelay: firstByteDelay, leadBytes: { writer.bytesWritten })
         lead.stream.transfer = transfer
         segmented = transfer
+        transfer.warmStreamConnections()
     }
 
     /// Continues a segmented `.part` from its map: the missing ranges, in segments.
@@ -272,8 +265,7 @@ final class DownloadDriver: @unchecked Sendable {
 
     private func segmentedTransfer(
         _ version: SegmentVersion, source: EntryDriver.Source, request: TransferRequest, fd: Int32,
-        hasher: TrailingHasher?, ticket: ProgressTicket?, leadFirstByteDelay: Double = 0, connectionsWarmedAt: Int64? = nil,
-        leadBytes: @escaping () -> Int64
+        hasher: TrailingHasher?, ticket: ProgressTicket?, leadFirstByteDelay: Double = 0, leadBytes: @escaping () -> Int64
     ) -> SegmentedTransfer {
         let environment = SegmentedTransfer.Environment(
             dest: entry.dest, paths: paths, fd: fd, hasher: hasher, request: request, fetcher: env.fetcher, slots: env.slots,
@@ -284,8 +276,7 @@ final class DownloadDriver: @unchecked Sendable {
             machine: { [unowned host] in host.downloadMachine?.segments },
             deliver: { [unowned host] in host.deliver(.download(.segments($0))) },
             ready: { [unowned host] in host.deliver(.download(.segmentsReady($0))) })
-        return SegmentedTransfer(version: version, environment: environment, leadFirstByteDelay: leadFirstByteDelay,
-                                 connectionsWarmedAt: connectionsWarmedAt) { [self] transfer, end in
+        return SegmentedTransfer(version: version, environment: environment, leadFirstByteDelay: leadFirstByteDelay) { [self] transfer, end in
             ticket?.finish()
             if segmented === transfer { segmented = nil }
             host.deliver(.download(.segmentsEnded(end, leadBytes: leadBytes())))

@@ -60,8 +60,9 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// How long the lead's request waited for its reply (seconds; 0: not known): the first
     /// split gives the lead what it brings in while new streams wait as long.
     private let leadFirstByteDelay: Double
-    /// When connections for the streams began to be opened, if they were (ms).
-    private let connectionsWarmedAt: Int64?
+    /// The streams' connections were opened with the transfer (`warmStreamConnections`), when
+    /// the lead's pace began to be measured.
+    private var streamsWarmed = false
     private let onEnd: (SegmentedTransfer, EntryMachine.TransferEnd) -> Void
     /// Body bytes the range requests wrote (the lead's are counted by its writer).
     private(set) var bytes: Int64 = 0
@@ -70,12 +71,11 @@ final class SegmentedTransfer: @unchecked Sendable {
     /// Bytes between two progress reports of a stream to the machine.
     static let reportEvery: Int64 = 1 << 20
 
-    init(version: SegmentVersion, environment: Environment, leadFirstByteDelay: Double = 0, connectionsWarmedAt: Int64? = nil,
+    init(version: SegmentVersion, environment: Environment, leadFirstByteDelay: Double = 0,
          onEnd: @escaping (SegmentedTransfer, EntryMachine.TransferEnd) -> Void) {
         self.version = version
         self.environment = environment
         self.leadFirstByteDelay = leadFirstByteDelay
-        self.connectionsWarmedAt = connectionsWarmedAt
         self.onEnd = onEnd
         head = EntryMachine.ResponseHeadSummary(etag: version.etag, lastModified: version.lastModified)
         pacedFrom = (MonotonicClock.milliseconds(), environment.machine()?.streams[0]?.position ?? 0)
@@ -132,6 +132,17 @@ final class SegmentedTransfer: @unchecked Sendable {
         over = true
     }
 
+    /// The lead's head showed a file worth splitting: the connections of the streams a split
+    /// would start (one for each slot `postLeadPace` could take now) are opened while the lead
+    /// is paced, where the run's early connections went to its origin, so that the split's
+    /// requests go out without waiting for a handshake.
+    func warmStreamConnections() {
+        guard environment.request.proxy == nil, let host = HostKey(url: environment.request.url),
+              let machine = environment.machine() else { return }
+        let idle = environment.slots.idleCount(host: environment.limitedHost, limit: machine.limits.maxStreams - 1)
+        streamsWarmed = environment.fetcher.engine.warm(host: host.host, port: host.port, count: idle) > 0
+    }
+
     // MARK: Events
 
     /// The lead running alone has received `position` bytes (from inside libcurl's callback:
@@ -139,7 +150,7 @@ final class SegmentedTransfer: @unchecked Sendable {
     func postLeadPace(_ position: Int64) {
         let now = MonotonicClock.milliseconds()
         let elapsed = now - pacedFrom.milliseconds
-        let firstByteDelay = Self.streamFirstByteDelay(lead: leadFirstByteDelay, warmedFor: connectionsWarmedAt.map { Double(now - $0) / 1000 })
+        let firstByteDelay = Self.streamFirstByteDelay(lead: leadFirstByteDelay, warmedFor: streamsWarmed ? Double(elapsed) / 1000 : nil)
         let done = position - pacedFrom.position
         let secondsLeft = done > 0 ? Double(version.total - position) * Double(max(1, elapsed)) / 1000 / Double(done) : .infinity
         // Only the pace: the bytes received may still be in the writer's buffer, and a position

@@ -312,6 +312,15 @@ final class TransferSlots: Sendable {
     /// A connection permit now, only if one is free for `host` and no one waits for a permit:
     /// what a segmented download asks for to add a connection, never ahead of an entry that
     /// waits its turn. Segments are never streams (each has its own connection).
+    func acquireIfIdle(host: String? = nil) -> Slot? {
+        let want = Want(host: host, request: .body(.max))
+        return state.withLock { state -> Slot? in
+            guard state.waitingCount == 0, let budget = state.grantable(want), budget == .connection else { return nil }
+            state.take(budget, for: want)
+            return Slot(self, budget: budget, want: want)
+        }
+    }
+
     /// How many connection permits `acquireIfIdle` would grant one after another now, at most
     /// `limit`: none while an entry waits for one.
     func idleCount(host: String? = nil, limit: Int) -> Int {
@@ -320,15 +329,6 @@ final class TransferSlots: Sendable {
             var count = min(limit, state.free)
             if let host, let hostLimit = state.hostLimits[host] { count = min(count, hostLimit - state.inUse[host, default: 0]) }
             return max(0, count)
-        }
-    }
-
-    func acquireIfIdle(host: String? = nil) -> Slot? {
-        let want = Want(host: host, request: .body(.max))
-        return state.withLock { state -> Slot? in
-            guard state.waitingCount == 0, let budget = state.grantable(want), budget == .connection else { return nil }
-            state.take(budget, for: want)
-            return Slot(self, budget: budget, want: want)
         }
     }
 

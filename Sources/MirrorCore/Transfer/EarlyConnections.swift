@@ -55,7 +55,6 @@ public final class EarlyConnections: @unchecked Sendable {
         var resolving = true
         /// Every address of the name as libcurl would have them, first first (one family).
         var address: [UInt8] = []
-        var family: Int32 = 0
         var sockets: [Socket] = []
         /// Ready sockets promised to requests let through and not yet taken by libcurl.
         var promised = 0
@@ -173,7 +172,6 @@ public final class EarlyConnections: @unchecked Sendable {
         let (wake, closed) = state.withLock { state in
             state.resolving = false
             state.address = sockets.isEmpty ? [] : addresses[0].bytes
-            state.family = sockets.isEmpty ? 0 : addresses[0].family
             state.sockets = sockets
             state.resolveEntry = resolveEntry
             return (state.wake, state.closed)
@@ -337,15 +335,16 @@ public final class EarlyConnections: @unchecked Sendable {
     /// about to follow (the streams of a segmented download, once its lead showed a file worth
     /// splitting): their handshakes run while the lead is paced. None when the lookup is not
     /// over, gave nothing, or the connections were closed; at most `count` ready or under way
-    /// beyond those already promised.
-    /// Returns how many are now ready or under way for them.
+    /// beyond those already promised. Returns how many are now ready or under way for them.
     @discardableResult
     func openMore(_ count: Int) -> Int {
         state.withLock { state in
             guard !state.closed, !state.resolving, !state.address.isEmpty else { return 0 }
             var spare = state.sockets.count - state.promised
             let now = MonotonicClock.milliseconds()
-            while spare < count, let socket = Self.connect(state.address, family: state.family, openedAt: now) {
+            // The socket address begins with its family.
+            let family = Int32(state.address.withUnsafeBytes { $0.loadUnaligned(as: sa_family_t.self) })
+            while spare < count, let socket = Self.connect(state.address, family: family, openedAt: now) {
                 state.sockets.append(socket)
                 spare += 1
             }

@@ -215,20 +215,21 @@ struct SegmentedDownloadTests {
         }
     }
 
-    /// Streams that take several ranges each (a 24 MiB file at 1 MiB/s per connection over 4):
+    /// Streams that take several ranges each (a 32 MiB file at 1 MiB/s per connection over 4):
     /// the hash, computed over the written prefix as it grows, must read only bytes that were
     /// written. Progress is posted, and a stream's late progress for the range it had before
     /// once counted for its next range, so the hash read that range before it was written and
     /// the pin failed on a correct file (about one run in two).
     ///
-    /// A second entry (2 MiB, about 2 s) holds a slot through the first split, which is then in
-    /// three pieces of about 8 MiB. Its slot, given back, splits one of them (half of about
-    /// 6 MiB left each); that pair ends about 3 s before the other two, which then have 3 MiB
-    /// left each: the streams that ended take second ranges. (With every slot free at the first
+    /// A second entry (3 MiB, about 3 s) holds a slot through the first split (also when the
+    /// lead's pace takes a while to settle), which is then in three pieces of about 10 MiB. Its
+    /// slot, given back, splits one of them (half of about 8 MiB left each); that pair ends
+    /// about 4 s before the other two, which then have 4 MiB left each: the streams that ended
+    /// take second ranges. (With every slot free at the first
     /// split the pieces end together, as they are planned to, and no stream takes another.)
     @Test func aPinnedFileWhoseStreamsTakeSeveralRangesVerifies() async throws {
-        let data = randomData(count: 24 * Self.mebibyte, seed: 75)
-        let slow = randomData(count: 2 * Self.mebibyte, seed: 76)
+        let data = randomData(count: 32 * Self.mebibyte, seed: 75)
+        let slow = randomData(count: 3 * Self.mebibyte, seed: 76)
         let scenario = try SyncScenario(.nginx(site: ["big.bin": data, "slow.bin": slow], options: NginxOptions(rateLimit: Self.mebibyte)))
         let pin = DigestHasher.hex(of: data)
         let manifest = ManifestText(top: ["concurrency: 4", "segment_min: 4MiB"], entries: [
