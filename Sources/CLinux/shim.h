@@ -74,4 +74,46 @@ static inline int mirror_rename_noreplace(int fromDirectory, const char *from, i
     return (int)syscall(SYS_renameat2, fromDirectory, from, toDirectory, to, MIRROR_RENAME_NOREPLACE);
 }
 
+/// The kernel's `struct sched_attr` as far as its first published size (SCHED_ATTR_SIZE_VER0),
+/// declared here: <linux/sched/types.h> also declares a `struct sched_param` that clashes with
+/// glibc's.
+struct mirror_sched_attr {
+    unsigned int size;
+    unsigned int sched_policy;
+    unsigned long long sched_flags;
+    int sched_nice;
+    unsigned int sched_priority;
+    unsigned long long sched_runtime;
+    unsigned long long sched_deadline;
+    unsigned long long sched_period;
+};
+
+/// Asks for a time slice of `nanoseconds` for the calling thread, keeping its policy, nice
+/// value and flags: sched_setattr(2)'s `sched_runtime`, which a SCHED_OTHER or SCHED_BATCH
+/// thread may set since Linux 6.12 (earlier kernels ignore it). Any other policy is left as
+/// it is. Returns 0, or -1 with errno.
+static inline int mirror_request_thread_slice(unsigned long long nanoseconds) {
+    struct mirror_sched_attr attr = {0};
+    if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return -1;
+    if (attr.sched_policy != 0 && attr.sched_policy != 3) return 0;
+    attr.size = sizeof attr;
+    // Only SCHED_FLAG_RESET_ON_FORK is kept: the others ask for more than this size holds.
+    attr.sched_flags &= 0x01;
+    attr.sched_runtime = nanoseconds;
+    attr.sched_deadline = 0;
+    attr.sched_period = 0;
+    return (int)syscall(SYS_sched_setattr, 0, &attr, 0);
+}
+
+/// The calling thread's policy, nice value and slice (`sched_runtime`, 0 before Linux 6.12
+/// for those policies), as sched_getattr(2) reports them. Returns 0, or -1 with errno.
+static inline int mirror_thread_scheduling(unsigned int *policy, int *nice, unsigned long long *slice) {
+    struct mirror_sched_attr attr = {0};
+    if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return -1;
+    *policy = attr.sched_policy;
+    *nice = attr.sched_nice;
+    *slice = attr.sched_runtime;
+    return 0;
+}
+
 #endif

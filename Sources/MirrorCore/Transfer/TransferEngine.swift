@@ -218,6 +218,7 @@ private final class MultiLoop: @unchecked Sendable {
     }
 
     func run() {
+        PromptWakeups.request()
         // A name looked up on a thread of its own: the turn its end wakes releases the
         // requests held for it.
         early?.onResolved { [weak self] in self?.post {} }
