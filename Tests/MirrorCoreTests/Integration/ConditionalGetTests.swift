@@ -79,6 +79,44 @@ struct ConditionalGetTests {
         #expect(Set(requests.map(\.uri)) == Set(Self.names.map { "/\($0)" }))
     }
 
+    /// The same bytes under a new date on the server (a `touch`, a copy that kept no date): one
+    /// GET each brings them, `DEST` is kept (the same inode) and dated with the new version,
+    /// whose ETag the store records; the next sync is a 304 each.
+    @Test func theSameBytesUnderANewDateKeepDestinationAndRecordTheNewVersion() async throws {
+        let site = Dictionary(uniqueKeysWithValues: Self.names.enumerated().map { ($1, randomData(count: 30_000, seed: 450 + UInt64($0))) })
+        let scenario = try SyncScenario(.nginx(site: site))
+        let manifest = try Self.manifest(scenario, scenario.url)
+        #expect(try await scenario.sync(manifest).allSatisfy { $0.outcome == .transferred })
+        let inodes = Self.names.map { Self.inode(scenario.rootPath($0)) }
+        let before = try Self.names.map { try #require(try scenario.record($0)?.complete?.validators.etag) }
+        let later = Date(timeIntervalSince1970: 1_900_000_000)
+        for name in Self.names {
+            try FileManager.default.setAttributes([.modificationDate: later], ofItemAtPath: scenario.directory.path("site/" + name))
+        }
+        scenario.nginx.clearLog()
+
+        let reports = try await scenario.sync(manifest)
+
+        #expect(reports.map(\.outcome) == Array(repeating: .skipped, count: 4), "\(reports)")
+        #expect(Self.names.map { Self.inode(scenario.rootPath($0)) } == inodes, "DEST kept, not replaced")
+        #expect(scenario.files().sorted() == Self.names, "no partial file left")
+        let requests = try scenario.nginxRequests()
+        #expect(requests.map { "\($0.method) \($0.status)" } == Array(repeating: "GET 200", count: 4), "\(requests)")
+        for (index, name) in Self.names.enumerated() {
+            #expect(scenario.local(name)?.fingerprint == site[name]!.fingerprint, "\(name)")
+            let record = try #require(try scenario.record(name)?.complete, "\(name)")
+            #expect(record.validators.etag != before[index] && record.validators.etag != nil, "\(name): the new version recorded")
+            let modified = try #require(FileManager.default.attributesOfItem(atPath: scenario.rootPath(name))[.modificationDate] as? Date)
+            #expect(modified == later, "\(name): dated with the new version")
+            #expect(record.local.modifiedNanoseconds == 1_900_000_000 * 1_000_000_000, "\(name): recorded as it is now")
+        }
+
+        scenario.nginx.clearLog()
+        let again = try await scenario.sync(manifest)
+        #expect(again.map(\.outcome) == Array(repeating: .skipped, count: 4))
+        #expect(try scenario.nginxRequests().map { "\($0.method) \($0.status)" } == Array(repeating: "GET 304", count: 4))
+    }
+
     @Test func aNoOpResyncAgainstLighttpdIsOneGetAnswered304PerFile() async throws {
         let site = try TemporaryDirectory(prefix: "mirror-lighttpd-site")
         for (index, name) in Self.names.enumerated() { try site.write(randomData(count: 40_000, seed: 700 + UInt64(index)), to: name) }
