@@ -46,6 +46,16 @@ struct SegmentedDownloadMachineTests {
             (.progressed(stream: 0, from: 0, position: 60), []),
             (.streamEnded(stream: 0, .reachedEnd, position: 100), []),
         ], phase: .pacing),
+        Row(name: "over a short round trip, a lead with 1.5 s left stays one stream", start: paced(), steps: [
+            (.leadPaced(secondsLeft: 1.5, slots: 1, firstByteDelay: 0.019), []),
+            (.slotOffered, [.declineSlot]),
+        ], phase: .pacing),
+        Row(name: "over a long round trip, a lead with 1.5 s left is split", start: paced(), steps: [
+            (.leadPaced(secondsLeft: 1.5, slots: 1, firstByteDelay: 0.02), [.startSegments]),
+        ], phase: .running),
+        Row(name: "over a long round trip, a lead with 0.4 s left stays one stream", start: paced(), steps: [
+            (.leadPaced(secondsLeft: 0.4, slots: 1, firstByteDelay: 0.2), []),
+        ], phase: .pacing),
         Row(name: "a slow lead starts the segments once, then slots split it", start: paced(), steps: [
             (.progressed(stream: 0, from: 0, position: 20), []),
             (.leadPaced(secondsLeft: 30), [.startSegments]),

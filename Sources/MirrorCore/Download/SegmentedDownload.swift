@@ -36,6 +36,21 @@ struct SegmentedDownload: Equatable {
         /// file that one connection brings in a moment gains nothing from more, and its digest
         /// would wait for the ranges after the lead's.
         var minSecondsLeft = 2.0
+        /// Where a new stream waits at least `farFirstByteDelay` for its first byte (a long
+        /// round trip), `minSecondsLeftFar` is enough: a connection's window bounds its pace
+        /// there, so more connections bring more, while a stream's start costs only that wait.
+        /// Through a link with an 80 ms round trip a 256 MiB lead had about 1.4 s left at its
+        /// pace: under `minSecondsLeft` it stayed one stream in 2 runs of 8 (1.47-1.48 s, 0.99-1.17
+        /// s when it split), since only a pace taken in a lull said 2 s; with 0.5 s it split in
+        /// 6 of 6 (0.87-1.10 s). A short round trip (a LAN, loopback) keeps `minSecondsLeft`.
+        var minSecondsLeftFar = 0.5
+        var farFirstByteDelay = 0.02
+
+        /// How long the lead must still have to go, at its pace, to be split, for streams that
+        /// wait `firstByteDelay` seconds for their first byte.
+        func minSecondsLeft(firstByteDelay: Double) -> Double {
+            firstByteDelay >= farFirstByteDelay ? min(minSecondsLeft, minSecondsLeftFar) : minSecondsLeft
+        }
         /// The pace the digest is read back and hashed at, in bytes a second, for the first
         /// split (`firstSplit`): OpenSSL's SHA-256 on one core here, 1.4 to 1.8 GB/s with the
         /// read back.
@@ -221,7 +236,7 @@ struct SegmentedDownload: Equatable {
     mutating func handle(_ event: Event) -> [Effect] {
         switch event {
         case .leadPaced(let secondsLeft, let slots, let firstByteDelay):
-            guard phase == .pacing, secondsLeft >= limits.minSecondsLeft else { return [] }
+            guard phase == .pacing, secondsLeft >= limits.minSecondsLeft(firstByteDelay: firstByteDelay) else { return [] }
             phase = .running
             if let lead = streams[0], slots > 0 {
                 let pieces = Self.firstSplit(
