@@ -91,11 +91,12 @@ struct mirror_sched_attr {
 /// Asks for a time slice of `nanoseconds` for the calling thread, keeping its policy, nice
 /// value and flags: sched_setattr(2)'s `sched_runtime`, which a SCHED_OTHER or SCHED_BATCH
 /// thread may set since Linux 6.12 (earlier kernels ignore it). Any other policy is left as
-/// it is. Returns 0, or -1 with errno.
+/// it is, and so is a slice already no longer than `nanoseconds`. Returns 0, or -1 with errno.
 static inline int mirror_request_thread_slice(unsigned long long nanoseconds) {
     struct mirror_sched_attr attr = {0};
     if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return -1;
     if (attr.sched_policy != 0 && attr.sched_policy != 3) return 0;
+    if (attr.sched_runtime != 0 && attr.sched_runtime <= nanoseconds) return 0;
     attr.size = sizeof attr;
     // Only SCHED_FLAG_RESET_ON_FORK is kept: the others ask for more than this size holds.
     attr.sched_flags &= 0x01;

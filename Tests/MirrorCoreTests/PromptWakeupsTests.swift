@@ -30,7 +30,8 @@ struct PromptWakeupsTests {
         #expect(scheduling.policy == 0, "SCHED_OTHER (0) expected, found policy \(scheduling.policy)")
         #expect(scheduling.nice == 5, "the engine's thread runs at nice \(scheduling.nice), not the 5 it was started with")
         if Self.kernelHasSlices {
-            #expect(scheduling.slice == PromptWakeups.slice, "slice \(scheduling.slice) ns, not \(PromptWakeups.slice)")
+            let expected = min(PromptWakeups.slice, try Self.defaultSlice())
+            #expect(scheduling.slice == expected, "slice \(scheduling.slice) ns, not \(expected)")
         }
     }
 
@@ -47,8 +48,30 @@ struct PromptWakeupsTests {
         let scheduling = try #require(seen.withLock { $0 })
         #expect(scheduling.policy == 3, "SCHED_BATCH (3) expected, found policy \(scheduling.policy)")
         if Self.kernelHasSlices {
-            #expect(scheduling.slice == PromptWakeups.slice)
+            #expect(scheduling.slice == min(PromptWakeups.slice, try Self.defaultSlice()))
         }
+    }
+
+    /// A slice already no longer than the one asked for is left as it is.
+    @Test func aShorterSliceIsNotLengthened() throws {
+        guard Self.kernelHasSlices else { return }
+        let seen = Mutex<UInt64?>(nil)
+        let worker = JoinableThread {
+            _ = mirror_request_thread_slice(200_000)
+            PromptWakeups.request()
+            seen.withLock { $0 = PromptWakeups.current()?.slice }
+        }
+        worker.join()
+        #expect(seen.withLock { $0 } == 200_000)
+    }
+
+    /// The slice a new thread of this process gets (the kernel's default, or what this thread
+    /// was given, which the test's threads do not change).
+    static func defaultSlice() throws -> UInt64 {
+        let seen = Mutex<UInt64?>(nil)
+        let probe = JoinableThread { seen.withLock { $0 = PromptWakeups.current()?.slice } }
+        probe.join()
+        return try #require(seen.withLock { $0 })
     }
 
     /// Linux 6.12 or later: a SCHED_OTHER thread may set its slice.

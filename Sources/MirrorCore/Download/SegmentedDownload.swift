@@ -32,17 +32,18 @@ struct SegmentedDownload: Equatable {
         var minPiece: Int64 = 1 << 20
         /// Bytes written between two `fdatasync`s of the file (and records of the map).
         var checkpointBytes: Int64 = 32 << 20
-        /// The lead is split only when, at its pace so far, it still has this long to go: a
-        /// file that one connection brings in a moment gains nothing from more, and its digest
-        /// would wait for the ranges after the lead's.
+        /// The lead is split only when, at its pace so far, it still has this long to go (where
+        /// new streams would start quickly; see `minSecondsLeftFar`): a file that one connection
+        /// brings in a moment gains nothing from more, and its digest would wait for the ranges
+        /// after the lead's.
         var minSecondsLeft = 2.0
-        /// Where a new stream waits at least `farFirstByteDelay` for its first byte (a long
-        /// round trip), `minSecondsLeftFar` is enough: a connection's window bounds its pace
-        /// there, so more connections bring more, while a stream's start costs only that wait.
-        /// Through a link with an 80 ms round trip a 256 MiB lead had about 1.4 s left at its
-        /// pace: under `minSecondsLeft` it stayed one stream in 2 runs of 8 (1.47-1.48 s, 0.99-1.17
-        /// s when it split), since only a pace taken in a lull said 2 s; with 0.5 s it split in
-        /// 6 of 6 (0.87-1.10 s). A short round trip (a LAN, loopback) keeps `minSecondsLeft`.
+        /// Where a new stream would wait at least `farFirstByteDelay` for its first byte (as the
+        /// lead's own wait says: the handshakes and the server's answer, so a long round trip, or
+        /// a slow server), `minSecondsLeftFar` is enough: over a long round trip a connection's
+        /// window bounds its pace, so more connections bring more, while a stream's start costs
+        /// only that wait. Through a link with an 80 ms round trip a 256 MiB lead had about 1.4 s
+        /// left at its pace and stayed one stream in 2 runs of 8 under `minSecondsLeft` (1.49 s;
+        /// only a pace taken in a lull said 2 s); with this rule it split in 8 of 8 (0.91-1.23 s).
         var minSecondsLeftFar = 0.5
         var farFirstByteDelay = 0.02
 
