@@ -313,7 +313,7 @@ final class TransferSlots: Sendable {
     /// what a segmented download asks for to add a connection, never ahead of an entry that
     /// waits its turn. Segments are never streams (each has its own connection).
     func acquireIfIdle(host: String? = nil) -> Slot? {
-        let want = Want(host: host, request: .body(.max))
+        let want = Self.idleWant(host: host)
         return state.withLock { state -> Slot? in
             guard state.waitingCount == 0, let budget = state.grantable(want), budget == .connection else { return nil }
             state.take(budget, for: want)
@@ -322,14 +322,25 @@ final class TransferSlots: Sendable {
     }
 
     /// How many connection permits `acquireIfIdle` would grant one after another now, at most
-    /// `limit`: none while an entry waits for one.
+    /// `limit`: none while an entry waits for one. Counted by granting them to a copy of the
+    /// state, by the same rule.
     func idleCount(host: String? = nil, limit: Int) -> Int {
-        state.withLock { state in
+        let want = Self.idleWant(host: host)
+        return state.withLock { state in
             guard state.waitingCount == 0 else { return 0 }
-            var count = min(limit, state.free)
-            if let host, let hostLimit = state.hostLimits[host] { count = min(count, hostLimit - state.inUse[host, default: 0]) }
-            return max(0, count)
+            var trial = state
+            var count = 0
+            while count < limit, trial.grantable(want) == .connection {
+                trial.take(.connection, for: want)
+                count += 1
+            }
+            return count
         }
+    }
+
+    /// What `acquireIfIdle` asks for: a connection, as a large body's.
+    private static func idleWant(host: String?) -> Want {
+        Want(host: host, request: .body(.max))
     }
 
     /// Takes a waiting request out of the queue, answering it no; false when it was no longer
