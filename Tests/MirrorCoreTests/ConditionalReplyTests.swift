@@ -97,7 +97,8 @@ struct ConditionalReplyTests {
 
     /// Only one entity-tag goes back as `If-None-Match`.
     @Test(arguments: [("\"a\"", true), ("W/\"a\"", true), ("\"\"", true), ("*", false), ("\"a\", \"b\"", false),
-                      ("a", false), ("W/a", false), ("\"a", false), ("\"a b\"", false), ("w/\"a\"", false)])
+                      ("a", false), ("W/a", false), ("\"a", false), ("\"a b\"", false), ("w/\"a\"", false),
+                      ("W/\"\"", true), ("\"é\"", true), ("\"\u{7F}\"", false), ("\"a\"\"", false), ("W/\"", false), ("\"", false)])
     func onlyOneEntityTagIsSentBack(_ etag: String, _ single: Bool) {
         #expect(EntityTag.isSingleTag(etag) == single, "\(etag)")
     }

@@ -109,6 +109,10 @@ struct EntityTagTests {
         #expect(parsed?.lastModified == "Sun, 06 Nov 1994 08:49:37 GMT")
         let utf8 = head([Array("HTTP/1.1 200 OK".utf8), Array("ETag: \"caf\u{E9}\"".utf8), Array("Content-Length: 5".utf8), []])
         #expect(utf8?.etag == "\"caf\u{E9}\"", "a tag of UTF-8 text is kept")
+        #expect(ResponseHead(status: 200, fields: [(name: "ETag", value: "\"a\u{FFFD}\"")]).etag == nil, "U+FFFD itself")
+        #expect(ResponseHead(status: 200, fields: [(name: "ETag", value: "\u{FFFD}")]).etag == nil, "U+FFFD alone")
+        #expect(ResponseHead(status: 200, fields: [(name: "ETag", value: " \t\"a\" ")]).etag == "\"a\"", "trimmed")
+        #expect(ResponseHead(status: 200, fields: [(name: "ETag", value: "\"\u{FFFC}\"")]).etag == "\"\u{FFFC}\"")
     }
 
     @Test func onlyAStrongTagGoesIntoIfRange() {

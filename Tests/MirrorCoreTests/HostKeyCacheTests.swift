@@ -10,12 +10,14 @@ struct HostKeyCacheTests {
         ("http://user:pw@example.org:8080?q", "http://user:pw@example.org:8080"),
         ("http://[::1]:81#frag", "http://[::1]:81"),
         ("ftp://host/dir/", "ftp://host"),
+        ("http://bücher.example/ä?ö", "http://bücher.example"),
+        ("http://", "http://"),
     ])
     func theAuthorityEndsAtThePathQueryOrFragment(url: String, prefix: String) {
         #expect(HostKey.schemeAndAuthority(of: url).map(String.init) == prefix)
     }
 
-    @Test(arguments: ["file:///etc/hosts", "mailto:a@b", "no-colon", "http:/one-slash"])
+    @Test(arguments: ["file:///etc/hosts", "mailto:a@b", "no-colon", "http:/one-slash", "http:", "http:/"])
     func urlsWithoutAnAuthorityHaveNoPrefix(url: String) {
         if url.hasPrefix("file:") {
             #expect(HostKey.schemeAndAuthority(of: url) == "file://", "an empty authority")

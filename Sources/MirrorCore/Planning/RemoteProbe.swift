@@ -104,6 +104,11 @@ struct RemoteProbe: Sendable {
             guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return .some(nil) }
             let scheme = UnsafeBufferPointer(rebasing: bytes[..<colon])
             guard scheme.allSatisfy({ $0 < 0x80 }), colon + 1 == bytes.count || bytes[colon + 1] < 0x80 else { return nil }
+            // The schemes of nearly every URL, as literals: no String made.
+            if scheme.count >= 4, scheme[0] == 0x68, scheme[1] == 0x74, scheme[2] == 0x74, scheme[3] == 0x70 { // "http"
+                if scheme.count == 4 { return "http" }
+                if scheme.count == 5, scheme[4] == 0x73 { return "https" }
+            }
             let isUpper = { (byte: UInt8) in (0x41...0x5A).contains(byte) }
             if !scheme.contains(where: isUpper) { return String(decoding: scheme, as: UTF8.self) }
             return String(decoding: scheme.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)

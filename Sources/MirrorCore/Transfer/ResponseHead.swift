@@ -156,8 +156,15 @@ public struct ResponseHead: Sendable, Equatable {
     /// it is treated as absent, as from a server that sends none (a U+FFFD the server really
     /// sent as UTF-8 is taken the same way: it cannot be told apart).
     private func validator(_ name: String) -> String? {
-        guard let value = field(name).map({ String(Substring($0).trimmingSpaces) }) else { return nil }
-        return value.unicodeScalars.contains("\u{FFFD}") ? nil : value
+        guard let field = field(name) else { return nil }
+        let trimmed = Substring(field).trimmingSpaces
+        // Most values come trimmed already (`HeaderLineParser`): no copy of those.
+        var value = trimmed.utf8.count == field.utf8.count ? field : String(trimmed)
+        // U+FFFD is EF BF BD in UTF-8; looked for in the bytes, not by decoding scalars.
+        let replaced = value.withUTF8 { bytes in
+            bytes.count >= 3 && (0...bytes.count - 3).contains { bytes[$0] == 0xEF && bytes[$0 + 1] == 0xBF && bytes[$0 + 2] == 0xBD }
+        }
+        return replaced ? nil : value
     }
 
     /// The total size of the file this response describes: Content-Range's total for a 206 or
