@@ -23,6 +23,7 @@ test=(
     lighttpd               # a third real server: Range/If-Range
     vsftpd                 # FTP, explicit FTPS (AUTH TLS) and implicit FTPS
     curl                   # the tests' reference client
+    strace                 # the tests count the CLI's writes to standard output
     gcc                    # cc: the tests build the link emulator, Benchmarks/linkproxy.c
     groff-base             # make test checks that the man pages format cleanly
     openssl                # the tests make their own CA and TLS certificates

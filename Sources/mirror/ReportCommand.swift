@@ -80,6 +80,7 @@ struct ReportCommand: ParsableCommand {
         if let failedManifest {
             do {
                 if let text = try merged.failedManifest() {
+                    StandardOutputBuffer.flush()
                     try OutputFile(path: failedManifest).write(text)
                     console.notice("mirror: wrote the \(merged.failed.count) failed \(merged.failed.count == 1 ? "entry" : "entries") to \(failedManifest)")
                     for dest in merged.entriesWithWithheldPasswords {

@@ -25,6 +25,7 @@ struct ReportOption: ParsableArguments {
         guard let report else { return }
         let text = ReportFile.encode(status: status, reports: reports, manifest: ran.manifest, manifestPath: manifestPath, prune: ran.prune)
         do {
+            StandardOutputBuffer.flush()
             try OutputFile(path: report).write(text + "\n")
         } catch {
             console.error("mirror: --report: \(error)")

@@ -181,6 +181,7 @@ struct SyncCommand: AsyncParsableCommand {
             durationMilliseconds: MetricsLabel.milliseconds(ContinuousClock.now - startedAt),
             exitCode: status.rawValue, reports: reports)
         do {
+            StandardOutputBuffer.flush()
             try file.write(metrics)
         } catch {
             console.error("mirror: --metrics-file: \(error)")
