@@ -173,6 +173,14 @@ public final class StateStore: Sendable {
         try connection.withLock { connection throws(StoreError) in try connection.read(dest) }
     }
 
+    /// Every record, read now, to be looked up from several threads without the connection's
+    /// lock (`verify`'s workers met on it for every entry); nil when the store holds many more
+    /// rows than were announced by `expect(entries:)` (then records are read one at a time) or
+    /// cannot be read.
+    func snapshot() -> RecordSnapshot? {
+        connection.withLock { connection in (try? connection.snapshot()).map(RecordSnapshot.init) }
+    }
+
     public func save(_ record: StateRecord) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in try connection.write(record) }
     }
@@ -559,6 +567,18 @@ private final class Connection {
         return try readRows(where: dest).values.first
     }
 
+    /// Every row, when the store holds not many more than the run expects; nil otherwise.
+    func snapshot() throws(StoreError) -> [DestKey: StateRecord]? {
+        try ensureOpen()
+        if !decidedOnRecords {
+            decidedOnRecords = true
+            if let expectedEntries, try rowCount() <= max(1024, 2 * expectedEntries) {
+                records = try readRows(where: nil)
+            }
+        }
+        return records
+    }
+
     func readAll() throws(StoreError) -> [StateRecord] {
         try ensureOpen()
         if let records { return Array(records.values) }
@@ -861,9 +881,18 @@ private final class Connection {
     }
 }
 
+/// The records of a store as read at one moment, looked up by dest without a lock.
+struct RecordSnapshot: Sendable {
+    fileprivate let records: [DestKey: StateRecord]
+
+    func record(for dest: String) -> StateRecord? {
+        records[DestKey(dest)]
+    }
+}
+
 /// A dest as a dictionary key: its UTF-8 bytes, compared and hashed as bytes (in one call,
 /// not one per byte as an array of them would be).
-private struct DestKey: Hashable {
+private struct DestKey: Hashable, Sendable {
     let bytes: [UInt8]
 
     init(_ dest: String) {

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The result of checking one entry's local file offline (`mirror verify`).
 public struct VerifiedEntry: Sendable, Equatable {
     public enum Status: String, Sendable {
@@ -59,12 +61,66 @@ public struct Verifier: Sendable {
         for leftover in PruneTrash.pending(in: rootDirectory, stores: [store].compactMap { $0 } + siblings.stores) {
             options.events?(.pruneLeftover(leftover))
         }
-        return await boundedMap(manifest.entries, width: options.concurrency) { entry in
-            await blocking.run { verifyEntry(entry, store: store, siblings: siblings, rehash: rehash) }
+        // `concurrency` workers on the blocking pool, each taking the next entry until none is
+        // left: one hop to the pool per worker, not one per entry (a hop and back cost about six
+        // futex calls an entry, most of a no-hash verify's time).
+        let entries = manifest.entries
+        let records = Records(store: store, siblings: siblings)
+        let next = EntryCounter()
+        let workers = min(max(options.concurrency, 1), entries.count)
+        let parts = await boundedMap(Array(0..<workers), width: workers) { _ in
+            await blocking.run {
+                var done: [(index: Int, result: VerifiedEntry)] = []
+                while case let index = next.take(), index < entries.count {
+                    done.append((index, verifyEntry(entries[index], records: records, rehash: rehash)))
+                }
+                return done
+            }
+        }
+        var results = [VerifiedEntry?](repeating: nil, count: entries.count)
+        for part in parts {
+            for (index, result) in part { results[index] = result }
+        }
+        return results.map { $0! }
+    }
+
+    /// The stores' records, each store's read whole at the start when it is not much larger
+    /// than the manifest (`StateStore.snapshot`), else a row at a time through its lock. A
+    /// record that cannot be read counts as none.
+    private struct Records: Sendable {
+        let store: StateStore?
+        let snapshot: RecordSnapshot?
+        let siblings: [(store: StateStore, snapshot: RecordSnapshot?)]
+
+        init(store: StateStore?, siblings: SiblingStores) {
+            self.store = store
+            snapshot = store?.snapshot()
+            self.siblings = siblings.stores.map { ($0, $0.snapshot()) }
+        }
+
+        func own(_ dest: String) -> StateRecord? {
+            if let snapshot { return snapshot.record(for: dest) }
+            return (try? store?.record(for: dest)) ?? nil
+        }
+
+        func siblings(_ dest: String) -> [StateRecord] {
+            siblings.compactMap { sibling in
+                if let snapshot = sibling.snapshot { return snapshot.record(for: dest) }
+                return (try? sibling.store.record(for: dest)) ?? nil
+            }
         }
     }
 
-    private func verifyEntry(_ entry: Entry, store: StateStore?, siblings: SiblingStores, rehash: Bool) -> VerifiedEntry {
+    /// The index of the next entry a worker takes.
+    private final class EntryCounter: Sendable {
+        private let next = Atomic<Int>(0)
+
+        func take() -> Int {
+            next.wrappingAdd(1, ordering: .relaxed).oldValue
+        }
+    }
+
+    private func verifyEntry(_ entry: Entry, records: Records, rehash: Bool) -> VerifiedEntry {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
         let paths = manifest.paths(for: entry)
         let local: LocalFacts
@@ -87,14 +143,11 @@ public struct Verifier: Sendable {
         case .file(let size):
             result.size = size
         }
-        let record = StateRecord.chosen(
-            own: try? store?.record(for: entry.dest),
-            siblings: siblings.stores.compactMap { try? $0.record(for: entry.dest) },
-            onDisk: local.destinationIdentity)
-        let verified = Planner.verifiedVersion(local: local, state: record ?? nil)
+        let record = StateRecord.chosen(own: records.own(entry.dest), siblings: records.siblings(entry.dest), onDisk: local.destinationIdentity)
+        let verified = Planner.verifiedVersion(local: local, state: record)
         // The pin's algorithm; without a pin (an entry pinned by its checksum file at sync
         // time), the one mirror recorded the file's digest in.
-        let recordedDigest = (record ?? nil)?.complete?.sha256
+        let recordedDigest = record?.complete?.sha256
         let algorithm = entry.digest != nil ? entry.digestAlgorithm : recordedDigest.flatMap(DigestAlgorithm.init(hexDigest:)) ?? .sha256
         let name = algorithm.key
         if !rehash, let cached = verified?.sha256, DigestAlgorithm(hexDigest: cached) == algorithm {
@@ -121,7 +174,7 @@ public struct Verifier: Sendable {
             }
             return result
         }
-        if let complete = (record ?? nil)?.complete {
+        if let complete = record?.complete {
             if let recorded = complete.sha256, recorded != result.sha256 {
                 result.status = .modified
                 result.detail = "\(name) is \(result.sha256 ?? "?"); mirror wrote \(recorded)"

@@ -1,0 +1,66 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `verify` runs its entries on `concurrency` workers that each take the next entry, reading
+/// the store's records from one snapshot: no thread hop and no lock per entry, and the same
+/// answers in the manifest's order, whichever way the records are read.
+@Suite(.serialized)
+struct VerifyWorkersTests {
+    /// The `futex` calls of a run, from `strace -c`'s summary.
+    static func futexCalls(inSummary text: String) -> Int? {
+        for line in text.split(separator: "\n") where line.hasSuffix(" futex") {
+            let columns = line.split(separator: " ", omittingEmptySubsequences: true)
+            // % time, seconds, usecs/call, calls, [errors,] syscall
+            if columns.count >= 5 { return Int(columns[3]) }
+        }
+        return nil
+    }
+
+    @Test func twoThousandEntriesAreVerifiedWithoutAThreadHopEach() throws {
+        let strace = try ExternalCommand.executable("strace", package: "strace")
+        let scenario = try BufferedOutputTests.localFiles(2000)
+        let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
+        #expect(synced.status == 0, "\(synced)")
+        let summary = scenario.directory.path("futex")
+        let verified = try scenario.run(["verify", "m.yaml"], launcher: [strace, "-f", "-c", "-e", "trace=futex", "-o", summary])
+        #expect(verified.status == 0, "\(verified)")
+        let lines = verified.stdout.split(separator: "\n")
+        #expect(lines.count == 2001)
+        #expect(lines.prefix(2000).enumerated().allSatisfy { $0.element == "ok          f\($0.offset).txt" }, "in the manifest's order")
+        let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: summary)), as: UTF8.self)
+        let calls = try #require(Self.futexCalls(inSummary: text), "strace's summary:\n\(text)")
+        // A hop to a pool thread and back per entry made about 6 futex calls an entry (11,786
+        // here); the workers' lock on the store's connection, 2 an entry.
+        #expect(calls < 200, "\(calls) futex calls for 2,000 entries:\n\(text)")
+    }
+
+    /// A store of many more rows than the manifest's entries is read a row at a time (through
+    /// its lock), not whole: the answers are the same.
+    @Test(arguments: [false, true])
+    func theAnswersAreTheSameWhetherTheStoreIsReadWholeOrByRow(manifestOfFew: Bool) throws {
+        let scenario = try BufferedOutputTests.localFiles(1100)
+        let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
+        #expect(synced.status == 0, "\(synced)")
+        // f1 changed in place (same size, a later date), f2 gone.
+        let changed = scenario.directory.path("root/f1.txt")
+        try Data("FILE 1\n".utf8).write(to: URL(fileURLWithPath: changed))
+        var later = [timespec(tv_sec: time(nil) + 5, tv_nsec: 0), timespec(tv_sec: time(nil) + 5, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, changed, &later, 0) == 0)
+        #expect(unlink(scenario.directory.path("root/f2.txt")) == 0)
+        var manifest = "m.yaml"
+        if manifestOfFew {
+            // The same root and store, five of its 1,100 entries: more than 1,024 and twice five rows.
+            let whole = String(decoding: try Data(contentsOf: URL(fileURLWithPath: scenario.directory.path("m.yaml"))), as: UTF8.self)
+            let kept = whole.split(separator: "\n", omittingEmptySubsequences: false).prefix(5 + 2 * 5)
+            _ = try scenario.write(text: kept.joined(separator: "\n") + "\n", to: "few.yaml")
+            manifest = "few.yaml"
+        }
+        let verified = try scenario.run(["verify", manifest])
+        #expect(verified.status == 1, "\(verified)")
+        #expect(verified.stdout.split(separator: "\n").filter { $0.hasPrefix("ok ") }.count == (manifestOfFew ? 3 : 1098), "\(verified)")
+        let problems = verified.stderr.split(separator: "\n")
+        #expect(problems.contains { $0.hasPrefix("modified    f1.txt: sha256 is ") }, "\(verified)")
+        #expect(problems.contains { $0 == "missing     f2.txt" }, "\(verified)")
+    }
+}
