@@ -23,15 +23,17 @@ struct VerifyWorkersTests {
         let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
         #expect(synced.status == 0, "\(synced)")
         let summary = scenario.directory.path("futex")
-        let verified = try scenario.run(["verify", "m.yaml"], launcher: [strace, "-f", "-c", "-e", "trace=futex", "-o", summary])
+        // One worker: a hop per entry shows at any load, while the contention of several
+        // workers on a lock or a malloc arena comes and goes with what else the machine runs.
+        let verified = try scenario.run(["verify", "--concurrency", "1", "m.yaml"],
+                                        launcher: [strace, "-f", "-c", "-e", "trace=futex", "-o", summary])
         #expect(verified.status == 0, "\(verified)")
         let lines = verified.stdout.split(separator: "\n")
         #expect(lines.count == 2001)
         #expect(lines.prefix(2000).enumerated().allSatisfy { $0.element == "ok          f\($0.offset).txt" }, "in the manifest's order")
         let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: summary)), as: UTF8.self)
         let calls = try #require(Self.futexCalls(inSummary: text), "strace's summary:\n\(text)")
-        // A hop to a pool thread and back per entry made about 6 futex calls an entry (11,786
-        // here); the workers' lock on the store's connection, 2 an entry.
+        // A hop to a pool thread and back per entry made several futex calls an entry.
         #expect(calls < 200, "\(calls) futex calls for 2,000 entries:\n\(text)")
     }
 
