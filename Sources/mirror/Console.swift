@@ -212,7 +212,7 @@ enum StandardOutputBuffer {
     static let buffersStandardOutput = isatty(STDOUT_FILENO) != 1
     /// Held bytes that are written at once.
     static let limit = 64 * 1024
-    /// How long a line may wait (ms).
+    /// How long a line may wait at most (ms).
     static let longestWait: Int64 = 500
 
     static func write(_ text: String, to fd: Int32) {
@@ -239,12 +239,18 @@ enum StandardOutputBuffer {
         held.withLock { flush(&$0) }
     }
 
-    /// Writes what is held, at exit. Another thread may be writing (the flusher, or a line
-    /// being made): that is waited for, up to a second, so that an exit on a second signal
-    /// does not hang on a pipe nobody reads.
+    /// Writes what is held, at exit, within a second: another thread may be writing (the
+    /// flusher, or a line being made), or the pipe may be full with no one reading it; an
+    /// exit on a second signal must not hang on either.
     static func flushAtExit() {
-        for _ in 0..<1000 {
-            if held.withLockIfAvailable({ flush(&$0) }) != nil { return }
+        let deadline = now() + 1000
+        while now() < deadline {
+            let done = held.withLockIfAvailable { held -> Bool in
+                if !held.bytes.isEmpty { writeAll(&held.bytes, to: STDOUT_FILENO, until: deadline) }
+                held.bytes.removeAll()
+                return true
+            }
+            if done != nil { return }
             usleep(1000)
         }
     }
@@ -255,15 +261,16 @@ enum StandardOutputBuffer {
         held.bytes.removeAll(keepingCapacity: true)
     }
 
-    /// Writes lines held for `longestWait` from a thread of its own, and registers the exit's
-    /// flush: once, with the first line held.
+    /// Writes what has been held for half of `longestWait` or more, looking every half of it
+    /// from a thread of its own, so that no line waits longer than `longestWait`; and registers
+    /// the exit's flush. Once, with the first line held.
     private static func startFlusher() {
         atexit { StandardOutputBuffer.flushAtExit() }
         DetachedThread.start {
             while true {
                 usleep(UInt32(longestWait * 1000 / 2))
                 held.withLock { held in
-                    if !held.bytes.isEmpty && now() - held.since >= longestWait { flush(&held) }
+                    if !held.bytes.isEmpty && now() - held.since >= longestWait / 2 { flush(&held) }
                 }
             }
         }
@@ -275,16 +282,30 @@ enum StandardOutputBuffer {
         return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
     }
 
-    private static func writeAll(_ bytes: inout [UInt8], to fd: Int32) {
+    /// Writes all of `bytes`, waiting for room when the descriptor is non-blocking; gives up at
+    /// `deadline` (monotonic ms) when one is given, and on any other error.
+    private static func writeAll(_ bytes: inout [UInt8], to fd: Int32, until deadline: Int64? = nil) {
         var offset = 0
         while offset < bytes.count {
+            if let deadline {
+                var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                let left = deadline - now()
+                if left <= 0 || poll(&ready, 1, Int32(left)) <= 0 { return }
+            }
             let written = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
+            if written >= 0 {
+                offset += written
+                continue
+            }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN:
+                var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&ready, 1, deadline.map { Int32(max(0, $0 - now())) } ?? -1)
+            default:
                 // A closed stdout (cron with output discarded) must not fail the run.
                 return
             }
-            offset += written
         }
     }
 }

@@ -65,10 +65,12 @@ public struct Verifier: Sendable {
         // left: one hop to the pool per worker, not one per entry (a hop and back cost about six
         // futex calls an entry, most of a no-hash verify's time).
         let entries = manifest.entries
-        let records = Records(store: store, siblings: siblings)
+        guard !entries.isEmpty else { return [] }
+        // Reading a whole store blocks: on the pool's thread, not the caller's.
+        let records = await blocking.run { Records(store: store, siblings: siblings) }
         let next = EntryCounter()
         let workers = min(max(options.concurrency, 1), entries.count)
-        let parts = await boundedMap(Array(0..<workers), width: workers) { _ in
+        var parts = await boundedMap(Array(0..<workers), width: workers) { _ in
             await blocking.run {
                 var done: [(index: Int, result: VerifiedEntry)] = []
                 while case let index = next.take(), index < entries.count {
@@ -78,7 +80,8 @@ public struct Verifier: Sendable {
             }
         }
         var results = [VerifiedEntry?](repeating: nil, count: entries.count)
-        for part in parts {
+        // Each worker's part let go of once placed: two copies of the results at most.
+        while let part = parts.popLast() {
             for (index, result) in part { results[index] = result }
         }
         return results.map { $0! }

@@ -31,6 +31,9 @@ struct VerifyWorkersTests {
         let lines = verified.stdout.split(separator: "\n")
         #expect(lines.count == 2001)
         #expect(lines.prefix(2000).enumerated().allSatisfy { $0.element == "ok          f\($0.offset).txt" }, "in the manifest's order")
+        // And with the manifest's 8 workers, the same lines in the same order.
+        let again = try scenario.run(["verify", "m.yaml"])
+        #expect(again.status == 0 && again.stdout == verified.stdout, "\(again)")
         let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: summary)), as: UTF8.self)
         let calls = try #require(Self.futexCalls(inSummary: text), "strace's summary:\n\(text)")
         // A hop to a pool thread and back per entry made several futex calls an entry.
