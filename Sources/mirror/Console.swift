@@ -277,35 +277,12 @@ enum StandardOutputBuffer {
     }
 
     private static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
+        MonotonicClock.milliseconds()
     }
 
-    /// Writes all of `bytes`, waiting for room when the descriptor is non-blocking; gives up at
-    /// `deadline` (monotonic ms) when one is given, and on any other error.
+    /// Writes all of `bytes`, until `deadline` when one is given. A failure is not the run's:
+    /// a closed stdout (cron with output discarded) must not fail it.
     private static func writeAll(_ bytes: inout [UInt8], to fd: Int32, until deadline: Int64? = nil) {
-        var offset = 0
-        while offset < bytes.count {
-            if let deadline {
-                var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                let left = deadline - now()
-                if left <= 0 || poll(&ready, 1, Int32(left)) <= 0 { return }
-            }
-            let written = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if written >= 0 {
-                offset += written
-                continue
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN:
-                var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&ready, 1, deadline.map { Int32(max(0, $0 - now())) } ?? -1)
-            default:
-                // A closed stdout (cron with output discarded) must not fail the run.
-                return
-            }
-        }
+        _ = bytes.withUnsafeBytes { DescriptorWrite.all($0, to: fd, until: deadline) }
     }
 }

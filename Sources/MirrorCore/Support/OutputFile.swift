@@ -141,21 +141,8 @@ public struct OutputFile: Sendable {
             }
             pthread_sigmask(SIG_SETMASK, &previous, nil)
         }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written >= 0 {
-                offset += written
-                continue
-            }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN:
-                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&ready, 1, -1)
-            case let code:
-                throw OutputFileError(path: path, operation: "write", errno: code)
-            }
+        if let code = bytes.withUnsafeBytes({ DescriptorWrite.all($0, to: descriptor) }) {
+            throw OutputFileError(path: path, operation: "write", errno: code)
         }
     }
 }
@@ -304,5 +291,36 @@ public enum OutputTarget: Sendable, Equatable {
         case .socket:
             self = .refused("is a socket; an output is written only to a regular file, a character device or a FIFO")
         }
+    }
+}
+
+/// Writing a whole buffer to a descriptor: again after a signal interrupts, and after waiting
+/// for room when the descriptor is non-blocking.
+public enum DescriptorWrite {
+    /// Writes all of `bytes` to `descriptor`; nil when done, else the errno that stopped it
+    /// (`ETIMEDOUT` when `deadline`, on the monotonic clock in ms, came first).
+    public static func all(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32, until deadline: Int64? = nil) -> Int32? {
+        var offset = 0
+        while offset < bytes.count {
+            if let deadline {
+                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                let left = deadline - MonotonicClock.milliseconds()
+                if left <= 0 || poll(&ready, 1, Int32(clamping: left)) <= 0 { return ETIMEDOUT }
+            }
+            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            if written >= 0 {
+                offset += written
+                continue
+            }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN:
+                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&ready, 1, deadline.map { Int32(clamping: max(0, $0 - MonotonicClock.milliseconds())) } ?? -1)
+            case let code:
+                return code
+            }
+        }
+        return nil
     }
 }

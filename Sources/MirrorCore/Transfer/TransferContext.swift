@@ -399,8 +399,8 @@ final class TransferContext {
 }
 
 /// Milliseconds on a clock that never jumps.
-enum MonotonicClock {
-    static func milliseconds() -> Int64 {
+public enum MonotonicClock {
+    public static func milliseconds() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000

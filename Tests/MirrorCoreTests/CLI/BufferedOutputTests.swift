@@ -22,11 +22,17 @@ struct BufferedOutputTests {
         return scenario
     }
 
-    @Test func aLinePerEntryToAFileIsNotAWritePerLine() throws {
-        let strace = try ExternalCommand.executable("strace", package: "strace")
-        let scenario = try Self.localFiles(300)
+    /// `localFiles(count)`, synced once.
+    static func syncedLocalFiles(_ count: Int) throws -> SyncScenario {
+        let scenario = try localFiles(count)
         let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
         #expect(synced.status == 0, "\(synced)")
+        return scenario
+    }
+
+    @Test func aLinePerEntryToAFileIsNotAWritePerLine() throws {
+        let strace = try ExternalCommand.executable("strace", package: "strace")
+        let scenario = try Self.syncedLocalFiles(300)
         let trace = scenario.directory.path("trace")
         let verified = try scenario.run(["verify", "m.yaml"], launcher: [strace, "-f", "-e", "trace=write", "-o", trace])
         #expect(verified.status == 0, "\(verified)")
@@ -43,9 +49,7 @@ struct BufferedOutputTests {
     /// held stdout lines go out before anything is written to stderr. `verify` says each entry
     /// in the manifest's order, those in order on stdout and the others on stderr.
     @Test func standardOutputAndErrorOnOneFileKeepTheirOrder() throws {
-        let scenario = try Self.localFiles(12)
-        let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
-        #expect(synced.status == 0, "\(synced)")
+        let scenario = try Self.syncedLocalFiles(12)
         let gone: Set<Int> = [1, 2, 5, 8, 9]
         for index in gone { #expect(unlink(scenario.directory.path("root/f\(index).txt")) == 0) }
         let combined = scenario.directory.path("combined")

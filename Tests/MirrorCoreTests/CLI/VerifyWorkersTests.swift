@@ -19,9 +19,7 @@ struct VerifyWorkersTests {
 
     @Test func twoThousandEntriesAreVerifiedWithoutAThreadHopEach() throws {
         let strace = try ExternalCommand.executable("strace", package: "strace")
-        let scenario = try BufferedOutputTests.localFiles(2000)
-        let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
-        #expect(synced.status == 0, "\(synced)")
+        let scenario = try BufferedOutputTests.syncedLocalFiles(2000)
         let summary = scenario.directory.path("futex")
         // One worker: a hop per entry shows at any load, while the contention of several
         // workers on a lock or a malloc arena comes and goes with what else the machine runs.
@@ -44,9 +42,7 @@ struct VerifyWorkersTests {
     /// its lock), not whole: the answers are the same.
     @Test(arguments: [false, true])
     func theAnswersAreTheSameWhetherTheStoreIsReadWholeOrByRow(manifestOfFew: Bool) throws {
-        let scenario = try BufferedOutputTests.localFiles(1100)
-        let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
-        #expect(synced.status == 0, "\(synced)")
+        let scenario = try BufferedOutputTests.syncedLocalFiles(1100)
         // f1 changed in place (same size, a later date), f2 gone.
         let changed = scenario.directory.path("root/f1.txt")
         try Data("FILE 1\n".utf8).write(to: URL(fileURLWithPath: changed))
