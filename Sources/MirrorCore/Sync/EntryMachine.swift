@@ -884,3 +884,16 @@ extension Action {
         }
     }
 }
+
+/// `+` for the machine's effect lists: no new array when one side is empty (most
+/// `releaseSlot()`s and clean-ups are), one allocation of the right size otherwise, where the
+/// standard `+` grew the left side's exact-size storage.
+private func + (lhs: [EntryMachine.Effect], rhs: [EntryMachine.Effect]) -> [EntryMachine.Effect] {
+    if lhs.isEmpty { return rhs }
+    if rhs.isEmpty { return lhs }
+    var joined: [EntryMachine.Effect] = []
+    joined.reserveCapacity(lhs.count + rhs.count)
+    joined.append(contentsOf: lhs)
+    joined.append(contentsOf: rhs)
+    return joined
+}
