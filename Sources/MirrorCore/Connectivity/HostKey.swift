@@ -55,7 +55,7 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
         // of URLs to one server share it, and parsing each whole URL again (URLComponents,
         // about 10,000 instructions) was a measurable part of an entry's cost.
         let prefix = Self.schemeAndAuthority(of: url)
-        if let prefix, let known = Self.known.withLock({ $0[prefix] }) {
+        if let prefix, let known = Self.known.withLock({ $0.find(prefix) }) {
             self = known
             return
         }
@@ -65,14 +65,14 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
         if let prefix {
             let key = Substring(String(prefix)) // not the whole URL, kept alive by a slice
             Self.known.withLock { known in
-                if known.count < Self.knownLimit { known[key] = parsed }
+                if known.byPrefix.count < Self.knownLimit { known.byPrefix[key] = parsed }
             }
         }
         self = parsed
     }
 
     /// Hosts already parsed, by `scheme://authority`.
-    private static let known = Mutex<[Substring: HostKey]>([:])
+    private static let known = Mutex(KnownByPrefix<HostKey>())
     private static let knownLimit = 4096
 
     /// `scheme://authority` of `url`, up to the first `/`, `?` or `#` after `//`; nil when it
@@ -106,4 +106,19 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { label.contains(":") ? "[\(label)]:\(port)" : "\(label):\(port)" }
+}
+
+/// What was made of URLs by their `scheme://authority`, and the last one asked for: a run's
+/// URLs mostly share one, found by comparing its bytes, without hashing the prefix again.
+struct KnownByPrefix<Value> {
+    var byPrefix: [Substring: Value] = [:]
+    private var last: (prefix: Substring, value: Value)?
+
+    mutating func find(_ prefix: Substring) -> Value? {
+        if let last, SameBytes.of(last.prefix, prefix) { return last.value }
+        guard let value = byPrefix[prefix] else { return nil }
+        // Not the caller's slice, which would keep its whole URL alive.
+        last = (Substring(String(prefix)), value)
+        return value
+    }
 }

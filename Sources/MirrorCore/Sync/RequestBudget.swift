@@ -108,7 +108,7 @@ struct OriginKey: Hashable, Sendable, CustomStringConvertible {
         // Asked for every entry and every request; without a proxy it depends only on the
         // URL's `scheme://authority`, so a run's URLs to one server share one (as `HostKey`'s).
         let prefix = proxy == nil ? HostKey.schemeAndAuthority(of: url) : nil
-        if let prefix, let known = Self.known.withLock({ $0[prefix] }) {
+        if let prefix, let known = Self.known.withLock({ $0.find(prefix) }) {
             self = known
             return
         }
@@ -118,12 +118,12 @@ struct OriginKey: Hashable, Sendable, CustomStringConvertible {
         if let prefix {
             let key = Substring(String(prefix))
             Self.known.withLock { known in
-                if known.count < Self.knownLimit { known[key] = self }
+                if known.byPrefix.count < Self.knownLimit { known.byPrefix[key] = self }
             }
         }
     }
 
     /// Origins without a proxy already made, by `scheme://authority`.
-    private static let known = Mutex<[Substring: OriginKey]>([:])
+    private static let known = Mutex(KnownByPrefix<OriginKey>())
     private static let knownLimit = 4096
 }
