@@ -228,8 +228,7 @@ enum StandardOutputBuffer {
                 return
             }
             flush(&held)
-            var bytes = Array(text.utf8)
-            writeAll(&bytes, to: fd)
+            writeAll(Array(text.utf8), to: fd)
         }
     }
 
@@ -246,7 +245,7 @@ enum StandardOutputBuffer {
         let deadline = now() + 1000
         while now() < deadline {
             let done = held.withLockIfAvailable { held -> Bool in
-                if !held.bytes.isEmpty { writeAll(&held.bytes, to: STDOUT_FILENO, until: deadline) }
+                if !held.bytes.isEmpty { writeAll(held.bytes, to: STDOUT_FILENO, until: deadline) }
                 held.bytes.removeAll()
                 return true
             }
@@ -257,7 +256,7 @@ enum StandardOutputBuffer {
 
     private static func flush(_ held: inout Held) {
         guard !held.bytes.isEmpty else { return }
-        writeAll(&held.bytes, to: STDOUT_FILENO)
+        writeAll(held.bytes, to: STDOUT_FILENO)
         held.bytes.removeAll(keepingCapacity: true)
     }
 
@@ -282,7 +281,7 @@ enum StandardOutputBuffer {
 
     /// Writes all of `bytes`, until `deadline` when one is given. A failure is not the run's:
     /// a closed stdout (cron with output discarded) must not fail it.
-    private static func writeAll(_ bytes: inout [UInt8], to fd: Int32, until deadline: Int64? = nil) {
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32, until deadline: Int64? = nil) {
         _ = bytes.withUnsafeBytes { DescriptorWrite.all($0, to: fd, until: deadline) }
     }
 }

@@ -62,18 +62,12 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
         // Only a URL that parses is remembered: one whose path URLComponents refuses says
         // nothing of the others of its server.
         guard let parsed = Self(parsing: url) else { return nil }
-        if let prefix {
-            let key = Substring(String(prefix)) // not the whole URL, kept alive by a slice
-            Self.known.withLock { known in
-                if known.byPrefix.count < Self.knownLimit { known.byPrefix[key] = parsed }
-            }
-        }
+        if let prefix { Self.known.withLock { $0.remember(parsed, for: prefix) } }
         self = parsed
     }
 
     /// Hosts already parsed, by `scheme://authority`.
     private static let known = Mutex(KnownByPrefix<HostKey>())
-    private static let knownLimit = 4096
 
     /// `scheme://authority` of `url`, up to the first `/`, `?` or `#` after `//`; nil when it
     /// has no `//`.
@@ -108,17 +102,23 @@ public struct HostKey: Sendable, Hashable, CustomStringConvertible {
     public var description: String { label.contains(":") ? "[\(label)]:\(port)" : "\(label):\(port)" }
 }
 
-/// What was made of URLs by their `scheme://authority`, and the last one asked for: a run's
-/// URLs mostly share one, found by comparing its bytes, without hashing the prefix again.
+/// What was made of URLs by their `scheme://authority` (at most `limit` of them), and the last
+/// one asked for: a run's URLs mostly share one, found by comparing its bytes, without hashing
+/// the prefix again. Prefixes are kept as copies, not as the caller's slices, which would keep
+/// their whole URLs alive.
 struct KnownByPrefix<Value> {
-    var byPrefix: [Substring: Value] = [:]
+    private var byPrefix: [Substring: Value] = [:]
     private var last: (prefix: Substring, value: Value)?
+    static var limit: Int { 4096 }
 
     mutating func find(_ prefix: Substring) -> Value? {
         if let last, SameBytes.of(last.prefix, prefix) { return last.value }
         guard let value = byPrefix[prefix] else { return nil }
-        // Not the caller's slice, which would keep its whole URL alive.
         last = (Substring(String(prefix)), value)
         return value
+    }
+
+    mutating func remember(_ value: Value, for prefix: Substring) {
+        if byPrefix.count < Self.limit { byPrefix[Substring(String(prefix))] = value }
     }
 }

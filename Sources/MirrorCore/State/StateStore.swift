@@ -556,12 +556,7 @@ private final class Connection {
 
     func read(_ dest: String) throws(StoreError) -> StateRecord? {
         try ensureOpen()
-        if !decidedOnRecords, readsSoFar >= StateStore.readsBeforeReadingAll {
-            decidedOnRecords = true
-            if let expectedEntries, try rowCount() <= max(1024, 2 * expectedEntries) {
-                records = try readRows(where: nil)
-            }
-        }
+        if readsSoFar >= StateStore.readsBeforeReadingAll { try decideOnRecords() }
         if let records { return records[DestKey(dest)] }
         readsSoFar += 1
         return try readRows(where: dest).values.first
@@ -570,13 +565,18 @@ private final class Connection {
     /// Every row, when the store holds not many more than the run expects; nil otherwise.
     func snapshot() throws(StoreError) -> [DestKey: StateRecord]? {
         try ensureOpen()
-        if !decidedOnRecords {
-            decidedOnRecords = true
-            if let expectedEntries, try rowCount() <= max(1024, 2 * expectedEntries) {
-                records = try readRows(where: nil)
-            }
-        }
+        try decideOnRecords()
         return records
+    }
+
+    /// Reads every row into `records`, once, when the store holds at most max(1,024, 2 × the
+    /// entries expected); otherwise records go on being read a row at a time.
+    private func decideOnRecords() throws(StoreError) {
+        guard !decidedOnRecords else { return }
+        decidedOnRecords = true
+        if let expectedEntries, try rowCount() <= max(1024, 2 * expectedEntries) {
+            records = try readRows(where: nil)
+        }
     }
 
     func readAll() throws(StoreError) -> [StateRecord] {

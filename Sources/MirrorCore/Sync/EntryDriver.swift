@@ -143,9 +143,7 @@ final class EntryDriver: @unchecked Sendable {
         while !pending.isEmpty {
             let effect = pending.removeFirst()
             if let answer = perform(effect) {
-                // Most answers come to the last effect of a step: nothing to join then.
-                let next = machine.handle(answer)
-                pending = pending.isEmpty ? next : next + pending
+                pending = machine.handle(answer) + pending
             }
         }
     }

@@ -885,10 +885,11 @@ extension Action {
     }
 }
 
-/// `+` for the machine's effect lists: no new array when one side is empty (most
-/// `releaseSlot()`s and clean-ups are), one allocation of the right size otherwise, where the
-/// standard `+` grew the left side's exact-size storage.
-private func + (lhs: [EntryMachine.Effect], rhs: [EntryMachine.Effect]) -> [EntryMachine.Effect] {
+/// `+` for effect lists, the machine's and its driver's: no new array when one side is empty
+/// (most `releaseSlot()`s and clean-ups are, and what is pending when an answer comes), one
+/// allocation of the right size otherwise, where the standard `+` grew the left side's
+/// exact-size storage.
+func + (lhs: [EntryMachine.Effect], rhs: [EntryMachine.Effect]) -> [EntryMachine.Effect] {
     if lhs.isEmpty { return rhs }
     if rhs.isEmpty { return lhs }
     var joined: [EntryMachine.Effect] = []

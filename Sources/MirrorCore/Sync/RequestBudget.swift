@@ -115,15 +115,9 @@ struct OriginKey: Hashable, Sendable, CustomStringConvertible {
         guard let host = HostKey(url: url) else { return nil }
         let scheme = RemoteProbe.scheme(of: url)
         description = "\(scheme)://\(host.host.lowercased()):\(host.port)" + (proxy.map { " via \($0)" } ?? "")
-        if let prefix {
-            let key = Substring(String(prefix))
-            Self.known.withLock { known in
-                if known.byPrefix.count < Self.knownLimit { known.byPrefix[key] = self }
-            }
-        }
+        if let prefix { Self.known.withLock { $0.remember(self, for: prefix) } }
     }
 
     /// Origins without a proxy already made, by `scheme://authority`.
     private static let known = Mutex(KnownByPrefix<OriginKey>())
-    private static let knownLimit = 4096
 }
