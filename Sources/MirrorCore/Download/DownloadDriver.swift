@@ -194,6 +194,11 @@ final class DownloadDriver: @unchecked Sendable {
     /// took over the lead, hear it from the machine).
     private func streamEnded(_ fetched: Fetcher.Result, writer: PartialFileWriter, watched: SegmentLead?, needsConnection: Bool,
                              source: RemoteURL) {
+        // The GET is over, so its reply can no longer be split: the lead goes. Kept, it would
+        // keep this driver alive past the entry's end (its split callback holds the driver),
+        // and with it the writer, the hasher and the entry's own driver, about 8 KB for every
+        // file a run downloads.
+        if let watched, lead?.stream === watched { lead = nil }
         if let segmented = watched?.transfer, segmented.isSegmenting {
             // A late word from a segmented download that is over already: nothing to tell.
             if segmented.isOver { return }
@@ -217,10 +222,14 @@ final class DownloadDriver: @unchecked Sendable {
         let pinned = entry.pins.digest != nil
         return SegmentLead(writer: writer, splittable: { head in
             SegmentReply.version(ofLead: head, url: url, segmentMin: minimum, pinned: pinned)
-        }, onSplittable: { [self] lead, version in
-            // Not inside libcurl's callback: the segments start requests.
-            env.fetcher.engine.post { [self] in
-                guard !lead.finished, lead.transfer == nil, host.transferID != nil, !host.run.isCancelled, self.lead?.stream === lead else { return }
+        }, onSplittable: { [weak self] lead, version in
+            // Not inside libcurl's callback: the segments start requests. Held weakly: the
+            // lead is this driver's own (`lead`), and a strong hold would make a cycle.
+            guard let engine = self?.env.fetcher.engine else { return }
+            engine.post { [weak self] in
+                guard let self, !lead.finished, lead.transfer == nil, host.transferID != nil, !host.run.isCancelled,
+                      self.lead?.stream === lead
+                else { return }
                 host.deliver(.download(.leadSplittable(version, position: lead.position)))
             }
         })
