@@ -70,11 +70,11 @@ public final class ManifestRunner: Sendable {
         reportPendingLeftovers(in: [store].compactMap { $0 } + siblings.stores)
         // A plan waits for no host: its conditions are never consulted.
         let conditions = HostConditions(gate: ConnectivityGate(wait: .zero), pauses: HostPauses(), probe: nil, proxies: options.proxies)
-        let results = await run(.plan, store: store, siblings: siblings, conditions: conditions, width: options.concurrency)
+        var results = await run(.plan, store: store, siblings: siblings, conditions: conditions, width: options.concurrency)
         siblings.close()
         // Closed here: the run, which holds it, is kept until the runner goes (`lastRun`).
         store?.close()
-        return results.map { result in
+        return Self.unwrap(&results) { result in
             guard case .planned(let planned) = result else { preconditionFailure("a plan ended in a sync report") }
             return planned
         }
@@ -144,7 +144,8 @@ public final class ManifestRunner: Sendable {
             proxies: options.proxies
         )
         options.progress?.expect(manifest.entries.map { ($0.dest, $0.size) })
-        let reports = await run(.sync, store: store, siblings: siblings, conditions: conditions, width: entryWidth).map { result in
+        var results = await run(.sync, store: store, siblings: siblings, conditions: conditions, width: entryWidth)
+        let reports = Self.unwrap(&results) { result in
             guard case .synced(let report) = result else { preconditionFailure("a sync ended in a plan") }
             return report
         }
@@ -235,6 +236,17 @@ public final class ManifestRunner: Sendable {
             if let record = try? sibling.record(for: entry.dest) { found.append(record) }
         }
         return (StateRecord.chosen(own: own, siblings: found, onDisk: identity), false)
+    }
+
+    /// `results`' payloads, in order, taken out of `results` (left empty) one at a time, each
+    /// result let go once its payload is out: at no point are all of them held twice (a run of
+    /// a million entries would hold a quarter of a GB more).
+    private static func unwrap<Payload>(_ results: inout [EntryResult], _ payload: (EntryResult) -> Payload) -> [Payload] {
+        results.reverse()
+        var payloads: [Payload] = []
+        payloads.reserveCapacity(results.count)
+        while let result = results.popLast() { payloads.append(payload(result)) }
+        return payloads
     }
 
     /// Runs every entry on the engine's thread, `width` at once; the results in manifest order.

@@ -191,10 +191,13 @@ final class SyncRun: @unchecked Sendable {
             bytesTransferred: 0, size: nil, attempts: 0, sha256: nil))
     }
 
+    /// Hands the results on and keeps none: the run itself is kept to the runner's end.
     private func finishRun() {
         guard let completion else { return }
         self.completion = nil
-        completion(results.map { $0! })
+        let finished = results
+        results = []
+        completion(finished.map { $0! })
     }
 }
 
