@@ -574,8 +574,8 @@ private final class Connection {
     private func decideOnRecords() throws(StoreError) {
         guard !decidedOnRecords else { return }
         decidedOnRecords = true
-        if let expectedEntries, try rowCount() <= max(1024, 2 * expectedEntries) {
-            records = try readRows(where: nil)
+        if let expectedEntries, case let rows = try rowCount(), rows <= max(1024, 2 * expectedEntries) {
+            records = try readRows(where: nil, expecting: rows)
         }
     }
 
@@ -734,12 +734,14 @@ private final class Connection {
         return Int(sqlite3_column_int64(statement, 0))
     }
 
-    /// Every row, or the one of `dest`.
-    private func readRows(where dest: String?) throws(StoreError) -> [DestKey: StateRecord] {
+    /// Every row, or the one of `dest`; `expecting` rows are made room for at once (a table
+    /// grown by doubling moved each of a million records about twice on the way).
+    private func readRows(where dest: String?, expecting rows: Int = 1) throws(StoreError) -> [DestKey: StateRecord] {
         let select = try NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries" + (dest == nil ? "" : " WHERE dest = :dest"))
         defer { select.finalize() }
         if let dest { select.bind(.dest, dest) }
         var found: [DestKey: StateRecord] = [:]
+        found.reserveCapacity(rows)
         while true {
             let step = select.step()
             if step == SQLITE_DONE { return found }

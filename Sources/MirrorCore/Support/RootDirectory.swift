@@ -64,6 +64,13 @@ public final class RootDirectory: Sendable {
         return try body(directory)
     }
 
+    /// A descriptor of the directory `relative` under the root (not empty), opened as
+    /// `withDirectory` opens it, for the caller to close; nil when it or the root does not exist.
+    func openDirectory(_ relative: String) throws(TransferFailure) -> Int32? {
+        guard let root = try rootDescriptor(create: false) else { return nil }
+        return try open(relative, from: root, create: false, durable: false)
+    }
+
     /// fsync of the directory `relative` under the root; the errno of a failure.
     func syncDirectory(_ relative: String) -> Int32? {
         do {

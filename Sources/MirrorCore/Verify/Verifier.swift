@@ -73,8 +73,9 @@ public struct Verifier: Sendable {
         var parts = await boundedMap(Array(0..<workers), width: workers) { _ in
             await blocking.run {
                 var done: [(index: Int, result: VerifiedEntry)] = []
+                let reader = DirectoryReader(root: rootDirectory)
                 while case let index = next.take(), index < entries.count {
-                    done.append((index, verifyEntry(entries[index], records: records, rehash: rehash)))
+                    done.append((index, verifyEntry(entries[index], records: records, rehash: rehash, reader: reader)))
                 }
                 return done
             }
@@ -123,12 +124,13 @@ public struct Verifier: Sendable {
         }
     }
 
-    private func verifyEntry(_ entry: Entry, records: Records, rehash: Bool) -> VerifiedEntry {
+    private func verifyEntry(_ entry: Entry, records: Records, rehash: Bool, reader: DirectoryReader) -> VerifiedEntry {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
         let paths = manifest.paths(for: entry)
         let local: LocalFacts
         do {
-            local = try LocalFacts.inspect(paths, in: rootDirectory)
+            // The partial file matters only to say that a missing DEST has one.
+            local = try reader.inspectDestinationFirst(paths)
         } catch {
             result.status = .mismatch
             result.detail = error.description

@@ -57,6 +57,44 @@ struct VerifyWorkersTests {
         #expect(calls < 400, "\(calls) futex calls for 2,000 entries:\n\(text)")
     }
 
+    /// Entries in subdirectories: each worker keeps the directory of its last entry open while
+    /// the next ones are in it too, and looks for `DEST.part` only where `DEST` is missing (to
+    /// say that there is a partial download): one system call an entry instead of four.
+    @Test func entriesInADirectoryCostOneLookEach() throws {
+        let strace = try ExternalCommand.executable("strace", package: "strace")
+        let scenario = try SyncScenario()
+        var manifest = "version: 1\nallow_file: true\nroot: ./root\nconcurrency: 8\nfiles:\n"
+        for index in 0..<2000 {
+            let source = try scenario.directory.write(Data("file \(index)\n".utf8), to: "source/f\(index).txt")
+            manifest += "  - url: \"file://\(source)\"\n    dest: d\(index / 1000)/f\(index).txt\n"
+        }
+        _ = try scenario.write(text: manifest)
+        let synced = try scenario.run(["sync", "--quiet", "m.yaml"])
+        #expect(synced.status == 0, "\(synced)")
+        // One DEST gone with a partial download left, one gone without.
+        #expect(rename(scenario.rootPath("d0/f7.txt"), scenario.rootPath("d0/f7.txt.part")) == 0)
+        #expect(unlink(scenario.rootPath("d1/f1500.txt")) == 0)
+        let summary = scenario.directory.path("calls")
+        let verified = try scenario.run(["verify", "m.yaml"], launcher: [strace, "-f", "-c", "-e", "trace=openat,openat2,newfstatat,close", "-o", summary])
+        #expect(verified.status == 1, "\(verified)")
+        #expect(verified.stdout.split(separator: "\n").filter { $0.hasPrefix("ok ") }.count == 1998, "\(verified)")
+        let problems = verified.stderr.split(separator: "\n")
+        #expect(problems.contains("missing     d0/f7.txt: a partial download of 7 bytes exists"), "\(verified)")
+        #expect(problems.contains("missing     d1/f1500.txt"), "\(verified)")
+        let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: summary)), as: UTF8.self)
+        func calls(_ name: String) -> Int {
+            for line in text.split(separator: "\n") where line.hasSuffix(" " + name) {
+                let columns = line.split(separator: " ", omittingEmptySubsequences: true)
+                if columns.count >= 5 { return Int(columns[3]) ?? 0 }
+            }
+            return 0
+        }
+        // The directories: a few opens for each worker, not one for each entry.
+        #expect(calls("openat2") < 200, "\(text)")
+        // DEST for every entry, DEST.part for the two without one, and what the run reads besides.
+        #expect(calls("newfstatat") < 2300, "\(text)")
+    }
+
     /// A store of many more rows than the manifest's entries is read a row at a time (through
     /// its lock), not whole: the answers are the same.
     @Test(arguments: [false, true])
