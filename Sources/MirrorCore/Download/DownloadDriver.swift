@@ -281,12 +281,18 @@ final class DownloadDriver: @unchecked Sendable {
             limitedHost: source.limitedHost, blocking: env.blocking, store: store, rootDirectory: env.rootDirectory,
             durable: env.durable, progress: ticket, politeness: host.run.segmentPoliteness,
             host: source.host?.description ?? "", onStoreProblem: env.storeWriteFailed,
-            stopLead: { [self] in if let transferID = host.transferID { env.fetcher.engine.cancel(transferID) } },
+            stopLead: { [weak self] in
+                guard let self, let transferID = host.transferID else { return }
+                env.fetcher.engine.cancel(transferID)
+            },
             machine: { [unowned host] in host.downloadMachine?.segments },
             deliver: { [unowned host] in host.deliver(.download(.segments($0))) },
             ready: { [unowned host] in host.deliver(.download(.segmentsReady($0))) })
-        return SegmentedTransfer(version: version, environment: environment, leadFirstByteDelay: leadFirstByteDelay) { [self] transfer, end in
+        // The transfer is this driver's own (`segmented`): its callbacks hold the driver weakly,
+        // so that no way of ending it can leave the two holding each other.
+        return SegmentedTransfer(version: version, environment: environment, leadFirstByteDelay: leadFirstByteDelay) { [weak self] transfer, end in
             ticket?.finish()
+            guard let self else { return }
             if segmented === transfer { segmented = nil }
             host.deliver(.download(.segmentsEnded(end, leadBytes: leadBytes())))
         }

@@ -516,6 +516,8 @@ private final class Connection {
         if logDescriptor >= 0 { Glibc.close(logDescriptor) }
         if !readOnly, checkpointed, closed, !sawDamage { markClosed() }
         Glibc.close(directory)
+        // A closed store may be kept (the runner keeps its last run's): not its rows.
+        records = nil
     }
 
     /// Marks the file as this clean close leaves it (`StoreCloseMark`), when every record is

@@ -150,7 +150,9 @@ final class SyncRun: @unchecked Sendable {
 
     private func start(_ index: Int, countedAgainst host: String?) {
         let entry = pinned.removeValue(forKey: index) ?? entries[index]
-        if let failure = unpinned[index] { return entryFinished(index, unpinnedResult(entry, failure)) }
+        // An emptied table keeps its room: let it go once every pinned entry has started.
+        if pinned.isEmpty, pinned.capacity > 0 { pinned = [:] }
+        if let failure = unpinned.removeValue(forKey: index) { return entryFinished(index, unpinnedResult(entry, failure)) }
         if let host {
             runningPerHost[host, default: 0] += 1
             hostOfRunning[index] = host
