@@ -11,4 +11,15 @@ enum KeptUntilExit {
     static func keep(_ object: any AnyObject & Sendable) {
         objects.withLock { $0.append(object) }
     }
+
+    /// A value kept so: a command's results, or its manifest, of a million entries each take
+    /// a few hundred ms to free one by one.
+    static func keep<Value>(value: Value) {
+        keep(Held(value))
+    }
+
+    private final class Held<Value>: @unchecked Sendable {
+        let value: Value
+        init(_ value: Value) { self.value = value }
+    }
 }

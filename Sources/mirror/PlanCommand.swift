@@ -47,6 +47,7 @@ struct PlanCommand: AsyncParsableCommand {
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         KeptUntilExit.keep(runner)
         let plan = await runner.plan()
+        KeptUntilExit.keep(value: plan)
         let pruning = runner.prunePlan()
 
         let sharding = manifest.shard.map { ShardPlan(selection: $0, balance: shard.shardBy ?? .hash, totals: shardTotals ?? [], entries: manifest.entries, plan: plan) }

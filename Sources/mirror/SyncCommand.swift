@@ -141,6 +141,7 @@ struct SyncCommand: AsyncParsableCommand {
         display?.start()
         let (result, signal) = try await runner.syncInterruptibly(console: console) { await display?.stop() }
         reports = result.reports
+        KeptUntilExit.keep(value: reports)
         ran.prune = result.prune
         let elapsed = ContinuousClock.now - started
 

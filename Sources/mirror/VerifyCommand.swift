@@ -35,6 +35,7 @@ struct VerifyCommand: AsyncParsableCommand {
         let manifest = try shard.apply(to: options.loadManifest(console: console), console: console, json: options.json).manifest
         let verifier = Verifier(manifest: manifest, options: options.runOptions(for: manifest, console: console))
         let results = await verifier.verify(rehash: rehash)
+        KeptUntilExit.keep(value: (manifest, results))
 
         if options.json {
             console.json(VerifyJSON.encode(results))
