@@ -11,7 +11,10 @@
 # takes about a minute), tools interleaved; prints per workload each tool's median wall time,
 # its peak RSS and mirror's ratio to the best peer, as Markdown, then the per-entry cost of (c)
 # beside (g), and how long the whole run took. (c) and (g) also time the same HEAD requests
-# made over libcurl's multi interface from C (Benchmarks/multi-head.c), the floor of a no-op.
+# made over libcurl's multi interface from C (Benchmarks/multi-head.c), the floor of a no-op;
+# (b) also times the same GETs from C with the files made durable as mirror makes them, in
+# each way that keeps that promise (Benchmarks/durable-files.c), the reference for mirror as
+# shipped.
 # mirror runs as shipped (fsync on) and, where writes are made durable ((a), (b), (d), (h)),
 # also with --no-fsync, which is what the peers do.
 # Links workloads, each tool at 8 requests in flight at most (connections, or HTTP/2 streams),
@@ -221,6 +224,11 @@ if wants loopback; then
     # The floor of a no-op: the same HEAD requests over libcurl's multi interface from C, 8 at a
     # time, nothing else (Benchmarks/multi-head.c).
     cc -O2 -o "$work/multi-head" "$here/Benchmarks/multi-head.c" -lcurl
+    # The reference for (b) as shipped: the same GETs over libcurl's multi interface from C,
+    # each file made durable before its rename and the renames before the group's record, by
+    # each of the ways it can be done (Benchmarks/durable-files.c); `none` is that program
+    # without an fsync.
+    cc -O2 -pthread -o "$work/durable-files" "$here/Benchmarks/durable-files.c" -lcurl
 
     echo "(b) ${small_count} x 16 KiB, 8 at a time, and (c) re-checking them" >&2
     for run in $(seq 1 "$runs"); do
@@ -233,6 +241,10 @@ if wants loopback; then
         measure "c aria2" aria2c -q -j 8 --conditional-get=true --allow-overwrite=true --file-allocation=none -d "$work/out/small" -i "$work/cfg/aria2"
         fresh small; measure "b rclone" rclone copy -q --transfers 8 --http-url "$base/small/" :http: "$work/out/small"
         measure "c rclone" rclone copy -q --transfers 8 --http-url "$base/small/" :http: "$work/out/small"
+        for strategy in writeback syncfs fsync none; do
+            fresh small; mkdir -p "$work/out/small"
+            measure "b durable-C($strategy)" "$work/durable-files" "$work/cfg/urls" "$work/out/small" 8 "$strategy"
+        done
         fresh small; measure "b mirror" "$mirror" sync -q "$work/cfg/small.yaml"
         measure "c mirror" "$mirror" sync -q "$work/cfg/small.yaml"
         fresh small; measure "b mirror(no-fsync)" "$mirror" sync -q --no-fsync "$work/cfg/small.yaml"
@@ -549,7 +561,7 @@ for work in "abcdefg":
     medians = {t: statistics.median(s for s, _ in v) for t, v in tools.items()}
     peaks = {t: max(r for _, r in v) for t, v in tools.items()}
     floors = ("network-floor", "libcurl-multi-C")
-    peers = [t for t in medians if not t.startswith("mirror") and t not in floors]
+    peers = [t for t in medians if not t.startswith("mirror") and t not in floors and not t.startswith("durable-C")]
     best = min(peers, key=medians.get) if peers else None
     print(f"\n### {titles[work]}\n")
     print("| tool | median wall (s) | peak RSS (MiB) | ÷ best peer |")
@@ -559,6 +571,11 @@ for work in "abcdefg":
         print(f"| {t} | {medians[t]:.3f} | {peaks[t] / 1024:.1f} | {ratio} |")
     if best:
         print(f"\nbest peer: {best}; runs per tool: {len(tools[best])}")
+    durable = [t for t in medians if t.startswith("durable-C(") and t != "durable-C(none)"]
+    if durable and "mirror" in medians:
+        reference = min(durable, key=medians.get)
+        print(f"\nmirror as shipped ÷ the durable C reference ({reference}, the fastest way it keeps the promise): "
+              f"{medians['mirror'] / medians[reference]:.3f}")
 
 def count(value):
     return f"{value:g}" if value == int(value) else f"{value:.1f}"

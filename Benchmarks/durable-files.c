@@ -1,0 +1,192 @@
+/*
+ * The reference for mirror's durable small files: GET every URL in a file, N at a time, over
+ * libcurl's multi interface, each body into NAME.part in OUT-DIR, and commit finished files in
+ * groups with mirror's promise: each file's bytes durable before its rename, the renames
+ * durable before the group's record (a line per file appended to OUT-DIR/records, fdatasync'd).
+ * A group is every file finished while the previous group was committed (at most 256), on a
+ * thread of its own, as mirror's group commit does, so downloads go on meanwhile.
+ *   cc -O2 -pthread -o durable-files durable-files.c -lcurl
+ *   durable-files URL-LIST-FILE OUT-DIR CONCURRENCY STRATEGY
+ * STRATEGY, how a group's files are made durable before their renames:
+ *   fsync      fdatasync each file
+ *   writeback  sync_file_range(SYNC_FILE_RANGE_WRITE) on every file first, then fdatasync each
+ *              (what mirror does)
+ *   syncfs     one syncfs of the file system for the group's data, and one for its renames
+ *              (in place of the directory's fsync)
+ *   none       no fsync at all (the floor: what curl and wget leave)
+ * Prints the wall time in seconds and the number of files that failed.
+ */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum strategy { FSYNC, WRITEBACK, SYNCFS, NONE };
+
+struct file {
+    int fd;
+    int failed;
+    char name[256];
+};
+
+static int out_dir;
+static int records;
+static enum strategy strategy;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t more = PTHREAD_COND_INITIALIZER;
+static struct file **queue;
+static size_t queued, queue_capacity, failures;
+static int downloads_over;
+
+static size_t store(char *data, size_t size, size_t count, void *user) {
+    struct file *file = user;
+    size_t length = size * count, written = 0;
+    while (written < length) {
+        ssize_t n = write(file->fd, data + written, length - written);
+        if (n < 0) { if (errno == EINTR) continue; file->failed = 1; return 0; }
+        written += (size_t)n;
+    }
+    return length;
+}
+
+static void check(int ok, struct file *file) { if (!ok) file->failed = 1; }
+
+/* One group: durable data, renames, durable renames, then the record. */
+static void commit(struct file **group, size_t count) {
+    if (strategy == WRITEBACK)
+        for (size_t i = 0; i < count; i++) sync_file_range(group[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    if (strategy == FSYNC || strategy == WRITEBACK)
+        for (size_t i = 0; i < count; i++) check(fdatasync(group[i]->fd) == 0, group[i]);
+    if (strategy == SYNCFS) check(syncfs(out_dir) == 0, group[0]);
+    char part[300];
+    for (size_t i = 0; i < count; i++) {
+        if (group[i]->failed) continue;
+        snprintf(part, sizeof part, "%s.part", group[i]->name);
+        check(renameat(out_dir, part, out_dir, group[i]->name) == 0, group[i]);
+    }
+    if (strategy == FSYNC || strategy == WRITEBACK) check(fsync(out_dir) == 0, group[0]);
+    if (strategy == SYNCFS) check(syncfs(out_dir) == 0, group[0]);
+    char line[300];
+    for (size_t i = 0; i < count; i++) {
+        int n = snprintf(line, sizeof line, "%s\n", group[i]->name);
+        if (write(records, line, (size_t)n) != n) group[i]->failed = 1;
+    }
+    if (strategy != NONE) fdatasync(records);
+    for (size_t i = 0; i < count; i++) {
+        close(group[i]->fd);
+        if (group[i]->failed) failures++;
+        free(group[i]);
+    }
+}
+
+static void *committer(void *unused) {
+    (void)unused;
+    struct file *group[256];
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        while (queued == 0 && !downloads_over) pthread_cond_wait(&more, &lock);
+        if (queued == 0 && downloads_over) { pthread_mutex_unlock(&lock); return NULL; }
+        size_t count = queued < 256 ? queued : 256;
+        memcpy(group, queue, count * sizeof *group);
+        memmove(queue, queue + count, (queued - count) * sizeof *queue);
+        queued -= count;
+        pthread_mutex_unlock(&lock);
+        commit(group, count);
+    }
+}
+
+static void finished(struct file *file) {
+    pthread_mutex_lock(&lock);
+    if (queued == queue_capacity) {
+        queue_capacity = queue_capacity ? 2 * queue_capacity : 1024;
+        queue = realloc(queue, queue_capacity * sizeof *queue);
+    }
+    queue[queued++] = file;
+    pthread_cond_signal(&more);
+    pthread_mutex_unlock(&lock);
+}
+
+static void add(CURLM *multi, const char *url) {
+    struct file *file = calloc(1, sizeof *file);
+    const char *slash = strrchr(url, '/');
+    snprintf(file->name, sizeof file->name, "%s", slash ? slash + 1 : url);
+    char part[300];
+    snprintf(part, sizeof part, "%s.part", file->name);
+    file->fd = openat(out_dir, part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (file->fd < 0) file->failed = 1;
+    CURL *easy = curl_easy_init();
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, store);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, file);
+    curl_easy_setopt(easy, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, file);
+    curl_multi_add_handle(multi, easy);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s URL-LIST-FILE OUT-DIR CONCURRENCY fsync|writeback|syncfs|none\n", argv[0]);
+        return 2;
+    }
+    const char *names[] = {"fsync", "writeback", "syncfs", "none"};
+    strategy = (enum strategy)-1;
+    for (int i = 0; i < 4; i++) if (strcmp(argv[4], names[i]) == 0) strategy = (enum strategy)i;
+    if ((int)strategy < 0) { fprintf(stderr, "unknown strategy %s\n", argv[4]); return 2; }
+    FILE *list = fopen(argv[1], "r");
+    if (!list) { perror(argv[1]); return 2; }
+    size_t capacity = 1024, count = 0;
+    char **urls = malloc(capacity * sizeof *urls);
+    char line[4096];
+    while (fgets(line, sizeof line, list)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (!*line) continue;
+        if (count == capacity) urls = realloc(urls, (capacity *= 2) * sizeof *urls);
+        urls[count++] = strdup(line);
+    }
+    fclose(list);
+    out_dir = open(argv[2], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (out_dir < 0) { perror(argv[2]); return 2; }
+    records = openat(out_dir, "records", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    long width = atol(argv[3]);
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    pthread_t thread;
+    pthread_create(&thread, NULL, committer, NULL);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURLM *multi = curl_multi_init();
+    size_t next = 0;
+    for (; next < count && next < (size_t)width; next++) add(multi, urls[next]);
+    int running = 1;
+    while (running) {
+        curl_multi_perform(multi, &running);
+        CURLMsg *message;
+        int left;
+        while ((message = curl_multi_info_read(multi, &left))) {
+            if (message->msg != CURLMSG_DONE) continue;
+            struct file *file;
+            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&file);
+            if (message->data.result != CURLE_OK) file->failed = 1;
+            curl_multi_remove_handle(multi, message->easy_handle);
+            curl_easy_cleanup(message->easy_handle);
+            finished(file);
+            if (next < count) { add(multi, urls[next++]); running = 1; }
+        }
+        if (running) curl_multi_poll(multi, NULL, 0, 1000, NULL);
+    }
+    pthread_mutex_lock(&lock);
+    downloads_over = 1;
+    pthread_cond_signal(&more);
+    pthread_mutex_unlock(&lock);
+    pthread_join(thread, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    printf("%.3f %zu\n", (double)(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9, failures);
+    curl_multi_cleanup(multi);
+    return failures ? 1 : 0;
+}
