@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// The result of checking one entry's local file offline (`mirror verify`).
@@ -66,16 +67,32 @@ public struct Verifier: Sendable {
         // futex calls an entry, most of a no-hash verify's time).
         let entries = manifest.entries
         guard !entries.isEmpty else { return [] }
-        // Reading a whole store blocks: on the pool's thread, not the caller's.
-        let records = await blocking.run { Records(store: store, siblings: siblings) }
+        // The store is read whole (it blocks: on a pool thread) while the workers look at the
+        // disk: each looks at the entries it takes until the records are there, then judges
+        // those, then looks at and judges each next one. 1,000,000 entries: the two seconds of
+        // reading the store were two seconds of the run on their own.
+        let records = RecordsLoading()
+        blocking.submit { records.finish(Records(store: store, siblings: siblings)) }
         let next = EntryCounter()
         let workers = min(max(options.concurrency, 1), entries.count)
         var parts = await boundedMap(Array(0..<workers), width: workers) { _ in
             await blocking.run {
                 var done: [(index: Int, result: VerifiedEntry)] = []
                 let reader = DirectoryReader(root: rootDirectory)
+                var looked: [(index: Int, local: Result<LocalFacts, TransferFailure>)] = []
+                while !records.isReady, looked.count < Self.lookAhead, case let index = next.take(), index < entries.count {
+                    let paths = manifest.paths(for: entries[index])
+                    looked.append((index, Result { () throws(TransferFailure) in try reader.inspectDestinationFirst(paths) }))
+                }
+                let loaded = records.wait()
+                for (index, local) in looked {
+                    done.append((index, judge(entries[index], paths: nil, local: local, records: loaded, rehash: rehash)))
+                }
+                looked = []
                 while case let index = next.take(), index < entries.count {
-                    done.append((index, verifyEntry(entries[index], records: records, rehash: rehash, reader: reader)))
+                    let paths = manifest.paths(for: entries[index])
+                    let local = Result { () throws(TransferFailure) in try reader.inspectDestinationFirst(paths) }
+                    done.append((index, judge(entries[index], paths: paths, local: local, records: loaded, rehash: rehash)))
                 }
                 return done
             }
@@ -115,6 +132,30 @@ public struct Verifier: Sendable {
         }
     }
 
+    /// The records, once read, for the workers that wait for them.
+    private final class RecordsLoading: @unchecked Sendable {
+        private let ready = Atomic<Bool>(false)
+        private let loaded = Mutex<Records?>(nil)
+        private let arrived = DispatchGroup()
+
+        init() {
+            arrived.enter()
+        }
+
+        var isReady: Bool { ready.load(ordering: .acquiring) }
+
+        func finish(_ records: Records) {
+            loaded.withLock { $0 = records }
+            ready.store(true, ordering: .releasing)
+            arrived.leave()
+        }
+
+        func wait() -> Records {
+            arrived.wait()
+            return loaded.withLock { $0! }
+        }
+    }
+
     /// The index of the next entry a worker takes.
     private final class EntryCounter: Sendable {
         private let next = Atomic<Int>(0)
@@ -124,14 +165,23 @@ public struct Verifier: Sendable {
         }
     }
 
-    private func verifyEntry(_ entry: Entry, records: Records, rehash: Bool, reader: DirectoryReader) -> VerifiedEntry {
+    /// Entries a worker looks at before the records are there, at most: what it found of each
+    /// (about 100 bytes) waits for them, 26 MB for 8 workers. 1,000,000 entries in 8.7-9.2 s
+    /// with this bound, 8.6-9.0 s with none (and 100 MB more), 11.5-11.7 s without looking ahead.
+    static let lookAhead = 1 << 15
+
+    /// The verdict on `entry` from what a look at the disk found (the partial file only where
+    /// `DEST` is missing, to say that there is one) and the records; `paths` are its paths,
+    /// made again when nil and needed.
+    private func judge(
+        _ entry: Entry, paths known: DestinationPaths?, local looked: Result<LocalFacts, TransferFailure>, records: Records, rehash: Bool
+    ) -> VerifiedEntry {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
-        let paths = manifest.paths(for: entry)
         let local: LocalFacts
-        do {
-            // The partial file matters only to say that a missing DEST has one.
-            local = try reader.inspectDestinationFirst(paths)
-        } catch {
+        switch looked {
+        case .success(let facts):
+            local = facts
+        case .failure(let error):
             result.status = .mismatch
             result.detail = error.description
             return result
@@ -160,7 +210,7 @@ public struct Verifier: Sendable {
             result.hashFromStore = true
         } else {
             do {
-                result.sha256 = try rootDirectory.digestOfDestination(paths, algorithm)
+                result.sha256 = try rootDirectory.digestOfDestination(known ?? manifest.paths(for: entry), algorithm)
             } catch {
                 result.status = .mismatch
                 result.detail = error.description
