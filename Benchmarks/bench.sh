@@ -7,7 +7,8 @@
 # Loopback workloads: (a) one 1 GiB file, (b) 2000 x 16 KiB at 8 at a time, (c) a no-op re-sync
 # of (b), (d) resuming (a) from its half, (e) `mirror plan` of a 100,000-entry manifest, (f)
 # `mirror plan` of a 1,000,000-entry manifest, (g) a no-op re-sync of 20,000 x 16 KiB (aria2
-# only once). Each command runs RUNS times (default 5; (f) F_RUNS times, default 1: one run
+# only once), (v) `mirror verify` of (f)'s manifest with every file present (synced once first,
+# untimed) and its futex calls. Each command runs RUNS times (default 5; (f) F_RUNS times, default 1: one run
 # takes about a minute), tools interleaved; prints per workload each tool's median wall time,
 # its peak RSS and mirror's ratio to the best peer, as Markdown, then the per-entry cost of (c)
 # beside (g), and how long the whole run took. (c) and (g) also time the same HEAD requests
@@ -62,6 +63,7 @@ command -v rclone >/dev/null 2>&1 || missing+=(rclone)
 [ -x /usr/bin/time ] || missing+=(time)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
+command -v strace >/dev/null 2>&1 || missing+=(strace)
 command -v openssl >/dev/null 2>&1 || ! wants links || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing from Debian's packages: ${missing[*]}" >&2
@@ -292,6 +294,17 @@ if wants loopback; then
     for run in $(seq 1 "$f_runs"); do
         measure "f mirror" "$mirror" plan -q "$work/cfg/huge.yaml"
     done
+
+    # (v): verify of (f)'s manifest with every file present, synced once first (not timed, a
+    # few minutes: a million empty files), and the futex calls of one more run (strace -c -f).
+    echo "(v) mirror verify of ${huge_plan_count} present files (synced first)" >&2
+    fresh huge
+    "$mirror" sync -q --no-fsync "$work/cfg/huge.yaml" >/dev/null 2>&1 || echo "v: the sync before the verify failed" >&2
+    for run in $(seq 1 "$runs"); do
+        measure "v mirror" "$mirror" verify -q "$work/cfg/huge.yaml"
+    done
+    strace -f -c -e trace=futex -o "$work/v-futex" "$mirror" verify -q "$work/cfg/huge.yaml" >/dev/null 2>&1 || true
+    echo "v-calls futex $(awk '$NF == "futex" {print $4}' "$work/v-futex")" >> "$results"
 fi
 
 if wants links; then
@@ -529,7 +542,7 @@ for line in open(sys.argv[1]):
         work, tool, status = parts[0][:-len("-failed")], parts[1], parts[2]
         failed.setdefault((work, tool), []).append(f"exit {status}: {' '.join(parts[3:])}")
         continue
-    if parts[0].endswith("-bytes") or parts[0].endswith("-requests"):
+    if parts[0].endswith("-bytes") or parts[0].endswith("-requests") or parts[0].endswith("-calls"):
         extra.setdefault((parts[0], parts[1]), []).append(int(parts[2]))
         continue
     if parts[0].endswith("-log"):
@@ -546,6 +559,7 @@ for line in open(sys.argv[1]):
 titles = {"a": "(a) one large file", "b": "(b) many small files, 8 at a time", "c": "(c) no-op re-sync of (b)",
           "d": "(d) resume (a) from its half", "e": f"(e) mirror plan of {plan_count:,} entries",
           "f": f"(f) mirror plan of {huge_plan_count:,} entries", "g": f"(g) no-op re-sync of {noop_count:,} files",
+          "v": f"(v) mirror verify of {huge_plan_count:,} present files (issue 20's target: 10 s)",
           "h": f"(h) {link_count} new files of 16 KiB, RTT 40 ms, 8 at a time",
           "i": f"(i) the {link_count} files changed on the server, re-synced, RTT 40 ms",
           "j": f"(j) no-op re-check of the {link_count} files, RTT 40 ms",
@@ -554,7 +568,7 @@ titles = {"a": "(a) one large file", "b": "(b) many small files, 8 at a time", "
           "m": f"(m) HTTPS + HTTP/2, RTT 40 ms: {link_count} new files",
           "mn": f"(m) HTTPS + HTTP/2, RTT 40 ms: no-op re-check of {small_count:,} files"}
 files = {"h": link_count, "i": link_count, "j": link_count, "m": link_count, "mn": small_count}
-for work in "abcdefg":
+for work in "abcdefgv":
     if work not in rows:
         continue
     tools = rows[work]
