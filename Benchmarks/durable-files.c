@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
+#include "url-list.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -139,18 +140,9 @@ int main(int argc, char **argv) {
     strategy = (enum strategy)-1;
     for (int i = 0; i < 4; i++) if (strcmp(argv[4], names[i]) == 0) strategy = (enum strategy)i;
     if ((int)strategy < 0) { fprintf(stderr, "unknown strategy %s\n", argv[4]); return 2; }
-    FILE *list = fopen(argv[1], "r");
-    if (!list) { perror(argv[1]); return 2; }
-    size_t capacity = 1024, count = 0;
-    char **urls = malloc(capacity * sizeof *urls);
-    char line[4096];
-    while (fgets(line, sizeof line, list)) {
-        line[strcspn(line, "\r\n")] = 0;
-        if (!*line) continue;
-        if (count == capacity) urls = realloc(urls, (capacity *= 2) * sizeof *urls);
-        urls[count++] = strdup(line);
-    }
-    fclose(list);
+    size_t count;
+    char **urls = read_url_list(argv[1], &count);
+    if (!urls) return 2;
     out_dir = open(argv[2], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (out_dir < 0) { perror(argv[2]); return 2; }
     records = openat(out_dir, "records", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -6,6 +6,7 @@
  * Prints the wall time in seconds and the number of requests that did not end with 2xx.
  */
 #include <curl/curl.h>
+#include "url-list.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,18 +32,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s URL-LIST-FILE CONCURRENCY\n", argv[0]);
         return 2;
     }
-    FILE *list = fopen(argv[1], "r");
-    if (!list) { perror(argv[1]); return 2; }
-    size_t capacity = 1024, count = 0;
-    char **urls = malloc(capacity * sizeof *urls);
-    char line[4096];
-    while (fgets(line, sizeof line, list)) {
-        line[strcspn(line, "\r\n")] = 0;
-        if (!*line) continue;
-        if (count == capacity) urls = realloc(urls, (capacity *= 2) * sizeof *urls);
-        urls[count++] = strdup(line);
-    }
-    fclose(list);
+    size_t count;
+    char **urls = read_url_list(argv[1], &count);
+    if (!urls) return 2;
     long width = atol(argv[2]);
     if (width < 1) width = 1;
 
