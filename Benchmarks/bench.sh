@@ -304,7 +304,7 @@ if wants loopback; then
         measure "v mirror" "$mirror" verify -q "$work/cfg/huge.yaml"
     done
     strace -f -c -e trace=futex -o "$work/v-futex" "$mirror" verify -q "$work/cfg/huge.yaml" >/dev/null 2>&1 || true
-    echo "v-calls futex $(awk '$NF == "futex" {print $4}' "$work/v-futex")" >> "$results"
+    echo "v-calls futex $(awk '$NF == "futex" {n = $4} END {print n + 0}' "$work/v-futex" 2>/dev/null || echo 0)" >> "$results"
 fi
 
 if wants links; then

@@ -43,6 +43,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t more = PTHREAD_COND_INITIALIZER;
 static struct file **queue;
 static size_t queued, queue_capacity, failures;
+/* Files open, downloading or waiting for their group: at most MAX_OPEN_FILES, so that a slow
+   way of syncing makes the downloads wait instead of running out of descriptors. */
+static size_t open_files;
+#define MAX_OPEN_FILES 512
 static int downloads_over;
 
 static size_t store(char *data, size_t size, size_t count, void *user) {
@@ -58,32 +62,47 @@ static size_t store(char *data, size_t size, size_t count, void *user) {
 
 static void check(int ok, struct file *file) { if (!ok) file->failed = 1; }
 
-/* One group: durable data, renames, durable renames, then the record. */
+/* A step that covers the whole group failed: no file of it may go on. */
+static void check_all(int ok, struct file **group, size_t count) {
+    if (!ok) for (size_t i = 0; i < count; i++) group[i]->failed = 1;
+}
+
+/* One group: durable data, renames, durable renames, then the record of the files that got
+   that far (and only those). */
 static void commit(struct file **group, size_t count) {
     if (strategy == WRITEBACK)
         for (size_t i = 0; i < count; i++) sync_file_range(group[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (strategy == FSYNC || strategy == WRITEBACK)
         for (size_t i = 0; i < count; i++) check(fdatasync(group[i]->fd) == 0, group[i]);
-    if (strategy == SYNCFS) check(syncfs(out_dir) == 0, group[0]);
+    if (strategy == SYNCFS) check_all(syncfs(out_dir) == 0, group, count);
     char part[300];
     for (size_t i = 0; i < count; i++) {
         if (group[i]->failed) continue;
         snprintf(part, sizeof part, "%s.part", group[i]->name);
         check(renameat(out_dir, part, out_dir, group[i]->name) == 0, group[i]);
     }
-    if (strategy == FSYNC || strategy == WRITEBACK) check(fsync(out_dir) == 0, group[0]);
-    if (strategy == SYNCFS) check(syncfs(out_dir) == 0, group[0]);
+    if (strategy == FSYNC || strategy == WRITEBACK) check_all(fsync(out_dir) == 0, group, count);
+    if (strategy == SYNCFS) check_all(syncfs(out_dir) == 0, group, count);
     char line[300];
     for (size_t i = 0; i < count; i++) {
+        if (group[i]->failed) continue;
         int n = snprintf(line, sizeof line, "%s\n", group[i]->name);
         if (write(records, line, (size_t)n) != n) group[i]->failed = 1;
     }
-    if (strategy != NONE) fdatasync(records);
+    if (strategy != NONE) check_all(fdatasync(records) == 0, group, count);
+    for (size_t i = 0; i < count; i++) {
+        if (!group[i]->failed) continue;
+        snprintf(part, sizeof part, "%s.part", group[i]->name);
+        unlinkat(out_dir, part, 0);
+    }
+    pthread_mutex_lock(&lock);
     for (size_t i = 0; i < count; i++) {
         close(group[i]->fd);
         if (group[i]->failed) failures++;
         free(group[i]);
     }
+    open_files -= count;
+    pthread_mutex_unlock(&lock);
 }
 
 static void *committer(void *unused) {
@@ -114,6 +133,9 @@ static void finished(struct file *file) {
 }
 
 static void add(CURLM *multi, const char *url) {
+    pthread_mutex_lock(&lock);
+    open_files++;
+    pthread_mutex_unlock(&lock);
     struct file *file = calloc(1, sizeof *file);
     const char *slash = strrchr(url, '/');
     snprintf(file->name, sizeof file->name, "%s", slash ? slash + 1 : url);
@@ -146,6 +168,7 @@ int main(int argc, char **argv) {
     out_dir = open(argv[2], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (out_dir < 0) { perror(argv[2]); return 2; }
     records = openat(out_dir, "records", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (records < 0) { perror("records"); return 2; }
     long width = atol(argv[3]);
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -154,9 +177,14 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURLM *multi = curl_multi_init();
     size_t next = 0;
-    for (; next < count && next < (size_t)width; next++) add(multi, urls[next]);
-    int running = 1;
-    while (running) {
+    long in_flight = 0;
+    while (next < count || in_flight > 0) {
+        pthread_mutex_lock(&lock);
+        size_t open_now = open_files;
+        pthread_mutex_unlock(&lock);
+        for (; next < count && in_flight < width && open_now < MAX_OPEN_FILES; next++, in_flight++, open_now++)
+            add(multi, urls[next]);
+        int running;
         curl_multi_perform(multi, &running);
         CURLMsg *message;
         int left;
@@ -167,10 +195,11 @@ int main(int argc, char **argv) {
             if (message->data.result != CURLE_OK) file->failed = 1;
             curl_multi_remove_handle(multi, message->easy_handle);
             curl_easy_cleanup(message->easy_handle);
+            in_flight--;
             finished(file);
-            if (next < count) { add(multi, urls[next++]); running = 1; }
         }
-        if (running) curl_multi_poll(multi, NULL, 0, 1000, NULL);
+        /* Nothing in flight while the commits catch up: look again soon. */
+        curl_multi_poll(multi, NULL, 0, in_flight > 0 ? 1000 : 5, NULL);
     }
     pthread_mutex_lock(&lock);
     downloads_over = 1;

@@ -738,7 +738,7 @@ private final class Connection {
 
     /// Every row, or the one of `dest`; `expecting` rows are made room for at once (a table
     /// grown by doubling moved each of a million records about twice on the way).
-    private func readRows(where dest: String?, expecting rows: Int = 1) throws(StoreError) -> [DestKey: StateRecord] {
+    private func readRows(where dest: String?, expecting rows: Int = 0) throws(StoreError) -> [DestKey: StateRecord] {
         let select = try NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries" + (dest == nil ? "" : " WHERE dest = :dest"))
         defer { select.finalize() }
         if let dest { select.bind(.dest, dest) }

@@ -47,7 +47,8 @@ public struct Verifier: Sendable {
         self.options = options
         rootDirectory = RootDirectory(path: manifest.root)
         stateDirectory = StateDirectory(root: rootDirectory, separate: manifest.stateDirectory)
-        blocking = BlockingPool(limit: options.concurrency)
+        // One thread more than the workers: the store's read runs beside all of them.
+        blocking = BlockingPool(limit: options.concurrency + 1)
     }
 
     public func verify(rehash: Bool) async -> [VerifiedEntry] {

@@ -89,8 +89,10 @@ struct VerifyWorkersTests {
             }
             return 0
         }
-        // The directories: a few opens for each worker, not one for each entry.
-        #expect(calls("openat2") < 200, "\(text)")
+        // The directories: a few opens for each worker, not one for each entry (by openat2, or
+        // one component at a time by openat on a kernel without it; the libraries and the
+        // manifest take about a hundred).
+        #expect(calls("openat2") + calls("openat") < 400, "\(text)")
         // DEST for every entry, DEST.part for the two without one, and what the run reads besides.
         #expect(calls("newfstatat") < 2300, "\(text)")
     }
