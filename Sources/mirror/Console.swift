@@ -218,7 +218,7 @@ enum StandardOutputBuffer {
     static func write(_ text: String, to fd: Int32) {
         held.withLock { held in
             if fd == STDOUT_FILENO && buffersStandardOutput {
-                if held.bytes.isEmpty { held.since = now() }
+                if held.bytes.isEmpty { held.since = MonotonicClock.milliseconds() }
                 held.bytes.append(contentsOf: text.utf8)
                 if !held.flusherStarted {
                     held.flusherStarted = true
@@ -242,8 +242,8 @@ enum StandardOutputBuffer {
     /// flusher, or a line being made), or the pipe may be full with no one reading it; an
     /// exit on a second signal must not hang on either.
     static func flushAtExit() {
-        let deadline = now() + 1000
-        while now() < deadline {
+        let deadline = MonotonicClock.milliseconds() + 1000
+        while MonotonicClock.milliseconds() < deadline {
             let done = held.withLockIfAvailable { held -> Bool in
                 if !held.bytes.isEmpty { writeAll(held.bytes, to: STDOUT_FILENO, until: deadline) }
                 held.bytes.removeAll()
@@ -269,14 +269,10 @@ enum StandardOutputBuffer {
             while true {
                 usleep(UInt32(longestWait * 1000 / 2))
                 held.withLock { held in
-                    if !held.bytes.isEmpty && now() - held.since >= longestWait / 2 { flush(&held) }
+                    if !held.bytes.isEmpty && MonotonicClock.milliseconds() - held.since >= longestWait / 2 { flush(&held) }
                 }
             }
         }
-    }
-
-    private static func now() -> Int64 {
-        MonotonicClock.milliseconds()
     }
 
     /// Writes all of `bytes`, until `deadline` when one is given. A failure is not the run's:

@@ -41,6 +41,17 @@ public struct LocalFacts: Sendable, Equatable {
         try root.inspect(paths)
     }
 
+    /// `DEST` and `DEST.part` of `paths` in their open `directory`; with `partialOnlyWhenMissing`
+    /// the partial file is looked at only when `DEST` is missing (reported missing otherwise).
+    static func inspect(_ paths: DestinationPaths, in directory: Int32, partialOnlyWhenMissing: Bool) throws(TransferFailure) -> LocalFacts {
+        let (destination, identity, modified) = try inspectFile(paths.name, in: directory, path: paths.destination)
+        var partial = FileState.missing
+        if !partialOnlyWhenMissing || destination == .missing {
+            (partial, _, _) = try inspectFile(paths.partialName, in: directory, path: paths.partial)
+        }
+        return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity, destinationModified: modified)
+    }
+
     /// What `name` in the open `directory` is, without following a symbolic link; `path` is
     /// its name in messages.
     static func inspectFile(_ name: String, in directory: Int32, path: String) throws(TransferFailure) -> (FileState, LocalIdentity?, Int64?) {

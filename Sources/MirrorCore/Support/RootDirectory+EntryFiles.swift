@@ -6,12 +6,9 @@ extension RootDirectory {
     /// Looks at `DEST` and `DEST.part` without following a symbolic link; reads and writes
     /// nothing. A directory on the way that does not exist means both are missing.
     func inspect(_ paths: DestinationPaths) throws(TransferFailure) -> LocalFacts {
-        let facts = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
-            let (destination, identity, modified) = try LocalFacts.inspectFile(paths.name, in: directory, path: paths.destination)
-            let (partial, _, _) = try LocalFacts.inspectFile(paths.partialName, in: directory, path: paths.partial)
-            return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity, destinationModified: modified)
-        }
-        return facts ?? LocalFacts(destination: .missing, partial: .missing)
+        try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+            try LocalFacts.inspect(paths, in: directory, partialOnlyWhenMissing: false)
+        } ?? LocalFacts(destination: .missing, partial: .missing)
     }
 
     /// Opens (creating it and its directories if needed) the partial file for reading and
@@ -135,15 +132,9 @@ final class DirectoryReader {
     /// `RootDirectory.inspect`, except that `DEST.part` is looked at only when `DEST` is
     /// missing (reported missing otherwise, not looked for).
     func inspectDestinationFirst(_ paths: DestinationPaths) throws(TransferFailure) -> LocalFacts {
-        let facts = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
-            let (destination, identity, modified) = try LocalFacts.inspectFile(paths.name, in: directory, path: paths.destination)
-            var partial = LocalFacts.FileState.missing
-            if destination == .missing {
-                (partial, _, _) = try LocalFacts.inspectFile(paths.partialName, in: directory, path: paths.partial)
-            }
-            return LocalFacts(destination: destination, partial: partial, destinationIdentity: identity, destinationModified: modified)
-        }
-        return facts ?? LocalFacts(destination: .missing, partial: .missing)
+        try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+            try LocalFacts.inspect(paths, in: directory, partialOnlyWhenMissing: true)
+        } ?? LocalFacts(destination: .missing, partial: .missing)
     }
 
     private func withDirectory<Result>(

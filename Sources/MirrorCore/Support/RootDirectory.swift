@@ -102,7 +102,6 @@ public final class RootDirectory: Sendable {
         return current
     }
 
-
     private func open(_ relative: String, from root: Int32, create: Bool, durable: Bool) throws(TransferFailure) -> Int32? {
         if kernelResolution && Self.kernelHasOpenat2.load(ordering: .relaxed) {
             let fd = mirror_openat_beneath(root, relative, Self.directoryFlags)

@@ -584,7 +584,7 @@ final class EntryDriver: @unchecked Sendable {
 }
 
 /// How one entry of a run ended: its report (`sync`) or its plan (`plan`). Held behind a
-/// reference (`indirect`): a run keeps one a entry in manifest order until its end, and handing
+/// reference (`indirect`): a run keeps one for each entry, in manifest order, until its end, and handing
 /// them on moves a pointer each rather than copying a report of about 250 bytes.
 indirect enum EntryResult: Sendable {
     case synced(EntryReport)

@@ -56,12 +56,12 @@ final class SyncRun: @unchecked Sendable {
         // hundreds of entries started ahead of their permits cost a plan of 100,000 a sixth
         // of its time (4.2 -> 4.9 s when the room came).
         let mayRideOnStreams = Self.mayRideOnStreams(entries)
-        let streams = mayRideOnStreams ? RequestBudget.streamBudget(connections: environment.concurrency) : 0
-        self.width = max(1, width) + streams
+        let streamRoom = { (connections: Int) in mayRideOnStreams ? RequestBudget.streamBudget(connections: connections) : 0 }
+        self.width = max(1, width) + streamRoom(environment.concurrency)
         burst = max(1, environment.concurrency)
         let perTransfer = max(1, max(1, width) / max(1, environment.concurrency))
         hostWidths = environment.manifest.hosts.concurrencyLimits.mapValues {
-            $0 * perTransfer + (mayRideOnStreams ? RequestBudget.streamBudget(connections: min($0, environment.concurrency)) : 0)
+            $0 * perTransfer + streamRoom(min($0, environment.concurrency))
         }
         results = Array(repeating: nil, count: entries.count)
         remaining = entries.count
@@ -69,13 +69,11 @@ final class SyncRun: @unchecked Sendable {
 
     var isCancelled: Bool { cancelled }
 
-    /// Whether any of `entries` names an https URL (its own or a mirror's), the only kind whose
-    /// requests may take an HTTP/2 stream (`RequestBudget.multiplexes`).
+    /// Whether a request for any of `entries` (to its URL or a mirror's) could take an HTTP/2
+    /// stream (`RequestBudget.multiplexes`, whatever the rate limits).
     static func mayRideOnStreams(_ entries: [Entry]) -> Bool {
-        entries.contains { entry in
-            RemoteProbe.scheme(of: entry.url.string) == "https"
-                || entry.mirrors.contains { RemoteProbe.scheme(of: $0.string) == "https" }
-        }
+        let multiplexes = { (url: RemoteURL) in RequestBudget.multiplexes(url: url.string, rateLimited: false) }
+        return entries.contains { multiplexes($0.url) || $0.mirrors.contains(where: multiplexes) }
     }
 
     /// Runs every entry; `completion` gets the results in manifest order, on the engine's thread.
