@@ -41,6 +41,8 @@ static int records;
 static enum strategy strategy;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t more = PTHREAD_COND_INITIALIZER;
+/* Signalled when a group's files are closed: room to open more. */
+static pthread_cond_t room = PTHREAD_COND_INITIALIZER;
 static struct file **queue;
 static size_t queued, queue_capacity, failures;
 /* Files open, downloading or waiting for their group: at most MAX_OPEN_FILES, so that a slow
@@ -102,6 +104,7 @@ static void commit(struct file **group, size_t count) {
         free(group[i]);
     }
     open_files -= count;
+    pthread_cond_signal(&room);
     pthread_mutex_unlock(&lock);
 }
 
@@ -180,6 +183,8 @@ int main(int argc, char **argv) {
     long in_flight = 0;
     while (next < count || in_flight > 0) {
         pthread_mutex_lock(&lock);
+        /* Nothing in flight and no room to open a file: wait for a group to close its files. */
+        while (in_flight == 0 && open_files >= MAX_OPEN_FILES) pthread_cond_wait(&room, &lock);
         size_t open_now = open_files;
         pthread_mutex_unlock(&lock);
         for (; next < count && in_flight < width && open_now < MAX_OPEN_FILES; next++, in_flight++, open_now++)
@@ -187,7 +192,7 @@ int main(int argc, char **argv) {
         int running;
         curl_multi_perform(multi, &running);
         CURLMsg *message;
-        int left;
+        int left, ended = 0;
         while ((message = curl_multi_info_read(multi, &left))) {
             if (message->msg != CURLMSG_DONE) continue;
             struct file *file;
@@ -196,10 +201,11 @@ int main(int argc, char **argv) {
             curl_multi_remove_handle(multi, message->easy_handle);
             curl_easy_cleanup(message->easy_handle);
             in_flight--;
+            ended++;
             finished(file);
         }
-        /* Nothing in flight while the commits catch up: look again soon. */
-        curl_multi_poll(multi, NULL, 0, in_flight > 0 ? 1000 : 5, NULL);
+        /* A transfer that ended makes way for the next at once; otherwise wait for the sockets. */
+        if (ended == 0 && in_flight > 0) curl_multi_poll(multi, NULL, 0, 1000, NULL);
     }
     pthread_mutex_lock(&lock);
     downloads_over = 1;
