@@ -157,14 +157,9 @@ public final class StateStore: Sendable {
         }
     }
 
-    /// Reads answered a row at a time before all rows are read at once: the run's first
-    /// entries send their requests before the whole table is read (2,000 rows are about 16
-    /// million instructions), and the set-up of their connections (a round trip or more)
-    /// then hides the reading.
-    static let readsBeforeReadingAll = 16
-
     /// Tells the store how many records the run will ask for: with not many more rows than
-    /// that, they are all read once the first `readsBeforeReadingAll` were read a row at a time.
+    /// that, every row is read at once, on a thread and a connection of its own, while the
+    /// run's first entries are answered a row at a time (see `RecordsReader`).
     public func expect(entries: Int) {
         connection.withLock { $0.expect(entries: entries) }
     }
@@ -351,17 +346,24 @@ private final class Connection {
     private let logFrames = LogFrameCount()
     /// Writes one record of `entries`; nil when the store is open read-only.
     private let upsert: NamedStatement<EntryColumn>?
-    /// Every record, read in one pass after the first reads (`readsBeforeReadingAll`) and kept
-    /// in step with each write: one query per run instead of one per entry. Keyed by the
-    /// dest's bytes, as SQLite compares TEXT; Swift's String == would take "é" and "e\u{301}",
-    /// two files, for one. Only when
-    /// the store holds not many more rows than the run has entries (see `expect`); a store
-    /// shared with other, larger manifests is read a record at a time.
+    /// Every record, read in one pass beside the run (`RecordsReader`) and kept in step with
+    /// each write: one query per run instead of one per entry. Keyed by the dest's bytes, as
+    /// SQLite compares TEXT; Swift's String == would take "é" and "e\u{301}", two files, for
+    /// one. Only when the store holds not many more rows than the run has entries (see
+    /// `expect`); a store shared with other, larger manifests is read a record at a time.
     private var records: [DestKey: StateRecord]?
     private var expectedEntries: Int?
     private var decidedOnRecords = false
-    /// Reads answered a row at a time so far (see `StateStore.readsBeforeReadingAll`).
-    private var readsSoFar = 0
+    /// Reading every row beside the run, from `expect` until its rows are taken into `records`.
+    private var reader: RecordsReader?
+    /// What this connection wrote (a record) or removed (nil) since `reader` began: the rows it
+    /// read may predate it, and this goes over them when they are taken.
+    private var writtenSinceReader: [DestKey: StateRecord?]?
+    /// The one-row SELECT, prepared at its first use and kept: preparing it is most of a
+    /// row's read.
+    private var selectOne: NamedStatement<EntryColumn>?
+    /// How SQLite was asked to open the store, for `reader`'s connection.
+    private let openedAs: (name: String, flags: Int32)
 
     /// The columns of `entries` (see the schema in `init`), by name: every statement on the
     /// table lists them from here and binds and reads them by name (see `NamedStatement`).
@@ -427,6 +429,7 @@ private final class Connection {
         let path = DescriptorVFS.path(of: file, in: directory)
         let name = readOnly ? "file:" + Self.uriEscaped(path) + (immutable ? "?immutable=1" : "?mode=ro") : path
         let opened = sqlite3_open_v2(name, &handle, flags, DescriptorVFS.name)
+        openedAs = (name, flags & ~SQLITE_OPEN_CREATE)
         guard let handle else { throw .sqlite(code: opened, message: "cannot open") }
         guard opened == SQLITE_OK else {
             let error = StoreError.sqlite(code: opened, message: String(cString: sqlite3_errmsg(handle)))
@@ -510,7 +513,13 @@ private final class Connection {
     func close() {
         guard isOpen else { return }
         isOpen = false
+        // Its connection names the store by the directory's descriptor, closed below.
+        reader?.stop()
+        reader = nil
+        writtenSinceReader = nil
         upsert?.finalize()
+        selectOne?.finalize()
+        selectOne = nil
         let checkpointed = sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nil, nil, nil) == SQLITE_OK
         let closed = sqlite3_close_v2(db) == SQLITE_OK
         if logDescriptor >= 0 { Glibc.close(logDescriptor) }
@@ -551,28 +560,60 @@ private final class Connection {
         if !isOpen { throw .sqlite(code: SQLITE_MISUSE, message: "the state store is closed") }
     }
 
-    /// The run will ask for about this many records.
+    /// The run will ask for about this many records: every row is read beside it from now
+    /// on, once (`RecordsReader`).
     func expect(entries: Int) {
         expectedEntries = entries
+        guard isOpen, !decidedOnRecords, reader == nil else { return }
+        writtenSinceReader = [:]
+        reader = RecordsReader(name: openedAs.name, flags: openedAs.flags, expected: entries)
     }
 
     func read(_ dest: String) throws(StoreError) -> StateRecord? {
         try ensureOpen()
-        if readsSoFar >= StateStore.readsBeforeReadingAll { try decideOnRecords() }
+        if records == nil, let reader, let rows = reader.take(waiting: false) { takeRecords(rows) }
         if let records { return records[DestKey(dest)] }
-        readsSoFar += 1
-        return try readRows(where: dest).values.first
+        return try readOne(dest)
+    }
+
+    /// The row of `dest`, by the kept statement.
+    private func readOne(_ dest: String) throws(StoreError) -> StateRecord? {
+        if selectOne == nil {
+            selectOne = try NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries WHERE dest = :dest")
+        }
+        let select = selectOne!
+        defer { select.reset() }
+        select.bind(.dest, dest)
+        var found: StateRecord?
+        let step = Self.eachRow(of: select) { found = $1 }
+        guard step == SQLITE_DONE else { throw failure(step) }
+        return found
     }
 
     /// Every row, when the store holds not many more than the run expects; nil otherwise.
     func snapshot() throws(StoreError) -> [DestKey: StateRecord]? {
         try ensureOpen()
+        if let reader, records == nil, !decidedOnRecords { takeRecords(reader.take(waiting: true)) }
         try decideOnRecords()
         return records
     }
 
+    /// Takes the rows `reader` read (nil: none, the table being much larger than the run or
+    /// unreadable there), with what was written since it began over them; from then on
+    /// records are looked up in them, or read a row at a time.
+    private func takeRecords(_ rows: RecordsReader.Rows?) {
+        reader = nil
+        decidedOnRecords = true
+        if case .read(var read) = rows, let written = writtenSinceReader {
+            for (key, record) in written { read[key] = record }
+            records = read
+        }
+        writtenSinceReader = nil
+    }
+
     /// Reads every row into `records`, once, when the store holds at most max(1,024, 2 × the
-    /// entries expected); otherwise records go on being read a row at a time.
+    /// entries expected); otherwise records go on being read a row at a time. For a store
+    /// that was not told what to expect: `expect` reads them beside the run instead.
     private func decideOnRecords() throws(StoreError) {
         guard !decidedOnRecords else { return }
         decidedOnRecords = true
@@ -592,6 +633,7 @@ private final class Connection {
             statement.bind(.dest, dest)
         }
         records?[DestKey(dest)] = nil
+        writtenSinceReader?.updateValue(nil, forKey: DestKey(dest))
     }
 
     /// Runs the one-statement change `sql`, its parameters bound by `bind`.
@@ -744,10 +786,22 @@ private final class Connection {
         if let dest { select.bind(.dest, dest) }
         var found: [DestKey: StateRecord] = [:]
         found.reserveCapacity(rows)
+        let step = Self.eachRow(of: select) { found[$0] = $1 }
+        guard step == SQLITE_DONE else { throw failure(step) }
+        return found
+    }
+
+    /// Steps `select` (of `EntryColumn.names`) to its end, handing each row to `take`, unless
+    /// `stopping` says so (asked every 1,024 rows); the last step's code (`SQLITE_DONE` when
+    /// every row was read).
+    fileprivate static func eachRow(of select: NamedStatement<EntryColumn>, stopping: () -> Bool = { false },
+                                    _ take: (DestKey, StateRecord) -> Void) -> Int32 {
+        var count = 0
         while true {
+            count += 1
+            if count & 1023 == 0, stopping() { return SQLITE_INTERRUPT }
             let step = select.step()
-            if step == SQLITE_DONE { return found }
-            guard step == SQLITE_ROW else { throw failure(step) }
+            guard step == SQLITE_ROW else { return step }
             let dest = select.text(.dest) ?? ""
             var record = StateRecord(dest: dest, url: select.text(.url) ?? "")
             if select.flag(.complete), let localSize = select.integer(.localSize),
@@ -762,8 +816,28 @@ private final class Connection {
                 record.partial = RemoteValidators(
                     etag: select.text(.partialEtag), lastModified: select.text(.partialLastModified), size: select.integer(.partialSize))
             }
-            found[DestKey(dest)] = record
+            take(DestKey(dest), record)
         }
+    }
+
+    /// Every row of the store SQLite opens as `name` with `flags`, read by a connection of its
+    /// own; nil when it holds many more rows than `expected` (max(1,024, 2 × that)), cannot be
+    /// read, or `stopping` was set.
+    fileprivate static func readEverything(name: String, flags: Int32, expected: Int, stopping: () -> Bool) -> [DestKey: StateRecord]? {
+        var handle: OpaquePointer?
+        let opened = sqlite3_open_v2(name, &handle, flags, DescriptorVFS.name)
+        defer { sqlite3_close_v2(handle) }
+        guard opened == SQLITE_OK, let db = handle else { return nil }
+        sqlite3_busy_timeout(db, 5000)
+        guard let count = try? NamedStatement<EntryColumn>(db, "SELECT count(*) FROM entries") else { return nil }
+        defer { count.finalize() }
+        guard count.step() == SQLITE_ROW, case let rows = Int(sqlite3_column_int64(count.handle, 0)),
+              rows <= max(1024, 2 * expected),
+              let select = try? NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries") else { return nil }
+        defer { select.finalize() }
+        var found: [DestKey: StateRecord] = [:]
+        found.reserveCapacity(rows)
+        return eachRow(of: select, stopping: stopping) { found[$0] = $1 } == SQLITE_DONE ? found : nil
     }
 
     /// Runs `body` in one transaction; a failure rolls it back, and the records read at
@@ -777,6 +851,12 @@ private final class Connection {
         } catch {
             sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
             records = nil
+            // Nor are what this connection wrote meanwhile: the rows being read beside the
+            // run are not taken.
+            reader?.stop()
+            reader = nil
+            writtenSinceReader = nil
+            decidedOnRecords = true
             if error.isDamage { sawDamage = true }
             throw error
         }
@@ -808,6 +888,7 @@ private final class Connection {
         let step = upsert.step()
         guard step == SQLITE_DONE else { throw failure(step) }
         records?[DestKey(record.dest)] = record
+        writtenSinceReader?.updateValue(record, forKey: DestKey(record.dest))
     }
 
     private func failure(_ code: Int32) -> StoreError {
@@ -883,6 +964,53 @@ private final class Connection {
         }
         return escaped
     }
+}
+
+/// Reads every row of a store on a thread and an SQLite connection of its own, beside the
+/// run that asked (`Connection.expect`): a run's first entries are answered a row at a time
+/// meanwhile, and the engine's thread, which asks for each entry's record, never reads the
+/// whole table itself (2,000 rows are about 15 million instructions).
+private final class RecordsReader: Sendable {
+    enum Rows: Sendable {
+        case read([DestKey: StateRecord])
+        /// Many more rows than the run's entries, or the table could not be read.
+        case none
+    }
+
+    private final class Shared: Sendable {
+        /// nil while reading; taken once.
+        let rows = Mutex<Rows?>(nil)
+        let stopping = Atomic<Bool>(false)
+    }
+
+    private let shared = Shared()
+    private let thread: JoinableThread
+
+    init(name: String, flags: Int32, expected: Int) {
+        let shared = self.shared
+        thread = JoinableThread {
+            let read = Connection.readEverything(name: name, flags: flags, expected: expected, stopping: { shared.stopping.load(ordering: .relaxed) })
+            shared.rows.withLock { $0 = read.map(Rows.read) ?? Rows.none }
+        }
+    }
+
+    /// The rows once read (`waiting`: waits for them), taken out; nil while they are not.
+    func take(waiting: Bool) -> Rows? {
+        if waiting { thread.join() }
+        return shared.rows.withLock { rows in
+            guard let read = rows else { return nil }
+            rows = Rows.none
+            return read
+        }
+    }
+
+    /// Ends the reading (at its next thousand rows) and waits for its thread.
+    func stop() {
+        shared.stopping.store(true, ordering: .relaxed)
+        thread.join()
+    }
+
+    deinit { stop() }
 }
 
 /// The records of a store as read at one moment, looked up by dest without a lock.
