@@ -81,7 +81,7 @@ final class DownloadDriver: @unchecked Sendable {
     private func surroundings(of order: EntryMachine.TransferOrder) -> DownloadMachine.Surroundings {
         let source = host.sources[order.source]
         return DownloadMachine.Surroundings(
-            url: source.display, partialPath: paths.partial, map: segmentMap, mapSeen: segmentMapSeen,
+            url: source.display, partialPath: host.partialPath, map: segmentMap, mapSeen: segmentMapSeen,
             segmentMin: env.segmentMin ?? entry.settings.segmentMin, hasStore: store != nil,
             speaksHTTP: source.protocols == "http,https", hostFolded: host.isFolded(source))
     }
@@ -94,7 +94,7 @@ final class DownloadDriver: @unchecked Sendable {
         case .openPartial:
             do {
                 let (fd, _) = try openPartial(truncate: false)
-                return .download(.opened(size: try FileSystem.size(of: fd, path: paths.partial)))
+                return .download(.opened(size: try FileSystem.size(of: fd, path: host.partialPath)))
             } catch {
                 return .download(.notOpened(error))
             }
@@ -124,7 +124,7 @@ final class DownloadDriver: @unchecked Sendable {
     /// what is written; the attempt keeps both until it ends or commits.
     private func openPartial(truncate: Bool) throws(TransferFailure) -> (Int32, TrailingHasher) {
         let fd = try env.rootDirectory.openPartial(paths, truncate: truncate, durable: env.durable)
-        let hasher = TrailingHasher(fd: fd, path: paths.partial, algorithm: entry.digestAlgorithm, startWriteback: env.durable)
+        let hasher = TrailingHasher(fd: fd, path: host.partialPath, algorithm: entry.digestAlgorithm, startWriteback: env.durable)
         host.partial = OpenPartial(fd: fd, hasher: hasher)
         return (fd, hasher)
     }
@@ -147,11 +147,12 @@ final class DownloadDriver: @unchecked Sendable {
             var overlap: [UInt8] = []
             do throws(TransferFailure) {
                 if get.truncate, ftruncate(fd, off_t(get.offset)) != 0 {
-                    throw .localIO(path: paths.partial, operation: "truncate", errno: errno)
+                    let code = errno
+                    throw .localIO(path: host.partialPath, operation: "truncate", errno: code)
                 }
                 if get.offset > 0 { hasher.advance(to: get.offset) }
                 if get.overlap > 0 {
-                    overlap = try FileSystem.read(fd: fd, path: paths.partial, at: get.firstByte, count: Int(get.overlap))
+                    overlap = try FileSystem.read(fd: fd, path: host.partialPath, at: get.firstByte, count: Int(get.overlap))
                 }
             } catch {
                 return .download(.notOpened(error))
@@ -320,7 +321,7 @@ final class DownloadDriver: @unchecked Sendable {
     ) -> PartialFileWriter {
         let ticket = env.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - order.offset })
         return PartialFileWriter(
-            fd: fd, path: paths.partial, requestedOffset: firstByte, expectedTotal: order.remote?.size,
+            fd: fd, path: host.partialPath, requestedOffset: firstByte, expectedTotal: order.remote?.size,
             pinnedSize: entry.size, maxSize: entry.settings.maxSize, hasher: hasher, progress: ticket,
             startedFrom: startedFrom, overlap: overlap,
             onStart: TransferStartRecord(

@@ -3,21 +3,37 @@
 /// The partial file sits in the same directory as `DEST`, so renaming it into place is atomic.
 /// Its name is `NAME.part`, unless that would exceed the file-name limit: then it is a
 /// shortened name that stays unique per destination.
+///
+/// An entry's files are opened by their names in their directory (`relativeDirectory`,
+/// `name`, `partialName`); the absolute paths, for messages and the few calls that need
+/// them, are made when asked for, not for every entry of a run.
 public struct DestinationPaths: Sendable, Equatable {
-    /// Absolute path of the finished file.
-    public var destination: String
-    /// Absolute path of the partial download.
-    public var partial: String
-    /// Absolute path of the directory that holds both.
-    public var directory: String
     /// The root every destination must stay inside.
-    public var root: String
+    public let root: String
+    /// The destination relative to the root (the manifest's `dest`).
+    public let dest: String
     /// The directory that holds both, relative to the root; empty for the root itself.
-    public var relativeDirectory: String
+    public let relativeDirectory: String
     /// The finished file's name in that directory.
-    public var name: String
+    public let name: String
     /// The partial download's name in that directory.
-    public var partialName: String
+    public let partialName: String
+
+    /// Absolute path of the finished file.
+    public var destination: String { rootPrefix + dest }
+    /// Absolute path of the partial download.
+    public var partial: String { directoryPrefix + partialName }
+    /// Absolute path of the directory that holds both.
+    public var directory: String {
+        if relativeDirectory.isEmpty {
+            // A file right under `/` lives in "/", not in "".
+            return root.endsWithSlash && root.utf8.count > 1 ? String(root.dropLast()) : root
+        }
+        return rootPrefix + relativeDirectory
+    }
+
+    private var rootPrefix: String { root.endsWithSlash ? root : root + "/" }
+    private var directoryPrefix: String { relativeDirectory.isEmpty ? rootPrefix : rootPrefix + relativeDirectory + "/" }
 
     /// Longest file name most Linux file systems accept (NAME_MAX).
     static let nameLimit = 255
@@ -25,15 +41,15 @@ public struct DestinationPaths: Sendable, Equatable {
 
     public init(root: String, dest: String) {
         self.root = root
-        let rootPrefix = root.endsWithSlash ? root : root + "/"
-        destination = rootPrefix + dest
-        let slash = destination.lastSlash!
-        // A file right under `/` lives in "/", not in "".
-        directory = slash == destination.startIndex ? "/" : String(destination[..<slash])
-        name = String(destination[destination.index(after: slash)...])
+        self.dest = dest
+        if let slash = dest.lastSlash {
+            relativeDirectory = String(dest[..<slash])
+            name = String(dest[dest.index(after: slash)...])
+        } else {
+            relativeDirectory = ""
+            name = dest
+        }
         partialName = Self.partialName(for: name)
-        partial = String(destination[...slash]) + partialName
-        relativeDirectory = dest.lastSlash.map { String(dest[..<$0]) } ?? ""
     }
 
     static func partialName(for name: String) -> String {

@@ -53,13 +53,14 @@ public struct LocalFacts: Sendable, Equatable {
     }
 
     /// What `name` in the open `directory` is, without following a symbolic link; `path` is
-    /// its name in messages.
-    static func inspectFile(_ name: String, in directory: Int32, path: String) throws(TransferFailure) -> (FileState, LocalIdentity?, Int64?) {
+    /// its name in messages, made only for one.
+    static func inspectFile(_ name: String, in directory: Int32, path: @autoclosure () -> String) throws(TransferFailure) -> (FileState, LocalIdentity?, Int64?) {
         var info = stat()
         if fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
             // A missing parent directory means the file is missing too.
             if errno == ENOENT || errno == ENOTDIR { return (.missing, nil, nil) }
-            throw .localIO(path: path, operation: "inspect", errno: errno)
+            let code = errno
+            throw .localIO(path: path(), operation: "inspect", errno: code)
         }
         switch info.st_mode & S_IFMT {
         case S_IFREG: return (.file(size: Int64(info.st_size)), LocalIdentity(info), Int64(info.st_mtim.tv_sec))

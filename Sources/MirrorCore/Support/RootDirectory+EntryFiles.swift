@@ -18,7 +18,7 @@ extension RootDirectory {
         if truncate { flags |= O_TRUNC }
         let fd = try withDirectory(paths.relativeDirectory, create: true, durable: durable) { directory throws(TransferFailure) in
             let fd = openat(directory, paths.partialName, flags, 0o666)
-            if fd < 0 { throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: errno) }
+            if fd < 0 { let code = errno; throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: code) }
             return fd
         }
         guard let fd else { throw .localIO(path: paths.directory, operation: "create directory", errno: ENOENT) }
@@ -29,7 +29,7 @@ extension RootDirectory {
     func openDestination(_ paths: DestinationPaths) throws(TransferFailure) -> Int32 {
         let fd = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
             let fd = openat(directory, paths.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            if fd < 0 { throw Self.failure(opening: paths.name, in: directory, path: paths.destination, errno: errno) }
+            if fd < 0 { let code = errno; throw Self.failure(opening: paths.name, in: directory, path: paths.destination, errno: code) }
             return fd
         }
         guard let fd else { throw .localIO(path: paths.destination, operation: "open", errno: ENOENT) }
@@ -42,7 +42,7 @@ extension RootDirectory {
         defer { close(input) }
         let done: Void? = try withDirectory(paths.relativeDirectory, create: true, durable: durable) { directory throws(TransferFailure) in
             let output = openat(directory, paths.partialName, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o666)
-            if output < 0 { throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: errno) }
+            if output < 0 { let code = errno; throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: code) }
             var copiedAll = false
             defer {
                 close(output)
@@ -64,7 +64,8 @@ extension RootDirectory {
     func rename(_ paths: DestinationPaths) throws(TransferFailure) {
         let renamed: Void? = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
             if renameat(directory, paths.partialName, directory, paths.name) != 0 {
-                throw .localIO(path: paths.destination, operation: "rename into", errno: errno)
+                let code = errno
+                throw .localIO(path: paths.destination, operation: "rename into", errno: code)
             }
         }
         if renamed == nil { throw .localIO(path: paths.destination, operation: "rename into", errno: ENOENT) }

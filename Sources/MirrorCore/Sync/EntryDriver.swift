@@ -21,6 +21,8 @@ final class EntryDriver: @unchecked Sendable {
     private var conditions: HostConditions { env.conditions }
     private var machine: EntryMachine
     let paths: DestinationPaths
+    /// `paths.partial`, made once, when a download or a message first needs it.
+    private(set) lazy var partialPath = paths.partial
     let sources: [Source]
     private var slot: TransferSlots.Slot?
     private var slotRequest: UInt64?
@@ -243,7 +245,7 @@ final class EntryDriver: @unchecked Sendable {
                 // (the digest's last piece and the writeback it starts cost more than a send).
                 let open = partial!
                 env.fetcher.engine.afterSends { [self] in
-                    deliver(.hashed(Self.hash(open, size: size, path: paths.partial, algorithm: entry.digestAlgorithm)))
+                    deliver(.hashed(Self.hash(open, size: size, path: partialPath, algorithm: entry.digestAlgorithm)))
                 }
                 return nil
             }
@@ -501,7 +503,7 @@ final class EntryDriver: @unchecked Sendable {
     /// where waiting for the hashing thread or reading the file stalls no transfer) and its
     /// size on disk.
     private func finishHash(_ open: OpenPartial, size: Int64) {
-        let path = paths.partial
+        let path = partialPath
         let algorithm = entry.digestAlgorithm
         env.blocking.submit { [self] in
             answer(.hashed(Self.hash(open, size: size, path: path, algorithm: algorithm)))
