@@ -14,6 +14,9 @@ struct CurlSetupError: Error, CustomStringConvertible {
 /// makes it and cleans it up on its thread; the transfer engine's thread uses it in between.
 final class EasyHandle: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
+    /// An option libcurl refused when the handle was made (`TransferContext.makeHandle`): the
+    /// request that takes the handle fails with it.
+    var setupError: CurlSetupError?
 
     init() {
         guard let handle = mirror_curl_easy_init() else {
@@ -70,7 +73,7 @@ final class EasyHandle: @unchecked Sendable {
         return String(cString: value)
     }
 
-    private func check(_ code: CURLcode, _ name: String) throws(CurlSetupError) {
+    func check(_ code: CURLcode, _ name: String) throws(CurlSetupError) {
         if code != CURLE_OK { throw CurlSetupError(option: name, code: code) }
     }
 }

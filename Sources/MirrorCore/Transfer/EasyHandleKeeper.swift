@@ -7,7 +7,8 @@ import Synchronization
 /// of finished requests, on a thread of its own. In a re-check over HTTP/2 the engine's thread
 /// is what bounds the run, and `curl_easy_init` and `curl_easy_cleanup` were 16,000 of its
 /// 317,000 instructions a request; libcurl allows both on any thread once it is set up, and a
-/// handle that has left the multi handle points into nothing of the engine's.
+/// handle that has left the multi handle points into nothing of the engine's. The options
+/// every request sets alike are set here too (`TransferContext.makeHandle`).
 ///
 /// The engine takes a ready handle (`take`, or makes one itself when none is), and once a turn
 /// hands over the handles its finished requests left and how many it took (`exchange`): the
@@ -97,7 +98,7 @@ final class EasyHandleKeeper: @unchecked Sendable {
             guard make > 0 else { continue }
             var made: [EasyHandle] = []
             made.reserveCapacity(make)
-            for _ in 0..<make { made.append(EasyHandle()) }
+            for _ in 0..<make { made.append(TransferContext.makeHandle()) }
             state.withLock { $0.ready += made }
         }
     }

@@ -72,23 +72,68 @@ final class TransferContext {
         if !retired { errorBuffer.deallocate() }
     }
 
-    /// Sets every option. `self` must stay alive (the engine holds it) until `finish`.
+    /// A new easy handle with the options every request sets alike, set on the thread that
+    /// makes it (the `EasyHandleKeeper`'s, nearly always): the engine's thread then sets only
+    /// each request's own (`configure`). An option refused here fails the request that takes
+    /// the handle.
+    static func makeHandle() -> EasyHandle {
+        let easy = EasyHandle()
+        do {
+            // An empty no-proxy list means no exceptions (see `CURLOPT_PROXY` in `configure`).
+            try easy.set(CURLOPT_NOPROXY, "", "CURLOPT_NOPROXY")
+            // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
+            try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
+            try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
+            try easy.set(CURLOPT_USERAGENT, userAgent, "CURLOPT_USERAGENT")
+            try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
+            // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
+            // headers it is the only validator (see `currentHead`).
+            try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")
+            // A silent peer is caught by the progress callback: libcurl's own low-speed check
+            // averages over several seconds, so a stall right after a burst would go unnoticed.
+            try easy.set(CURLOPT_NOPROGRESS, 0, "CURLOPT_NOPROGRESS")
+            // Called by libcurl at least once a second; a non-zero return aborts the transfer.
+            try easy.check(mirror_easy_setopt_xferinfo_callback(easy.raw) { userdata, _, received, _, sent in
+                let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
+                let verdict = context.watchdog.observe(
+                    now: MonotonicClock.milliseconds(), received: Int64(received), sent: Int64(sent),
+                    heldByThrottle: context.heldByThrottle)
+                return verdict == .keepGoing ? 0 : 1
+            }, "CURLOPT_XFERINFOFUNCTION")
+            try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
+                let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
+                context.headers.receive(UnsafeRawBufferPointer(start: data, count: size * count))
+                return size * count
+            }, "CURLOPT_HEADERFUNCTION")
+            try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
+                let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
+                switch context.receiveBody(UnsafeRawBufferPointer(start: data, count: size * count)) {
+                case .taken: return size * count
+                // Any count other than the one offered makes libcurl stop with CURLE_WRITE_ERROR.
+                case .refused: return 0
+                // libcurl keeps the bytes and offers them again once the transfer is resumed.
+                case .held: return Int(CURL_WRITEFUNC_PAUSE)
+                }
+            }, "CURLOPT_WRITEFUNCTION")
+        } catch {
+            easy.setupError = error
+        }
+        return easy
+    }
+
+    /// Sets the request's own options (`makeHandle` set the rest). `self` must stay alive (the
+    /// engine holds it) until `finish`.
     func configure() throws(CurlSetupError) {
+        if let refused = easy.setupError { throw refused }
         let userdata = Unmanaged.passUnretained(self).toOpaque()
         let url = request.protocols == RedirectRule.protocols(forScheme: "file") ? try fileSourceURL() : request.url
         try easy.set(CURLOPT_URL, url, "CURLOPT_URL")
         try easy.set(CURLOPT_PROTOCOLS_STR, request.protocols, "CURLOPT_PROTOCOLS_STR")
         // The proxy was chosen with `no_proxy` already applied (see `ProxyEnvironment`): libcurl
         // must not read the environment again, so that the connectivity check and the transfer
-        // agree. An empty string means no proxy; an empty no-proxy list means no exceptions.
+        // agree. An empty string means no proxy.
         try easy.set(CURLOPT_PROXY, request.proxy ?? "", "CURLOPT_PROXY")
-        try easy.set(CURLOPT_NOPROXY, "", "CURLOPT_NOPROXY")
-        // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
-        try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
-        try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
         try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBuffer(for: request), "CURLOPT_BUFFERSIZE")
-        try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
-        try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
         // To an HTTP/2 server, wait for a connection being set up and multiplex over it rather
         // than open one connection per request, except the few that open the origin's first
         // connections (`RequestBudget.waitsForConnection`). Only over TLS, the one way HTTP/2 is
@@ -103,9 +148,6 @@ final class TransferContext {
         } else if request.waitsForConnection, RequestBudget.multiplexes(url: request.url, rateLimited: false) {
             try easy.set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT")
         }
-        // The file's date (FTP's MDTM, a local file's mtime): for protocols without HTTP
-        // headers it is the only validator (see `currentHead`).
-        try easy.set(CURLOPT_FILETIME, 1, "CURLOPT_FILETIME")
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer), "CURLOPT_ERRORBUFFER")
         if request.method == .head {
             try easy.set(CURLOPT_NOBODY, 1, "CURLOPT_NOBODY")
@@ -116,17 +158,6 @@ final class TransferContext {
         }
         let timeoutMilliseconds = max(1, Int(request.timeout.milliseconds))
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, timeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
-        // A silent peer is caught by the progress callback below: libcurl's own low-speed check
-        // averages over several seconds, so a stall right after a burst would go unnoticed.
-        try easy.set(CURLOPT_NOPROGRESS, 0, "CURLOPT_NOPROGRESS")
-        // Called by libcurl at least once a second; a non-zero return aborts the transfer.
-        try check(mirror_easy_setopt_xferinfo_callback(easy.raw) { userdata, _, received, _, sent in
-            let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-            let verdict = context.watchdog.observe(
-                now: MonotonicClock.milliseconds(), received: Int64(received), sent: Int64(sent),
-                heldByThrottle: context.heldByThrottle)
-            return verdict == .keepGoing ? 0 : 1
-        }, "CURLOPT_XFERINFOFUNCTION")
         try easy.set(CURLOPT_XFERINFODATA, pointer: userdata, "CURLOPT_XFERINFODATA")
         if request.insecure {
             try easy.set(CURLOPT_SSL_VERIFYPEER, 0, "CURLOPT_SSL_VERIFYPEER")
@@ -175,22 +206,7 @@ final class TransferContext {
         if headerList != nil {
             try easy.set(CURLOPT_HTTPHEADER, list: headerList, "CURLOPT_HTTPHEADER")
         }
-        try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
-            let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-            context.headers.receive(UnsafeRawBufferPointer(start: data, count: size * count))
-            return size * count
-        }, "CURLOPT_HEADERFUNCTION")
         try easy.set(CURLOPT_HEADERDATA, pointer: userdata, "CURLOPT_HEADERDATA")
-        try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
-            let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-            switch context.receiveBody(UnsafeRawBufferPointer(start: data, count: size * count)) {
-            case .taken: return size * count
-            // Any count other than the one offered makes libcurl stop with CURLE_WRITE_ERROR.
-            case .refused: return 0
-            // libcurl keeps the bytes and offers them again once the transfer is resumed.
-            case .held: return Int(CURL_WRITEFUNC_PAUSE)
-            }
-        }, "CURLOPT_WRITEFUNCTION")
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
     }
 

@@ -317,7 +317,7 @@ private final class MultiLoop: @unchecked Sendable {
     func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
-        let easy = keeper.take() ?? EasyHandle()
+        let easy = keeper.take() ?? TransferContext.makeHandle()
         let context = TransferContext(id: id, request: request, sink: sink, easy: easy, completion: completion)
         func fail(_ code: CURLcode) -> UInt64 {
             failLater(context, code)
