@@ -346,11 +346,12 @@ final class DownloadDriver: @unchecked Sendable {
     /// `streamEnded` when the body was taken, else as `transferEnded`.
     func conditionalGet(_ index: Int, ifNoneOf recorded: RemoteValidators) {
         let source = host.sources[index]
+        let throttle = host.throttle(for: index)
         var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.ifNoneMatch = recorded.etag
         // Most such requests are answered 304; a new version is most often about as long.
         request.expectedBody = recorded.size
-        request.throttle = host.throttle(for: index)
+        request.throttle = throttle
         var writer: PartialFileWriter?
         var watched: SegmentLead?
         // Sent just below, once its sink is made.
@@ -378,7 +379,7 @@ final class DownloadDriver: @unchecked Sendable {
             // The range requests of the other segments ask for this version only (`If-Match`),
             // not on the condition this GET carried.
             var template = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
-            template.throttle = request.throttle
+            template.throttle = throttle
             lead = Lead(stream: leading, request: template, ticket: body.progress, source: source, requestedAt: requestedAt)
             return leading
         }

@@ -31,8 +31,9 @@ struct Fetcher: Sendable {
         completion: @escaping (Result) -> Void
     ) {
         var hops = 0
-        func hop(_ request: TransferRequest) {
-            var request = request
+        // Only its scheme is asked for after a redirect.
+        let originalURL = original.url
+        func hop(_ request: consuming TransferRequest) {
             request.proxy = proxies.proxy(for: request.url)?.url
             request.onReplyProtocol = nil
             // A request forced to HTTP/1.1 (a rate limit, a segment on its own connection) says
@@ -42,8 +43,9 @@ struct Fetcher: Sendable {
                 request.onReplyProtocol = { onOriginProtocol(origin, $0) }
                 request.waitsForConnection = waitsForConnection?(origin) ?? true
             }
-            let id = engine.start(request, sink: sink) { outcome in
-                switch Self.next(after: outcome, of: request, original: original, hops: &hops) {
+            // The engine hands the request back with its outcome: none is kept here meanwhile.
+            let id = engine.start(request, sink: sink) { outcome, request in
+                switch Self.next(after: outcome, of: request, originalURL: originalURL, hops: &hops) {
                 case .done(let result): completion(result)
                 case .follow(let next): hop(next)
                 }
@@ -59,7 +61,7 @@ struct Fetcher: Sendable {
     }
 
     /// What follows a hop's outcome: the result, or the request for the next location.
-    private static func next(after outcome: TransferOutcome, of request: TransferRequest, original: TransferRequest, hops: inout Int) -> Step {
+    private static func next(after outcome: TransferOutcome, of request: TransferRequest, originalURL: String, hops: inout Int) -> Step {
         guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
             return .done(Result(outcome: outcome, redirectFailure: nil))
         }
@@ -68,7 +70,7 @@ struct Fetcher: Sendable {
             return .done(Result(outcome: outcome, redirectFailure: .redirectRefused("more than \(maxRedirects) redirects")))
         }
         // Parsed only when a redirect needs it: most requests have none.
-        let scheme = URLComponents(string: original.url)?.scheme?.lowercased() ?? ""
+        let scheme = URLComponents(string: originalURL)?.scheme?.lowercased() ?? ""
         switch RedirectRule.next(from: request.url, to: target, originalScheme: scheme) {
         case .refuse(let reason):
             return .done(Result(outcome: outcome, redirectFailure: .redirectRefused(reason)))

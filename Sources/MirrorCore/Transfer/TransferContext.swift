@@ -9,8 +9,9 @@ final class TransferContext {
     let request: TransferRequest
     let sink: (any ResponseBodySink)?
     let easy: EasyHandle
-    /// Called once, on the engine's thread, when the request ends.
-    let completion: (TransferOutcome) -> Void
+    /// Called once, on the engine's thread, when the request ends, with the request itself (so
+    /// that its caller need keep no copy of it).
+    let completion: (TransferOutcome, TransferRequest) -> Void
 
     /// Freed only after the easy handle is cleaned up: libcurl keeps these pointers.
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -54,7 +55,7 @@ final class TransferContext {
 
     init(
         id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?, easy: EasyHandle,
-        completion: @escaping (TransferOutcome) -> Void
+        completion: @escaping (TransferOutcome, TransferRequest) -> Void
     ) {
         self.id = id
         self.easy = easy
@@ -398,7 +399,7 @@ final class TransferContext {
             cancelled: cancelled
         )
         sink?.end()
-        completion(outcome)
+        completion(outcome, request)
     }
 
     /// The handle, once it has left the multi handle and the request's end was told, with

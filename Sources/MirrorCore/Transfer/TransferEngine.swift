@@ -57,6 +57,14 @@ final class TransferEngine: Sendable {
     func start(
         _ request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void
     ) -> UInt64 {
+        loop.start(request: request, sink: sink) { outcome, _ in completion(outcome) }
+    }
+
+    /// The same, `completion` told the request too.
+    @discardableResult
+    func start(
+        _ request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome, TransferRequest) -> Void
+    ) -> UInt64 {
         loop.start(request: request, sink: sink, completion: completion)
     }
 
@@ -314,7 +322,7 @@ private final class MultiLoop: @unchecked Sendable {
 
     /// See `TransferEngine.start`. A request refused before it is under way completes on the
     /// loop's next turn, never inside this call.
-    func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void) -> UInt64 {
+    func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome, TransferRequest) -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
         let easy = keeper.take() ?? TransferContext.makeHandle()
