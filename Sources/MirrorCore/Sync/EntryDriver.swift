@@ -139,14 +139,12 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     /// Hands `event` to the machine and carries out what it says, until the machine waits for
-    /// an answer that is not at hand.
+    /// an answer that is not at hand. An effect's answer, when it is at hand, goes to the
+    /// machine at once, and what that says is carried out before the effects after the one
+    /// answered: depth first, without a list of pending effects to join and take from.
     func deliver(_ event: EntryMachine.Event) {
-        var pending = machine.handle(event)
-        while !pending.isEmpty {
-            let effect = pending.removeFirst()
-            if let answer = perform(effect) {
-                pending = machine.handle(answer) + pending
-            }
+        for effect in machine.handle(event) {
+            if let answer = perform(effect) { deliver(answer) }
         }
     }
 
