@@ -98,21 +98,21 @@ struct DownloadMachine: Equatable {
     enum Event: Equatable {
         /// The driver found `Surroundings` (answers `transfer`, `receiveBody` and
         /// `sendAgainOnAConnection`).
-        case begin(Surroundings)
+        indirect case begin(Surroundings)
         /// The partial file is open; it holds `size` bytes.
         case opened(size: Int64)
         /// The partial file could not be opened, or cut, or its overlap read.
         case notOpened(TransferFailure)
         /// The lead's reply offers `version` in segments; the lead has written `position`.
-        case leadSplittable(SegmentVersion, position: Int64)
+        indirect case leadSplittable(SegmentVersion, position: Int64)
         /// The segments' map is recorded and the file allocated (or not: `false`).
         case segmentsReady(Bool)
         /// What happened to the segmented download (`SegmentedTransfer`).
-        case segments(SegmentedDownload.Event)
+        indirect case segments(SegmentedDownload.Event)
         /// The GET's request is over (a contiguous or resumed stream, or the lead).
-        case streamEnded(StreamFacts)
+        indirect case streamEnded(StreamFacts)
         /// The segmented download is over as `end` (its own bytes); the lead wrote `leadBytes`.
-        case segmentsEnded(TransferEnd, leadBytes: Int64)
+        indirect case segmentsEnded(TransferEnd, leadBytes: Int64)
     }
 
     enum Effect: Equatable {

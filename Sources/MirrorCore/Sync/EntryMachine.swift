@@ -59,7 +59,7 @@ struct EntryMachine {
         /// The run is being interrupted (any phase): whatever fails from now on ends the entry
         /// as cancelled, with no retry, no other source and no notice.
         case runCancelled
-        case inspected(LocalFacts, record: StateRecord?, recordUnreadable: Bool)
+        indirect case inspected(LocalFacts, record: StateRecord?, recordUnreadable: Bool)
         case inspectionFailed(TransferFailure)
         case probed(RemoteFacts)
         /// The head of the conditional GET's reply, as the remote facts it stands for
@@ -115,7 +115,7 @@ struct EntryMachine {
         /// `replied` (or `repliedInconclusively`), then its end as `transferEnded`.
         case conditionalGet(source: Int, ifNoneOf: RemoteValidators)
         /// Write the conditional GET's body into the partial file, as `order` says (from byte 0).
-        case receiveBody(TransferOrder)
+        indirect case receiveBody(TransferOrder)
         /// Take no byte of the conditional GET's body: stop it (a 2xx) or read it to its end.
         case abandonBody
         case hashDestination
@@ -124,13 +124,13 @@ struct EntryMachine {
         case prepare(copyLength: Int64?, clearingRecord: Bool)
         /// Start the download `order` describes: its driver answers `download(.begin(…))`
         /// with what it finds around it, and the `DownloadMachine` goes on from there.
-        case transfer(TransferOrder)
+        indirect case transfer(TransferOrder)
         /// What the download in progress is to do (`DownloadMachine.Effect`).
         case download(DownloadMachine.Effect)
         /// Probe a body that ended with the connection and no length; answers `bodyMeasured`.
         case measureBody(source: Int)
         case finishHash(size: Int64)
-        case keepDestination(CompleteVersion, validators: RemoteValidators, sha256: String)
+        indirect case keepDestination(CompleteVersion, validators: RemoteValidators, sha256: String)
         /// Date, fsync and rename the partial file, and record the version it holds (with no
         /// partial file left), together with other finished files (see `GroupCommit`).
         case commit(validators: RemoteValidators, sha256: String)
@@ -143,7 +143,7 @@ struct EntryMachine {
         /// Wait before retry `attempt` on this source; a Retry-After header, when the server
         /// sent one, sets the delay. Answers `backOffEnded`.
         case backOff(attempt: Int, failure: TransferFailure, retryAfter: String?)
-        case finish(Outcome)
+        indirect case finish(Outcome)
     }
 
     /// What the machine tells the run's listeners, beside what the driver sees for itself.
