@@ -43,8 +43,13 @@ final class EntryDriver: @unchecked Sendable {
     /// Carries out the download's effects.
     private var download: DownloadDriver!
 
-    init(entry: Entry, run: SyncRun, onFinish: @escaping (EntryResult) -> Void) {
+    /// The entry's place in the run, by which its first inspection may have been made ahead
+    /// (`EntryLookAhead`); nil once that was asked for.
+    private var lookAheadIndex: Int?
+
+    init(entry: Entry, index: Int? = nil, run: SyncRun, onFinish: @escaping (EntryResult) -> Void) {
         self.entry = entry
+        lookAheadIndex = index
         self.run = run
         env = run.environment
         self.onFinish = onFinish
@@ -372,12 +377,22 @@ final class EntryDriver: @unchecked Sendable {
 
     private func inspect() -> EntryMachine.Event {
         var local: LocalFacts
-        do {
-            local = try LocalFacts.inspect(paths, in: env.rootDirectory)
-        } catch {
-            return .inspectionFailed(error)
+        let record: StateRecord?
+        let unreadable: Bool
+        if let index = lookAheadIndex.take(), let looked = run.lookAhead.take(index, now: MonotonicClock.milliseconds()) {
+            switch looked.facts {
+            case .success(let facts): local = facts
+            case .failure(let error): return .inspectionFailed(error)
+            }
+            (record, unreadable) = (looked.record, looked.recordUnreadable)
+        } else {
+            do {
+                local = try LocalFacts.inspect(paths, in: env.rootDirectory)
+            } catch {
+                return .inspectionFailed(error)
+            }
+            (record, unreadable) = env.readRecord(entry, store, env.siblings, local.destinationIdentity)
         }
-        let (record, unreadable) = env.readRecord(entry, store, env.siblings, local.destinationIdentity)
         local.partial = download.inspected(local.partial, record: record?.partial)
         return .inspected(local, record: record, recordUnreadable: unreadable)
     }

@@ -39,6 +39,8 @@ final class SyncRun: @unchecked Sendable {
     private var runningPerHost: [String: Int] = [:]
     private var hostOfRunning: [Int: String] = [:]
     private var remaining: Int
+    /// Looks at the entries about to start on a thread of its own (`EntryLookAhead`).
+    let lookAhead: EntryLookAhead
     private var cancelled = false
     private var completion: (@Sendable ([EntryResult]) -> Void)?
 
@@ -65,6 +67,18 @@ final class SyncRun: @unchecked Sendable {
         }
         results = Array(repeating: nil, count: entries.count)
         remaining = entries.count
+        let (root, store, siblings, readRecord) = (environment.rootDirectory, environment.store, environment.siblings, environment.readRecord)
+        let manifest = environment.manifest
+        lookAhead = EntryLookAhead(entries: entries) { entry in
+            let at = MonotonicClock.milliseconds()
+            do throws(TransferFailure) {
+                let local = try LocalFacts.inspect(manifest.paths(for: entry), in: root)
+                let (record, unreadable) = readRecord(entry, store, siblings, local.destinationIdentity)
+                return LookedAhead(facts: .success(local), record: record, recordUnreadable: unreadable, at: at)
+            } catch {
+                return LookedAhead(facts: .failure(error), record: nil, recordUnreadable: false, at: at)
+            }
+        }
     }
 
     var isCancelled: Bool { cancelled }
@@ -97,6 +111,7 @@ final class SyncRun: @unchecked Sendable {
     func cancel() {
         environment.fetcher.engine.post { [self] in
             cancelled = true
+            lookAhead.stop()
             checksumPins.cancel()
             for driver in Array(running.values) { driver.cancel() }
         }
@@ -107,6 +122,9 @@ final class SyncRun: @unchecked Sendable {
     /// their records (at the start of a run, a window of hundreds of entries would otherwise
     /// hold back the first request by all of their inspections).
     private func startMore() {
+        // The next `width` entries are looked at ahead (the ones started wait for a permit
+        // before they look themselves).
+        lookAhead.want(upTo: min(entries.count, next + width))
         var started = 0
         while running.count < width, let (index, host) = nextIndex() {
             start(index, countedAgainst: host)
@@ -169,7 +187,7 @@ final class SyncRun: @unchecked Sendable {
             runningPerHost[host, default: 0] += 1
             hostOfRunning[index] = host
         }
-        let driver = EntryDriver(entry: entry, run: self) { [self] result in
+        let driver = EntryDriver(entry: entry, index: index, run: self) { [self] result in
             entryFinished(index, result)
         }
         running[index] = driver
@@ -207,6 +225,7 @@ final class SyncRun: @unchecked Sendable {
 
     /// Hands the results on and keeps none: the run itself is kept to the runner's end.
     private func finishRun() {
+        lookAhead.stop()
         guard let completion else { return }
         self.completion = nil
         let finished = results
