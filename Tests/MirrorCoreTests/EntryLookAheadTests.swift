@@ -4,13 +4,15 @@ import Synchronization
 import Testing
 @testable import MirrorCore
 
-/// The look-ahead hands each entry what was found for it once, only when it was asked for and
-/// found recently, and never what was found for an entry that started without it.
+/// The look-ahead hands each entry what was found for it once, only when it was asked for, and
+/// never what was found for an entry that started without it; facts found long ago do not stand
+/// for the entry's look.
 struct EntryLookAheadTests {
     /// What the look found for an entry, recognisable by its size: the entry's index.
     static func found(_ index: Int, at: Int64) -> LookedAhead {
-        LookedAhead(facts: .success(LocalFacts(destination: .file(size: Int64(index)), partial: .missing)),
-                    record: nil, recordUnreadable: false, at: at)
+        LookedAhead(prepared: EntryDriver.Prepared(paths: DestinationPaths(root: "/r", dest: "f\(index)"), sources: [], conditional: []),
+                    facts: .success(LocalFacts(destination: .file(size: Int64(index)), partial: .missing)),
+                    record: nil, at: at)
     }
 
     static func index(of entry: Entry) -> Int {
@@ -29,25 +31,28 @@ struct EntryLookAheadTests {
     @Test func eachEntryGetsWhatWasFoundForItOnceAndOnlyWhatWasAskedFor() throws {
         let entries = (0..<40).map { ShardingTests.entry("f\($0)") }
         let looks = Mutex(0)
-        let lookAhead = EntryLookAhead(entries: entries) { entry in
+        let lookAhead = EntryLookAhead(entries: entries, window: 64) { entry in
             looks.withLock { $0 += 1 }
             return Self.found(Self.index(of: entry), at: 1_000)
         }
         defer { lookAhead.stop() }
         lookAhead.want(upTo: 20)
         #expect(Self.awaitLooked(lookAhead, upTo: 20))
-        let first = try #require(lookAhead.take(3, now: 1_000))
+        let first = try #require(lookAhead.take(3))
         guard case .success(let facts) = first.facts else { Issue.record("\(first.facts)"); return }
         #expect(facts.destination == .file(size: 3))
-        #expect(lookAhead.take(3, now: 1_000) == nil, "taken once")
-        let last = try #require(lookAhead.take(19, now: 1_000))
+        #expect(lookAhead.take(3) == nil, "taken once")
+        let last = try #require(lookAhead.take(19))
         guard case .success(let lastFacts) = last.facts else { Issue.record("\(last.facts)"); return }
         #expect(lastFacts.destination == .file(size: 19))
-        #expect(lookAhead.take(20, now: 1_000) == nil, "not asked for")
+        #expect(lookAhead.take(20) == nil, "not asked for")
         #expect(looks.withLock { $0 } == 20, "only the entries asked for are looked at")
-        // Found too long ago: the entry looks for itself.
-        #expect(lookAhead.take(10, now: 1_000 + LookedAhead.freshFor + 1) == nil)
-        #expect(lookAhead.take(11, now: 1_000 + LookedAhead.freshFor)?.facts != nil)
+        // Found too long ago, the facts do not stand for the entry's look (what it is made with
+        // does).
+        let old = try #require(lookAhead.take(10))
+        #expect(!old.isFresh(at: 1_000 + LookedAhead.freshFor + 1))
+        #expect(old.isFresh(at: 1_000 + LookedAhead.freshFor))
+        #expect(old.prepared.paths.name == "f10")
     }
 
     /// An entry that starts while its look is still to come looks for itself, and what is found
@@ -55,7 +60,7 @@ struct EntryLookAheadTests {
     @Test func anEntryThatStartedFirstIsPassedOver() throws {
         let entries = (0..<40).map { ShardingTests.entry("f\($0)") }
         let gate = DispatchSemaphore(value: 0)
-        let lookAhead = EntryLookAhead(entries: entries) { entry in
+        let lookAhead = EntryLookAhead(entries: entries, window: 64) { entry in
             let index = Self.index(of: entry)
             if index == 0 { gate.wait() }
             return Self.found(index, at: 1_000)
@@ -63,11 +68,36 @@ struct EntryLookAheadTests {
         defer { lookAhead.stop() }
         lookAhead.want(upTo: 8)
         // The look is held at entry 0: entry 5 starts before it is looked at.
-        #expect(lookAhead.take(5, now: 1_000) == nil)
+        #expect(lookAhead.take(5) == nil)
         gate.signal()
         #expect(Self.awaitLooked(lookAhead, upTo: 8))
-        #expect(lookAhead.take(6, now: 1_000) != nil)
-        #expect(lookAhead.take(5, now: 1_000) == nil, "found after its entry started: dropped")
-        #expect(lookAhead.take(0, now: 1_000) != nil)
+        #expect(lookAhead.take(6) != nil)
+        #expect(lookAhead.take(5) == nil, "found after its entry started: dropped")
+        #expect(lookAhead.take(0) != nil)
+    }
+
+    /// However far the run's next entry moves (entries passed over for a host at its
+    /// `concurrency`), the look-ahead holds at most its window of entries not started, and looks
+    /// further only as entries start and take theirs.
+    @Test func whatIsHeldStaysWithinTheWindow() throws {
+        let entries = (0..<200).map { ShardingTests.entry("f\($0)") }
+        let looks = Mutex(0)
+        let lookAhead = EntryLookAhead(entries: entries, window: 8) { entry in
+            looks.withLock { $0 += 1 }
+            return Self.found(Self.index(of: entry), at: 1_000)
+        }
+        defer { lookAhead.stop() }
+        lookAhead.want(upTo: 200)
+        #expect(Self.awaitLooked(lookAhead, upTo: 8))
+        usleep(50_000)
+        #expect(looks.withLock { $0 } == 8, "a full window looks no further")
+        #expect(lookAhead.lookedSoFar == 8)
+        // Entry 150 starts out of order (nothing was found for it) and entry 2 takes its own:
+        // room for one more, and 150 is never looked at.
+        #expect(lookAhead.take(150) == nil)
+        #expect(lookAhead.take(2) != nil)
+        #expect(Self.awaitLooked(lookAhead, upTo: 9))
+        usleep(50_000)
+        #expect(looks.withLock { $0 } == 9)
     }
 }

@@ -829,10 +829,14 @@ private final class Connection {
         defer { sqlite3_close_v2(handle) }
         guard opened == SQLITE_OK, let db = handle else { return nil }
         sqlite3_busy_timeout(db, 5000)
-        guard let count = try? NamedStatement<EntryColumn>(db, "SELECT count(*) FROM entries") else { return nil }
+        // Counted up to one row past the most that are read whole: a store shared with much
+        // larger manifests is not scanned to its end for the count.
+        let most = max(1024, 2 * expected)
+        guard !stopping(), let count = try? NamedStatement<EntryColumn>(db, "SELECT count(*) FROM (SELECT 1 FROM entries LIMIT \(most + 1))")
+        else { return nil }
         defer { count.finalize() }
         guard count.step() == SQLITE_ROW, case let rows = Int(sqlite3_column_int64(count.handle, 0)),
-              rows <= max(1024, 2 * expected),
+              rows <= most, !stopping(),
               let select = try? NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries") else { return nil }
         defer { select.finalize() }
         var found: [DestKey: StateRecord] = [:]

@@ -43,32 +43,75 @@ final class EntryDriver: @unchecked Sendable {
     /// Carries out the download's effects.
     private var download: DownloadDriver!
 
-    /// The entry's place in the run, by which its first inspection may have been made ahead
-    /// (`EntryLookAhead`); nil once that was asked for.
-    private var lookAheadIndex: Int?
+    /// What was found for the entry ahead of its turn (`EntryLookAhead`), for its first
+    /// inspection; nil once that was made.
+    private var lookedAhead: LookedAhead?
 
-    init(entry: Entry, index: Int? = nil, run: SyncRun, onFinish: @escaping (EntryResult) -> Void) {
+    /// - Parameter lookedAhead: what was made and found for the entry ahead of its start.
+    init(entry: Entry, run: SyncRun, lookedAhead: LookedAhead? = nil, onFinish: @escaping (EntryResult) -> Void) {
         self.entry = entry
-        lookAheadIndex = index
+        self.lookedAhead = lookedAhead
         self.run = run
         env = run.environment
         self.onFinish = onFinish
-        paths = env.manifest.paths(for: entry)
-        let sources = ([entry.url] + entry.mirrors).map { Source($0, entry: entry, run: run) }
-        self.sources = sources
+        let prepared = lookedAhead?.prepared ?? Prepared(entry, manifest: env.manifest, context: run.sourceContext)
+        paths = prepared.paths
+        sources = prepared.sources
         entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0) }
-        // http and https URLs answer conditions; ftp and file URLs keep the probe.
-        let conditional = Set(sources.indices.filter { sources[$0].protocols == RedirectRule.protocols(forScheme: "http") })
-        machine = EntryMachine(mode: run.mode, sourceCount: sources.count, retries: entry.settings.retries, pins: entry.pins,
-                               sizePin: entry.size, conditionalSources: conditional)
+        machine = EntryMachine(mode: run.mode, sourceCount: prepared.sources.count, retries: entry.settings.retries, pins: entry.pins,
+                               sizePin: entry.size, conditionalSources: prepared.conditional)
         download = DownloadDriver(host: self)
+    }
+
+    /// What an entry's driver is made with that depends on the entry and the run's settings
+    /// alone: made by the look-ahead's thread for most entries (`EntryLookAhead`), else here.
+    struct Prepared: Sendable {
+        let paths: DestinationPaths
+        let sources: [Source]
+        /// The sources that answer conditions: http and https URLs (ftp and file URLs keep the
+        /// probe).
+        let conditional: Set<Int>
+
+        init(paths: DestinationPaths, sources: [Source], conditional: Set<Int>) {
+            self.paths = paths
+            self.sources = sources
+            self.conditional = conditional
+        }
+
+        init(_ entry: Entry, manifest: Manifest, context: SourceContext) {
+            paths = manifest.paths(for: entry)
+            var sources: [Source] = []
+            sources.reserveCapacity(1 + entry.mirrors.count)
+            sources.append(Source(entry.url, entry: entry, context: context))
+            for mirror in entry.mirrors { sources.append(Source(mirror, entry: entry, context: context)) }
+            self.sources = sources
+            conditional = Set(sources.indices.filter { sources[$0].protocols == RedirectRule.protocols(forScheme: "http") })
+        }
+    }
+
+    /// What a run's sources are made with, for any thread.
+    struct SourceContext: Sendable {
+        let conditions: HostConditions
+        let hosts: HostRules
+        let hostBuckets: [String: RateBucket]
+        let proxies: ProxyEnvironment
+        /// The run has a `rate_limit`.
+        let runLimited: Bool
+
+        init(_ environment: SyncEnvironment) {
+            conditions = environment.conditions
+            hosts = environment.manifest.hosts
+            hostBuckets = environment.hostBuckets
+            proxies = environment.proxies
+            runLimited = environment.runBucket != nil
+        }
     }
 
     /// The entry's download in progress, as its machine stands.
     var downloadMachine: DownloadMachine? { machine.download }
 
     /// A source URL and what is derived from it, parsed once.
-    struct Source {
+    struct Source: Sendable {
         let url: RemoteURL
         /// `url.display`, made once: messages, events and the record name the source by it.
         let display: String
@@ -88,21 +131,21 @@ final class EntryDriver: @unchecked Sendable {
         /// Its requests may share a connection (`RequestBudget.multiplexes`).
         let multiplexable: Bool
 
-        init(_ url: RemoteURL, entry: Entry, run: SyncRun) {
+        init(_ url: RemoteURL, entry: Entry, context: SourceContext) {
             self.url = url
             let display = url.display
             self.display = display
             let host = HostKey(url, display: display)
             self.host = host
-            target = run.environment.conditions.target(for: url, host: host)
+            target = context.conditions.target(for: url, host: host)
             protocols = RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string))
-            let hosts = run.environment.manifest.hosts
+            let hosts = context.hosts
             let rule = hosts.isEmpty ? nil : host.flatMap(hosts.rule(for:))
             headers = rule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
             limitedHost = rule?.concurrency == nil ? nil : rule?.key
-            hostBucket = rule.flatMap { run.environment.hostBuckets[$0.key] }
-            origin = OriginKey(url: url.string, proxy: run.environment.proxies.proxy(for: url.string)?.url)
-            let rateLimited = run.environment.runBucket != nil || hostBucket != nil || entry.settings.rateLimit != nil
+            hostBucket = rule.flatMap { context.hostBuckets[$0.key] }
+            origin = OriginKey(url: url.string, proxy: context.proxies.proxy(for: url.string)?.url)
+            let rateLimited = context.runLimited || hostBucket != nil || entry.settings.rateLimit != nil
             multiplexable = RequestBudget.multiplexes(url: url.string, rateLimited: rateLimited)
         }
 
@@ -377,22 +420,23 @@ final class EntryDriver: @unchecked Sendable {
 
     private func inspect() -> EntryMachine.Event {
         var local: LocalFacts
-        let record: StateRecord?
-        let unreadable: Bool
-        if let index = lookAheadIndex.take(), let looked = run.lookAhead.take(index, now: MonotonicClock.milliseconds()) {
+        let lookup: RecordLookup
+        if let looked = lookedAhead.take(), looked.isFresh(at: MonotonicClock.milliseconds()) {
             switch looked.facts {
             case .success(let facts): local = facts
             case .failure(let error): return .inspectionFailed(error)
             }
-            (record, unreadable) = (looked.record, looked.recordUnreadable)
+            lookup = looked.record ?? RecordLookup(record: nil, unreadable: false, problem: nil)
         } else {
             do {
                 local = try LocalFacts.inspect(paths, in: env.rootDirectory)
             } catch {
                 return .inspectionFailed(error)
             }
-            (record, unreadable) = env.readRecord(entry, store, env.siblings, local.destinationIdentity)
+            lookup = env.readRecord(entry, store, env.siblings, local.destinationIdentity)
         }
+        if let problem = lookup.problem { env.emit(problem) }
+        let (record, unreadable) = (lookup.record, lookup.unreadable)
         local.partial = download.inspected(local.partial, record: record?.partial)
         return .inspected(local, record: record, recordUnreadable: unreadable)
     }

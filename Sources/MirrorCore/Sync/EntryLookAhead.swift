@@ -1,26 +1,36 @@
 import Dispatch
 import Synchronization
 
-/// What an entry's first inspection found, looked at ahead of its turn (`EntryLookAhead`):
-/// `DEST` and `DEST.part` (or why they could not be looked at), and the store's record.
+/// What was made and found for an entry ahead of its start (`EntryLookAhead`): what its driver
+/// is made with, and what its first inspection would find: `DEST` and `DEST.part` (or why
+/// they could not be looked at), and the store's record.
 struct LookedAhead: Sendable {
+    let prepared: EntryDriver.Prepared
     let facts: Result<LocalFacts, TransferFailure>
-    let record: StateRecord?
-    let recordUnreadable: Bool
+    /// The record, when `DEST` could be looked at; its problem, if any, is told by the entry
+    /// that uses it.
+    let record: RecordLookup?
     /// When it was looked at (`MonotonicClock.milliseconds`).
     let at: Int64
 
-    /// Looked-ahead facts older than this are looked at again: an entry that waited that long
-    /// for its turn (behind large downloads) decides on what the disk holds when its turn comes.
+    /// Facts found longer ago than this are looked at again at the entry's first inspection:
+    /// an entry that waited that long for its turn (behind large downloads) decides on what
+    /// the disk holds when its turn comes.
     static let freshFor: Int64 = 1_000
+
+    /// Whether the facts may stand for a look at `now` (`MonotonicClock.milliseconds`).
+    func isFresh(at now: Int64) -> Bool {
+        now - at <= Self.freshFor
+    }
 }
 
 /// Looks at the entries about to start, on a thread of its own, so that the engine's thread
-/// does not: each entry's `DEST` and `DEST.part` (two `fstatat`) and its record, about 7,000
-/// instructions and two system calls an entry on the thread every request waits for. The run
-/// says how far ahead to look (`want`); an entry that starts takes what was found for it
-/// (`take`), or, when nothing was (not looked at yet, or too long ago), looks for itself.
-/// Only an entry's first attempt uses what was found ahead.
+/// does not: each entry's paths and sources (what its driver is made with), its `DEST` and
+/// `DEST.part` (two `fstatat`) and its record, about 20,000 instructions and two system calls an
+/// entry on the thread every request waits for. The run says how far ahead to look (`want`);
+/// an entry that starts takes what was found for it (`take`), or, when nothing was (not looked
+/// at yet), makes and looks for itself. Only an entry's first inspection uses what was found
+/// ahead, and only if it was found recently (`LookedAhead.freshFor`).
 ///
 /// The facts are those a look at the entry's turn would find, a few milliseconds earlier:
 /// nothing else in the run touches an entry's files before it starts (its dest is its own),
@@ -33,26 +43,57 @@ final class EntryLookAhead: Sendable {
         /// Entries below this index have been looked at (or passed).
         var looked = 0
         var found: [Int: LookedAhead] = [:]
-        /// Entries that started before they were looked at: what is found for them is dropped.
-        var passed: Set<Int> = []
+        /// The entries that started, a bit each: one that started before it was looked at is
+        /// not looked at, or what was found for it is dropped.
+        var started: [UInt64]
         var stopping = false
+        /// The thread waits for work: more entries wanted, or room in the window.
+        var sleeping = false
+
+        /// Whether a sleeping thread has something to do now; it is then no longer asleep.
+        mutating func wakes(window: Int) -> Bool {
+            guard sleeping, looked < wanted, found.count < window else { return false }
+            sleeping = false
+            return true
+        }
+
+        func hasStarted(_ index: Int) -> Bool {
+            started[index >> 6] & (1 << UInt64(index & 63)) != 0
+        }
+
+        mutating func markStarted(_ index: Int) {
+            started[index >> 6] |= 1 << UInt64(index & 63)
+        }
     }
+
+    /// What is held for entries not started yet, at most: a run that passes over entries (a
+    /// host at its `concurrency`) moves its next index far ahead, and the look-ahead must not
+    /// follow it through the manifest.
+    private let window: Int
 
     /// What the engine's thread and the look-ahead's share.
     private final class Shared: Sendable {
-        let state = Mutex(State())
+        let state: Mutex<State>
         let work = DispatchSemaphore(value: 0)
+
+        init(entries: Int) {
+            state = Mutex(State(started: Array(repeating: 0, count: (entries + 63) / 64)))
+        }
     }
 
-    private let shared = Shared()
+    private let shared: Shared
     private let thread: JoinableThread
 
     /// - Parameter look: what an entry's first inspection finds, called on the look-ahead's
     ///   thread.
-    init(entries: [Entry], look: @escaping @Sendable (Entry) -> LookedAhead) {
-        let shared = self.shared
+    /// - Parameter window: what is held for entries not started yet, at most.
+    init(entries: [Entry], window: Int, look: @escaping @Sendable (Entry) -> LookedAhead) {
+        let shared = Shared(entries: entries.count)
+        self.shared = shared
+        let window = max(1, window)
+        self.window = window
         thread = JoinableThread {
-            Self.keepLooking(entries: entries, shared: shared, look: look)
+            Self.keepLooking(entries: entries, shared: shared, window: window, look: look)
         }
     }
 
@@ -64,9 +105,8 @@ final class EntryLookAhead: Sendable {
     func want(upTo end: Int) {
         let wake = shared.state.withLock { state -> Bool in
             guard end > state.wanted, !state.stopping else { return false }
-            let idle = state.looked == state.wanted
             state.wanted = end
-            return idle
+            return state.wakes(window: window)
         }
         if wake { shared.work.signal() }
     }
@@ -74,15 +114,15 @@ final class EntryLookAhead: Sendable {
     /// Entries looked at between two publications of what was found.
     static let batch = 16
 
-    /// What was found for entry `index`, taken (nil: nothing yet, or nothing recent).
-    func take(_ index: Int, now: Int64) -> LookedAhead? {
-        shared.state.withLock { state in
-            guard let found = state.found.removeValue(forKey: index) else {
-                if index >= state.looked, index < state.wanted { state.passed.insert(index) }
-                return nil
-            }
-            return now - found.at <= LookedAhead.freshFor ? found : nil
+    /// What was found for entry `index`, taken as it starts (nil: nothing yet).
+    func take(_ index: Int) -> LookedAhead? {
+        let (found, wake) = shared.state.withLock { state in
+            state.markStarted(index)
+            let found = state.found.removeValue(forKey: index)
+            return (found, found != nil && state.wakes(window: window))
         }
+        if wake { shared.work.signal() }
+        return found
     }
 
     /// The entries below this have been looked at (or passed).
@@ -90,27 +130,37 @@ final class EntryLookAhead: Sendable {
 
     /// Stops looking and waits for the thread. Once; from any thread but the look-ahead's.
     func stop() {
-        shared.state.withLock { $0.stopping = true }
+        shared.state.withLock { state in
+            state.stopping = true
+            state.found = [:]
+        }
         shared.work.signal()
         thread.join()
     }
 
     /// The thread's loop: looks at what is wanted, publishing in batches (one lock a batch, not
-    /// one an entry), and sleeps when it has caught up.
-    private static func keepLooking(entries: [Entry], shared: Shared, look: @Sendable (Entry) -> LookedAhead) {
+    /// one an entry), and sleeps when it has caught up or its window is full.
+    private static func keepLooking(entries: [Entry], shared: Shared, window: Int, look: @Sendable (Entry) -> LookedAhead) {
         while true {
-            shared.work.wait()
-            while true {
-                let (range, stopping) = shared.state.withLock { ($0.looked..<min($0.wanted, $0.looked + Self.batch), $0.stopping) }
-                if stopping { return }
-                if range.isEmpty { break }
-                let found = range.map { ($0, look(entries[$0])) }
-                shared.state.withLock { state in
-                    for (index, looked) in found where state.passed.remove(index) == nil {
-                        state.found[index] = looked
-                    }
-                    state.looked = range.upperBound
+            // The next batch wanted, within the room the window leaves, less the entries that
+            // started meanwhile; none: sleep until `want` or `take` makes some.
+            let (range, started, stopping) = shared.state.withLock { state in
+                let room = max(0, window - state.found.count)
+                let range = state.looked..<min(state.wanted, state.looked + min(Self.batch, room))
+                if range.isEmpty { state.sleeping = true }
+                return (range, range.filter { state.hasStarted($0) }, state.stopping)
+            }
+            if stopping { return }
+            if range.isEmpty {
+                shared.work.wait()
+                continue
+            }
+            let found = range.filter { !started.contains($0) }.map { ($0, look(entries[$0])) }
+            shared.state.withLock { state in
+                for (index, looked) in found where !state.hasStarted(index) {
+                    state.found[index] = looked
                 }
+                state.looked = range.upperBound
             }
         }
     }

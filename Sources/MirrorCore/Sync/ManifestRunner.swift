@@ -218,24 +218,22 @@ public final class ManifestRunner: Sendable {
     /// The record, and whether the store failed to say: then a record of any kind may still
     /// be in it.
     /// The run's own store is asked first, then its siblings (see `StateRecord.chosen`).
-    func readRecord(of entry: Entry, in store: StateStore?, siblings: SiblingStores, onDisk identity: LocalIdentity?) -> (record: StateRecord?, unreadable: Bool) {
+    func readRecord(of entry: Entry, in store: StateStore?, siblings: SiblingStores, onDisk identity: LocalIdentity?) -> RecordLookup {
         var own: StateRecord?
-        var unreadable = false
         if let store {
             do {
                 own = try store.record(for: entry.dest)
             } catch {
-                emit(.stateStoreProblem(StateStoreProblem(.record, "reading \(store.path): \(error); deciding \(entry.dest) by size")))
-                unreadable = true
+                let problem = StateStoreProblem(.record, "reading \(store.path): \(error); deciding \(entry.dest) by size")
+                return RecordLookup(record: nil, unreadable: true, problem: .stateStoreProblem(problem))
             }
         }
-        if unreadable { return (nil, true) }
         var found: [StateRecord] = []
         for sibling in siblings.stores {
             // A sibling that cannot be read is only a lost hint: the entry is decided without it.
             if let record = try? sibling.record(for: entry.dest) { found.append(record) }
         }
-        return (StateRecord.chosen(own: own, siblings: found, onDisk: identity), false)
+        return RecordLookup(record: StateRecord.chosen(own: own, siblings: found, onDisk: identity), unreadable: false, problem: nil)
     }
 
     /// `results`' payloads, in order, taken out of `results` (left empty) one at a time, each

@@ -34,8 +34,18 @@ struct SyncEnvironment {
     let emit: @Sendable (RunEvent) -> Void
     /// A write to the store failed (`ManifestRunner.storeWriteFailed`).
     let storeWriteFailed: @Sendable (String) -> Void
-    /// The record of an entry: the run's store's, else a sibling's (`ManifestRunner.readRecord`).
-    let readRecord: @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> (record: StateRecord?, unreadable: Bool)
+    /// The record of an entry: the run's store's, else a sibling's (`ManifestRunner.readRecord`),
+    /// with what the caller is to tell of a store that could not be read. Called from the
+    /// look-ahead's thread too, which tells nothing itself: the entry that takes its facts does.
+    let readRecord: @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup
+}
+
+/// An entry's record as the stores hold it, and the problem to tell when the run's own store
+/// could not be read (`unreadable`: then a record of any kind may still be in it).
+struct RecordLookup: Sendable {
+    let record: StateRecord?
+    let unreadable: Bool
+    let problem: RunEvent?
 }
 
 extension ManifestRunner {
@@ -48,6 +58,6 @@ extension ManifestRunner {
             retryPolicy: options.retryPolicy, retryAfterCap: options.retryAfterCap, segmentMin: options.segmentMin,
             // Weakly: the runner keeps its last run (`lastRun`), which holds these.
             emit: { [weak self] in self?.emit($0) }, storeWriteFailed: { [weak self] in self?.storeWriteFailed($0) },
-            readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? (nil, true) })
+            readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? RecordLookup(record: nil, unreadable: true, problem: nil) })
     }
 }

@@ -41,6 +41,8 @@ final class SyncRun: @unchecked Sendable {
     private var remaining: Int
     /// Looks at the entries about to start on a thread of its own (`EntryLookAhead`).
     let lookAhead: EntryLookAhead
+    /// What the entries' sources are made with.
+    let sourceContext: EntryDriver.SourceContext
     private var cancelled = false
     private var completion: (@Sendable ([EntryResult]) -> Void)?
 
@@ -59,7 +61,8 @@ final class SyncRun: @unchecked Sendable {
         // of its time (4.2 -> 4.9 s when the room came).
         let mayRideOnStreams = Self.mayRideOnStreams(entries)
         let streamRoom = { (connections: Int) in mayRideOnStreams ? RequestBudget.streamBudget(connections: connections) : 0 }
-        self.width = max(1, width) + streamRoom(environment.concurrency)
+        let runWidth = max(1, width) + streamRoom(environment.concurrency)
+        self.width = runWidth
         burst = max(1, environment.concurrency)
         let perTransfer = max(1, max(1, width) / max(1, environment.concurrency))
         hostWidths = environment.manifest.hosts.concurrencyLimits.mapValues {
@@ -69,14 +72,17 @@ final class SyncRun: @unchecked Sendable {
         remaining = entries.count
         let (root, store, siblings, readRecord) = (environment.rootDirectory, environment.store, environment.siblings, environment.readRecord)
         let manifest = environment.manifest
-        lookAhead = EntryLookAhead(entries: entries) { entry in
+        let sourceContext = EntryDriver.SourceContext(environment)
+        self.sourceContext = sourceContext
+        lookAhead = EntryLookAhead(entries: entries, window: runWidth) { entry in
+            let prepared = EntryDriver.Prepared(entry, manifest: manifest, context: sourceContext)
             let at = MonotonicClock.milliseconds()
             do throws(TransferFailure) {
-                let local = try LocalFacts.inspect(manifest.paths(for: entry), in: root)
-                let (record, unreadable) = readRecord(entry, store, siblings, local.destinationIdentity)
-                return LookedAhead(facts: .success(local), record: record, recordUnreadable: unreadable, at: at)
+                let local = try LocalFacts.inspect(prepared.paths, in: root)
+                let record = readRecord(entry, store, siblings, local.destinationIdentity)
+                return LookedAhead(prepared: prepared, facts: .success(local), record: record, at: at)
             } catch {
-                return LookedAhead(facts: .failure(error), record: nil, recordUnreadable: false, at: at)
+                return LookedAhead(prepared: prepared, facts: .failure(error), record: nil, at: at)
             }
         }
     }
@@ -179,7 +185,9 @@ final class SyncRun: @unchecked Sendable {
     }
 
     private func start(_ index: Int, countedAgainst host: String?) {
-        let entry = pinned.removeValue(forKey: index) ?? entries[index]
+        let looked = lookAhead.take(index)
+        let pinnedEntry = pinned.removeValue(forKey: index)
+        let entry = pinnedEntry ?? entries[index]
         // An emptied table keeps its room: let it go once every pinned entry has started.
         if pinned.isEmpty, pinned.capacity > 0 { pinned = [:] }
         if let failure = unpinned.removeValue(forKey: index) { return entryFinished(index, unpinnedResult(entry, failure)) }
@@ -187,7 +195,8 @@ final class SyncRun: @unchecked Sendable {
             runningPerHost[host, default: 0] += 1
             hostOfRunning[index] = host
         }
-        let driver = EntryDriver(entry: entry, index: index, run: self) { [self] result in
+        // What was looked at ahead was made of the manifest's entry: a pinned one starts afresh.
+        let driver = EntryDriver(entry: entry, run: self, lookedAhead: pinnedEntry == nil ? looked : nil) { [self] result in
             entryFinished(index, result)
         }
         running[index] = driver

@@ -76,7 +76,8 @@ final class TransferContext {
     /// A new easy handle with the options every request sets alike, set on the thread that
     /// makes it (the `EasyHandleKeeper`'s, nearly always): the engine's thread then sets only
     /// each request's own (`configure`). An option refused here fails the request that takes
-    /// the handle.
+    /// the handle. The callbacks' data (the context) is set by `configure`: a handle whose
+    /// `configure` fails is retired without a transfer, so no callback runs without it.
     static func makeHandle() -> EasyHandle {
         let easy = EasyHandle()
         do {
