@@ -28,13 +28,25 @@ struct EntryLookAheadTests {
         return false
     }
 
-    @Test func eachEntryGetsWhatWasFoundForItOnceAndOnlyWhatWasAskedFor() throws {
-        let entries = (0..<40).map { ShardingTests.entry("f\($0)") }
-        let looks = Mutex(0)
-        let lookAhead = EntryLookAhead(entries: entries, window: 64) { entry in
-            looks.withLock { $0 += 1 }
+    /// Counts the looks of a look-ahead.
+    final class Looks: Sendable {
+        private let count = Mutex(0)
+        var made: Int { count.withLock { $0 } }
+        func add() { count.withLock { $0 += 1 } }
+    }
+
+    /// A look-ahead over `count` entries whose look finds each entry's index, counted.
+    static func counting(_ count: Int, window: Int) -> (EntryLookAhead, Looks) {
+        let looks = Looks()
+        let lookAhead = EntryLookAhead(entries: (0..<count).map { ShardingTests.entry("f\($0)") }, window: window) { entry in
+            looks.add()
             return Self.found(Self.index(of: entry), at: 1_000)
         }
+        return (lookAhead, looks)
+    }
+
+    @Test func eachEntryGetsWhatWasFoundForItOnceAndOnlyWhatWasAskedFor() throws {
+        let (lookAhead, looks) = Self.counting(40, window: 64)
         defer { lookAhead.stop() }
         lookAhead.want(upTo: 20)
         #expect(Self.awaitLooked(lookAhead, upTo: 20))
@@ -46,7 +58,7 @@ struct EntryLookAheadTests {
         guard case .success(let lastFacts) = last.facts else { Issue.record("\(last.facts)"); return }
         #expect(lastFacts.destination == .file(size: 19))
         #expect(lookAhead.take(20) == nil, "not asked for")
-        #expect(looks.withLock { $0 } == 20, "only the entries asked for are looked at")
+        #expect(looks.made == 20, "only the entries asked for are looked at")
         // Found too long ago, the facts do not stand for the entry's look (what it is made with
         // does).
         let old = try #require(lookAhead.take(10))
@@ -80,17 +92,12 @@ struct EntryLookAheadTests {
     /// `concurrency`), the look-ahead holds at most its window of entries not started, and looks
     /// further only as entries start and take theirs.
     @Test func whatIsHeldStaysWithinTheWindow() throws {
-        let entries = (0..<200).map { ShardingTests.entry("f\($0)") }
-        let looks = Mutex(0)
-        let lookAhead = EntryLookAhead(entries: entries, window: 8) { entry in
-            looks.withLock { $0 += 1 }
-            return Self.found(Self.index(of: entry), at: 1_000)
-        }
+        let (lookAhead, looks) = Self.counting(200, window: 8)
         defer { lookAhead.stop() }
         lookAhead.want(upTo: 200)
         #expect(Self.awaitLooked(lookAhead, upTo: 8))
         usleep(50_000)
-        #expect(looks.withLock { $0 } == 8, "a full window looks no further")
+        #expect(looks.made == 8, "a full window looks no further")
         #expect(lookAhead.lookedSoFar == 8)
         // Entry 150 starts out of order (nothing was found for it) and entry 2 takes its own:
         // room for one more, and 150 is never looked at.
@@ -98,6 +105,6 @@ struct EntryLookAheadTests {
         #expect(lookAhead.take(2) != nil)
         #expect(Self.awaitLooked(lookAhead, upTo: 9))
         usleep(50_000)
-        #expect(looks.withLock { $0 } == 9)
+        #expect(looks.made == 9)
     }
 }
