@@ -14,20 +14,13 @@ import Synchronization
 /// hands over the handles its finished requests left and how many it took (`exchange`): the
 /// keeper cleans those up and makes as many again, up to `maxReady`.
 final class EasyHandleKeeper: @unchecked Sendable {
-    /// A finished request's handle, with what libcurl points into until it is cleaned up, and
-    /// the request's context, let go on the keeper's thread with it: what the context holds
-    /// last (its sink, its completion and what they captured: often the entry's driver, its
-    /// machine and its sources) is freed there, not on the engine's thread (about 15,000
-    /// instructions an entry of a no-op re-check). Nothing freed so has a `deinit` that needs
-    /// the engine's thread: a permit still held is given back through the slots' lock.
+    /// A finished request's handle, with what libcurl points into until it is cleaned up.
     struct Retired: @unchecked Sendable {
         let handle: EasyHandle
         let headerList: UnsafeMutablePointer<curl_slist>?
         let errorBuffer: UnsafeMutablePointer<CChar>
         /// A `file:` source's descriptor, or -1.
         let fileSource: Int32
-        /// The request's context, released when this is.
-        let context: AnyObject?
 
         fileprivate func cleanUp() {
             handle.cleanup()

@@ -412,7 +412,7 @@ final class TransferContext {
             fileSource = -1
             headerList = nil
         }
-        return EasyHandleKeeper.Retired(handle: easy, headerList: headerList, errorBuffer: errorBuffer, fileSource: fileSource, context: self)
+        return EasyHandleKeeper.Retired(handle: easy, headerList: headerList, errorBuffer: errorBuffer, fileSource: fileSource)
     }
 }
 
