@@ -48,7 +48,7 @@ struct EntryLookAheadTests {
     @Test func eachEntryGetsWhatWasFoundForItOnceAndOnlyWhatWasAskedFor() throws {
         let (lookAhead, looks) = Self.counting(40, window: 64)
         defer { lookAhead.stop() }
-        lookAhead.want(upTo: 20)
+        lookAhead.want(from: 0, upTo: 20)
         #expect(Self.awaitLooked(lookAhead, upTo: 20))
         let first = try #require(lookAhead.take(3))
         guard case .success(let facts) = first.facts else { Issue.record("\(first.facts)"); return }
@@ -78,7 +78,7 @@ struct EntryLookAheadTests {
             return Self.found(index, at: 1_000)
         }
         defer { lookAhead.stop() }
-        lookAhead.want(upTo: 8)
+        lookAhead.want(from: 0, upTo: 8)
         // The look is held at entry 0: entry 5 starts before it is looked at.
         #expect(lookAhead.take(5) == nil)
         gate.signal()
@@ -94,7 +94,7 @@ struct EntryLookAheadTests {
     @Test func whatIsHeldStaysWithinTheWindow() throws {
         let (lookAhead, looks) = Self.counting(200, window: 8)
         defer { lookAhead.stop() }
-        lookAhead.want(upTo: 200)
+        lookAhead.want(from: 0, upTo: 200)
         #expect(Self.awaitLooked(lookAhead, upTo: 8))
         usleep(50_000)
         #expect(looks.made == 8, "a full window looks no further")
@@ -106,5 +106,21 @@ struct EntryLookAheadTests {
         #expect(Self.awaitLooked(lookAhead, upTo: 9))
         usleep(50_000)
         #expect(looks.made == 9)
+    }
+
+    /// Entries the run passes over (their host at its `concurrency`) are not looked at, and what
+    /// was held for them goes: they do not fill the window while the run goes on after them.
+    @Test func entriesPassedOverLeaveTheWindow() throws {
+        let (lookAhead, looks) = Self.counting(200, window: 8)
+        defer { lookAhead.stop() }
+        lookAhead.want(from: 0, upTo: 8)
+        #expect(Self.awaitLooked(lookAhead, upTo: 8))
+        // Entry 0 started; 1 to 99 wait for their host, and the run goes on at 100.
+        #expect(lookAhead.take(0) != nil)
+        lookAhead.want(from: 100, upTo: 108)
+        #expect(Self.awaitLooked(lookAhead, upTo: 108))
+        #expect(lookAhead.take(3) == nil, "let go")
+        #expect(lookAhead.take(104) != nil)
+        #expect(looks.made == 16, "0 to 7 once, 8 to 99 never, 100 to 107 once")
     }
 }

@@ -99,13 +99,20 @@ final class EntryLookAhead: Sendable {
 
     deinit { stop() }
 
-    /// Look at the entries below `end` (in manifest order), from the engine's thread; a
-    /// sleeping look-ahead is woken at once (woken only for a batch's worth, it fell behind the
-    /// run: a no-op of 2,000 took 128 ms instead of 113).
-    func want(upTo end: Int) {
+    /// Look at the entries from `start` (the run's next) up to `end` (in manifest order), from
+    /// the engine's thread; a sleeping look-ahead is woken at once (woken only for a batch's
+    /// worth, it fell behind the run: a no-op of 2,000 took 128 ms instead of 113). Entries
+    /// below `start` not started yet wait for their host (`hosts:` `concurrency`): they are not
+    /// looked at, and what is held for them is let go, so that they do not fill the window
+    /// while the run goes on with the entries after them; they look for themselves.
+    func want(from start: Int, upTo end: Int) {
         let wake = shared.state.withLock { state -> Bool in
-            guard end > state.wanted, !state.stopping else { return false }
-            state.wanted = end
+            guard !state.stopping else { return false }
+            state.wanted = max(state.wanted, end)
+            state.looked = max(state.looked, min(start, state.wanted))
+            if state.found.keys.contains(where: { $0 < start }) {
+                state.found = state.found.filter { $0.key >= start }
+            }
             return state.wakes(window: window)
         }
         if wake { shared.work.signal() }
@@ -157,10 +164,12 @@ final class EntryLookAhead: Sendable {
             }
             let found = range.filter { !started.contains($0) }.map { ($0, look(entries[$0])) }
             shared.state.withLock { state in
-                for (index, looked) in found where !state.hasStarted(index) {
+                // Nothing is kept once the look-ahead is stopping, nor for entries that started
+                // or were passed over (below `looked`, moved on by `want`) meanwhile.
+                for (index, looked) in found where !state.stopping && !state.hasStarted(index) && index >= state.looked {
                     state.found[index] = looked
                 }
-                state.looked = range.upperBound
+                state.looked = max(state.looked, range.upperBound)
             }
         }
     }

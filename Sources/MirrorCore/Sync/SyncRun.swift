@@ -130,7 +130,7 @@ final class SyncRun: @unchecked Sendable {
     private func startMore() {
         // The next `width` entries are looked at ahead (the ones started wait for a permit
         // before they look themselves).
-        lookAhead.want(upTo: min(entries.count, next + width))
+        lookAhead.want(from: next, upTo: min(entries.count, next + width))
         var started = 0
         while running.count < width, let (index, host) = nextIndex() {
             start(index, countedAgainst: host)
