@@ -11,8 +11,9 @@ struct EntryLookAheadTests {
     /// What the look found for an entry, recognisable by its size: the entry's index.
     static func found(_ index: Int, at: Int64) -> LookedAhead {
         LookedAhead(prepared: EntryDriver.Prepared(paths: DestinationPaths(root: "/r", dest: "f\(index)"), sources: [], conditional: []),
-                    facts: .success(LocalFacts(destination: .file(size: Int64(index)), partial: .missing)),
-                    record: nil, at: at)
+                    look: .success(EntryLook(local: LocalFacts(destination: .file(size: Int64(index)), partial: .missing),
+                                             record: RecordLookup(record: nil, unreadable: false, problem: nil))),
+                    at: at)
     }
 
     static func index(of entry: Entry) -> Int {
@@ -51,12 +52,12 @@ struct EntryLookAheadTests {
         lookAhead.want(from: 0, upTo: 20)
         #expect(Self.awaitLooked(lookAhead, upTo: 20))
         let first = try #require(lookAhead.take(3))
-        guard case .success(let facts) = first.facts else { Issue.record("\(first.facts)"); return }
-        #expect(facts.destination == .file(size: 3))
+        guard case .success(let facts) = first.look else { Issue.record("\(first.look)"); return }
+        #expect(facts.local.destination == .file(size: 3))
         #expect(lookAhead.take(3) == nil, "taken once")
         let last = try #require(lookAhead.take(19))
-        guard case .success(let lastFacts) = last.facts else { Issue.record("\(last.facts)"); return }
-        #expect(lastFacts.destination == .file(size: 19))
+        guard case .success(let lastFacts) = last.look else { Issue.record("\(last.look)"); return }
+        #expect(lastFacts.local.destination == .file(size: 19))
         #expect(lookAhead.take(20) == nil, "not asked for")
         #expect(looks.made == 20, "only the entries asked for are looked at")
         // Found too long ago, the facts do not stand for the entry's look (what it is made with

@@ -611,21 +611,29 @@ private final class Connection {
         writtenSinceReader = nil
     }
 
-    /// Reads every row into `records`, once, when the store holds at most max(1,024, 2 × the
-    /// entries expected); otherwise records go on being read a row at a time. For a store
-    /// that was not told what to expect: `expect` reads them beside the run instead.
+    /// Reads every row into `records`, once, when the store holds not many more than the
+    /// entries expected (`readWhole`); otherwise records go on being read a row at a time. For
+    /// a store that was not told what to expect: `expect` reads them beside the run instead.
     private func decideOnRecords() throws(StoreError) {
         guard !decidedOnRecords else { return }
         decidedOnRecords = true
-        if let expectedEntries, case let rows = try rowCount(), rows <= max(1024, 2 * expectedEntries) {
-            records = try readRows(where: nil, expecting: rows)
+        guard let expectedEntries else { return }
+        switch try Self.readWhole(db, expected: expectedEntries) {
+        case .rows(let rows): records = rows
+        case .tooMany: break
+        case .failed(let step): throw failure(step)
         }
     }
 
     func readAll() throws(StoreError) -> [StateRecord] {
         try ensureOpen()
         if let records { return Array(records.values) }
-        return Array(try readRows(where: nil).values)
+        let select = try NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries")
+        defer { select.finalize() }
+        var found: [StateRecord] = []
+        let step = Self.eachRow(of: select) { found.append($1) }
+        guard step == SQLITE_DONE else { throw failure(step) }
+        return found
     }
 
     func remove(_ dest: String) throws(StoreError) {
@@ -770,25 +778,36 @@ private final class Connection {
         }
     }
 
-    private func rowCount() throws(StoreError) -> Int {
-        let statement = try Self.prepare(db, "SELECT count(*) FROM entries")
-        defer { sqlite3_finalize(statement) }
-        let step = sqlite3_step(statement)
-        guard step == SQLITE_ROW else { throw failure(step) }
-        return Int(sqlite3_column_int64(statement, 0))
-    }
-
-    /// Every row, or the one of `dest`; `expecting` rows are made room for at once (a table
-    /// grown by doubling moved each of a million records about twice on the way).
-    private func readRows(where dest: String?, expecting rows: Int = 0) throws(StoreError) -> [DestKey: StateRecord] {
-        let select = try NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries" + (dest == nil ? "" : " WHERE dest = :dest"))
+    /// Every row of `db`, when it holds at most max(1,024, 2 × `expected`); they are counted
+    /// first, up to one row past that bound (a store shared with much larger manifests is not
+    /// scanned to its end), and made room for at once (a table grown by doubling moved each of
+    /// a million records about twice on the way). `failed` carries the step's code when a row
+    /// could not be read or `stopping` said so; a statement that cannot be prepared throws.
+    fileprivate static func readWhole(_ db: OpaquePointer, expected: Int, stopping: () -> Bool = { false }) throws(StoreError) -> Whole {
+        let most = max(1024, 2 * expected)
+        if stopping() { return .failed(SQLITE_INTERRUPT) }
+        let count = try NamedStatement<EntryColumn>(db, "SELECT count(*) FROM (SELECT 1 FROM entries LIMIT \(most + 1))")
+        defer { count.finalize() }
+        let counted = count.step()
+        guard counted == SQLITE_ROW else { return .failed(counted) }
+        let rows = Int(sqlite3_column_int64(count.handle, 0))
+        guard rows <= most else { return .tooMany }
+        if stopping() { return .failed(SQLITE_INTERRUPT) }
+        let select = try NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries")
         defer { select.finalize() }
-        if let dest { select.bind(.dest, dest) }
         var found: [DestKey: StateRecord] = [:]
         found.reserveCapacity(rows)
-        let step = Self.eachRow(of: select) { found[$0] = $1 }
-        guard step == SQLITE_DONE else { throw failure(step) }
-        return found
+        let step = eachRow(of: select, stopping: stopping) { found[$0] = $1 }
+        return step == SQLITE_DONE ? .rows(found) : .failed(step)
+    }
+
+    /// What `readWhole` read.
+    fileprivate enum Whole {
+        case rows([DestKey: StateRecord])
+        /// The store holds many more rows than the run has entries.
+        case tooMany
+        /// The last step's code.
+        case failed(Int32)
     }
 
     /// Steps `select` (of `EntryColumn.names`) to its end, handing each row to `take`, unless
@@ -829,19 +848,8 @@ private final class Connection {
         defer { sqlite3_close_v2(handle) }
         guard opened == SQLITE_OK, let db = handle else { return nil }
         sqlite3_busy_timeout(db, 5000)
-        // Counted up to one row past the most that are read whole: a store shared with much
-        // larger manifests is not scanned to its end for the count.
-        let most = max(1024, 2 * expected)
-        guard !stopping(), let count = try? NamedStatement<EntryColumn>(db, "SELECT count(*) FROM (SELECT 1 FROM entries LIMIT \(most + 1))")
-        else { return nil }
-        defer { count.finalize() }
-        guard count.step() == SQLITE_ROW, case let rows = Int(sqlite3_column_int64(count.handle, 0)),
-              rows <= most, !stopping(),
-              let select = try? NamedStatement<EntryColumn>(db, "SELECT \(EntryColumn.names) FROM entries") else { return nil }
-        defer { select.finalize() }
-        var found: [DestKey: StateRecord] = [:]
-        found.reserveCapacity(rows)
-        return eachRow(of: select, stopping: stopping) { found[$0] = $1 } == SQLITE_DONE ? found : nil
+        guard case .rows(let rows) = try? readWhole(db, expected: expected, stopping: stopping) else { return nil }
+        return rows
     }
 
     /// Runs `body` in one transaction; a failure rolls it back, and the records read at

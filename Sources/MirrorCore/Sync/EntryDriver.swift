@@ -419,26 +419,22 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     private func inspect() -> EntryMachine.Event {
-        var local: LocalFacts
-        let lookup: RecordLookup
+        let look: Result<EntryLook, TransferFailure>
         if let looked = lookedAhead.take(), looked.isFresh(at: MonotonicClock.milliseconds()) {
-            switch looked.facts {
-            case .success(let facts): local = facts
-            case .failure(let error): return .inspectionFailed(error)
-            }
-            lookup = looked.record ?? RecordLookup(record: nil, unreadable: false, problem: nil)
+            look = looked.look
         } else {
-            do {
-                local = try LocalFacts.inspect(paths, in: env.rootDirectory)
-            } catch {
-                return .inspectionFailed(error)
-            }
-            lookup = env.readRecord(entry, store, env.siblings, local.destinationIdentity)
+            look = EntryLook.make(paths, in: env.rootDirectory) { env.readRecord(entry, store, env.siblings, $0) }
         }
-        if let problem = lookup.problem { env.emit(problem) }
-        let (record, unreadable) = (lookup.record, lookup.unreadable)
+        let found: EntryLook
+        switch look {
+        case .success(let success): found = success
+        case .failure(let error): return .inspectionFailed(error)
+        }
+        if let problem = found.record.problem { env.emit(problem) }
+        let record = found.record.record
+        var local = found.local
         local.partial = download.inspected(local.partial, record: record?.partial)
-        return .inspected(local, record: record, recordUnreadable: unreadable)
+        return .inspected(local, record: record, recordUnreadable: found.record.unreadable)
     }
 
     private func prepare(copyLength: Int64?, clearingRecord: Bool) -> TransferFailure? {

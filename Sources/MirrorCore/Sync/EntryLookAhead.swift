@@ -1,15 +1,28 @@
 import Dispatch
 import Synchronization
 
+/// What an entry's inspection finds: `DEST` and `DEST.part`, and the store's record of the
+/// `DEST` found (its problem, if any, told by the entry that uses it).
+struct EntryLook: Sendable {
+    let local: LocalFacts
+    let record: RecordLookup
+
+    /// Looks at `paths` in `root`, then asks `record` for the record of the `DEST` there. The
+    /// one way an entry looks, on its turn or ahead of it (`EntryLookAhead`).
+    static func make(_ paths: DestinationPaths, in root: RootDirectory,
+                     record: (LocalIdentity?) -> RecordLookup) -> Result<EntryLook, TransferFailure> {
+        Result { () throws(TransferFailure) in
+            let local = try LocalFacts.inspect(paths, in: root)
+            return EntryLook(local: local, record: record(local.destinationIdentity))
+        }
+    }
+}
+
 /// What was made and found for an entry ahead of its start (`EntryLookAhead`): what its driver
-/// is made with, and what its first inspection would find: `DEST` and `DEST.part` (or why
-/// they could not be looked at), and the store's record.
+/// is made with, and what its first inspection would find (or why it could not look).
 struct LookedAhead: Sendable {
     let prepared: EntryDriver.Prepared
-    let facts: Result<LocalFacts, TransferFailure>
-    /// The record, when `DEST` could be looked at; its problem, if any, is told by the entry
-    /// that uses it.
-    let record: RecordLookup?
+    let look: Result<EntryLook, TransferFailure>
     /// When it was looked at (`MonotonicClock.milliseconds`).
     let at: Int64
 

@@ -77,13 +77,8 @@ final class SyncRun: @unchecked Sendable {
         lookAhead = EntryLookAhead(entries: entries, window: runWidth) { entry in
             let prepared = EntryDriver.Prepared(entry, manifest: manifest, context: sourceContext)
             let at = MonotonicClock.milliseconds()
-            do throws(TransferFailure) {
-                let local = try LocalFacts.inspect(prepared.paths, in: root)
-                let record = readRecord(entry, store, siblings, local.destinationIdentity)
-                return LookedAhead(prepared: prepared, facts: .success(local), record: record, at: at)
-            } catch {
-                return LookedAhead(prepared: prepared, facts: .failure(error), record: nil, at: at)
-            }
+            let look = EntryLook.make(prepared.paths, in: root) { readRecord(entry, store, siblings, $0) }
+            return LookedAhead(prepared: prepared, look: look, at: at)
         }
     }
 

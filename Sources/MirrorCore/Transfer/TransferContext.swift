@@ -216,7 +216,7 @@ final class TransferContext {
     /// address (`EarlyConnections.take`); elsewhere it opens one as it would have itself.
     /// `early` must outlive the request (the engine holds it).
     func offer(_ early: EarlyConnections) throws(CurlSetupError) {
-        try check(mirror_easy_setopt_opensocket_callback(easy.raw) { userdata, purpose, address in
+        try easy.check(mirror_easy_setopt_opensocket_callback(easy.raw) { userdata, purpose, address in
             guard let address else { return CURL_SOCKET_BAD }
             if purpose == CURLSOCKTYPE_IPCXN, let userdata,
                let taken = Unmanaged<EarlyConnections>.fromOpaque(userdata).takeUnretainedValue().take(UnsafePointer(address)) {
@@ -234,10 +234,6 @@ final class TransferContext {
         case .try: Int(CURLUSESSL_TRY.rawValue)
         case .required: Int(CURLUSESSL_ALL.rawValue)
         }
-    }
-
-    private func check(_ code: CURLcode, _ name: String) throws(CurlSetupError) {
-        if code != CURLE_OK { throw CurlSetupError(option: name, code: code) }
     }
 
     /// libcurl opens a `file:` URL's path itself, with a blocking open(2): a FIFO there would
