@@ -46,6 +46,7 @@ let package = Package(
             name: "mirror",
             dependencies: [
                 "MirrorCore",
+                "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

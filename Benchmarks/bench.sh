@@ -3,7 +3,8 @@
 #   Benchmarks/bench.sh PATH-TO-MIRROR           (make bench builds it and calls this)
 # BENCH_SECTIONS names what runs, in any order: `loopback` (the tools straight on a loopback
 # nginx), `links` (the same nginx behind Benchmarks/linkproxy.c, which adds a round-trip time
-# and, in (k), a cap per connection); default both, e.g. BENCH_SECTIONS=links runs that alone.
+# and, in (k), a cap per connection), `scale` (a manifest of SCALE_COUNT entries, 10,000,000 by
+# default); default all three, e.g. BENCH_SECTIONS=links runs that alone.
 # Loopback workloads: (a) one 1 GiB file, (b) 2000 x 16 KiB at 8 at a time, (c) a no-op re-sync
 # of (b), (d) resuming (a) from its half, (e) `mirror plan` of a 100,000-entry manifest, (f)
 # `mirror plan` of a 1,000,000-entry manifest, (g) a no-op re-sync of 20,000 x 16 KiB (aria2
@@ -31,13 +32,17 @@
 # time, each row says what nginx logged for that tool: requests by method (and per file),
 # connections, body bytes sent and the protocol; each copy is checked against the server's
 # files. The section prints the load (uptime) at its start and end, and its duration.
+# Scale: (s) a manifest of SCALE_COUNT entries written by Benchmarks/manifest-gen.py (10,000 to
+# a directory), every url answered by one empty file on its own nginx: `mirror plan --shard
+# 0/16` (a HEAD for each of its entries) and an unsharded `mirror verify` (no file on disk, so
+# every entry is missing and the exit status is 1), once each, wall time and peak RSS.
 set -euo pipefail
 mirror=$(realpath "${1:?usage: bench.sh PATH-TO-MIRROR}")
-sections=${BENCH_SECTIONS:-loopback links}
+sections=${BENCH_SECTIONS:-loopback links scale}
 for section in $sections; do
     case $section in
-        loopback | links) ;;
-        *) echo "BENCH_SECTIONS: unknown section '$section' (loopback, links)" >&2; exit 2 ;;
+        loopback | links | scale) ;;
+        *) echo "BENCH_SECTIONS: unknown section '$section' (loopback, links, scale)" >&2; exit 2 ;;
     esac
 done
 wants() { [[ " $sections " == *" $1 "* ]]; }
@@ -52,6 +57,7 @@ link_runs=${LINK_RUNS:-3}
 link_big_mib=${LINK_BIG_MIB:-256}
 link_count=${LINK_COUNT:-300}
 link_cap=5000000 # bytes per second and connection in (k)
+scale_count=${SCALE_COUNT:-10000000}
 started=$SECONDS
 here=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -76,10 +82,10 @@ work=${BENCH_DIR:-$(mktemp -d /var/tmp/mirror-bench.XXXXXX)}
 # files they write (removed first, so that a kept BENCH_DIR names no older process), each
 # linkproxy through the pid kept when it was started.
 proxy_pids=()
-rm -f "$work/run/nginx.pid" "$work/run-tls/nginx.pid"
+rm -f "$work/run/nginx.pid" "$work/run-tls/nginx.pid" "$work/run-scale/nginx.pid"
 cleanup() {
     for pid in "${proxy_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for server in run run-tls; do
+    for server in run run-tls run-scale; do
         [ -s "$work/$server/nginx.pid" ] && kill "$(cat "$work/$server/nginx.pid")" 2>/dev/null || true
     done
     rm -rf "$work/trash"
@@ -119,6 +125,7 @@ log="$work/run/access.log"
 
 # measure LABEL CMD...: appends "label seconds rss_kib" to $results, or, when the command
 # fails, "label-failed status first-line-of-its-errors": a failed run is reported, not timed.
+# ALLOW_STATUS=N counts exit status N as a run too (verify of files that are not there: 1).
 # The wall time is read to the microsecond (bash's EPOCHREALTIME, no process started) around
 # /usr/bin/time, whose own %e counts hundredths: at a 40 ms round trip the rows differ by less.
 # It includes the millisecond or so /usr/bin/time itself adds, the same for every tool; the
@@ -130,7 +137,7 @@ measure() {
     started=${EPOCHREALTIME/[.,]/}
     /usr/bin/time -f "%M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/stderr.txt" || status=$?
     ended=${EPOCHREALTIME/[.,]/}
-    if [ "$status" -eq 0 ]; then
+    if [ "$status" -eq 0 ] || [ "$status" -eq "${ALLOW_STATUS:-0}" ]; then
         local wall=$((ended - started))
         echo "$label $((wall / 1000000)).$(printf '%06d' $((wall % 1000000))) $(tail -n 1 "$work/time.txt")" >> "$results"
     else
@@ -526,11 +533,30 @@ if wants links; then
     echo "links section: $((SECONDS - links_started)) s" >> "$work/links-notes"
 fi
 
+if wants scale; then
+    section_started=$SECONDS
+    echo "(s) a manifest of ${scale_count} entries: plan --shard 0/16, verify" >&2
+    mkdir -p "$work/site-scale" "$work/out/scale"
+    : > "$work/site-scale/blob"
+    ANY_PATH=blob "$here/scripts/serve.sh" "$work/site-scale" "$work/run-scale"
+    python3 "$here/Benchmarks/manifest-gen.py" "$work/cfg/scale.yaml" --count "$scale_count" \
+        --url "http://127.0.0.1:$(cat "$work/run-scale/port")/f" --root "$work/out/scale"
+    echo "s-bytes manifest $(stat -c %s "$work/cfg/scale.yaml")" >> "$results"
+    before=$(wc -l < "$work/run-scale/access.log")
+    measure "s16 mirror" "$mirror" plan -q --shard 0/16 "$work/cfg/scale.yaml"
+    echo "s16-requests mirror $(( $(wc -l < "$work/run-scale/access.log") - before ))" >> "$results"
+    ALLOW_STATUS=1 measure "sv mirror" "$mirror" verify -q "$work/cfg/scale.yaml"
+    kill "$(cat "$work/run-scale/nginx.pid")" 2>/dev/null || true
+    rm -f "$work/cfg/scale.yaml" "$work/run-scale/access.log"
+    echo "scale: $((SECONDS - section_started)) s" >&2
+fi
+
 python3 - "$results" "$small_count" "$noop_count" "$plan_count" "$huge_plan_count" "$((SECONDS - started))" \
-    "$link_count" "$((link_big_mib * 1024 * 1024))" "$link_cap" "$work/links-notes" <<'PY'
+    "$link_count" "$((link_big_mib * 1024 * 1024))" "$link_cap" "$work/links-notes" "$scale_count" <<'PY'
 import os, statistics, sys
 small_count, noop_count, plan_count, huge_plan_count, elapsed, link_count, link_big, link_cap = map(int, sys.argv[2:10])
 notes = sys.argv[10]
+scale_count = int(sys.argv[11])
 rows = {}
 extra = {}
 failed = {}
@@ -560,6 +586,8 @@ titles = {"a": "(a) one large file", "b": "(b) many small files, 8 at a time", "
           "d": "(d) resume (a) from its half", "e": f"(e) mirror plan of {plan_count:,} entries",
           "f": f"(f) mirror plan of {huge_plan_count:,} entries", "g": f"(g) no-op re-sync of {noop_count:,} files",
           "v": f"(v) mirror verify of {huge_plan_count:,} present files (issue 20's target: 10 s)",
+          "s16": f"(s) mirror plan --shard 0/16 of a {scale_count:,}-entry manifest (issue 20's target: peak under 512 MiB)",
+          "sv": f"(s) mirror verify, unsharded, of the {scale_count:,}-entry manifest, no file on disk (issue 20's target: peak under 2 GiB)",
           "h": f"(h) {link_count} new files of 16 KiB, RTT 40 ms, 8 at a time",
           "i": f"(i) the {link_count} files changed on the server, re-synced, RTT 40 ms",
           "j": f"(j) no-op re-check of the {link_count} files, RTT 40 ms",
@@ -568,7 +596,7 @@ titles = {"a": "(a) one large file", "b": "(b) many small files, 8 at a time", "
           "m": f"(m) HTTPS + HTTP/2, RTT 40 ms: {link_count} new files",
           "mn": f"(m) HTTPS + HTTP/2, RTT 40 ms: no-op re-check of {small_count:,} files"}
 files = {"h": link_count, "i": link_count, "j": link_count, "m": link_count, "mn": small_count}
-for work in "abcdefgv":
+for work in ["a", "b", "c", "d", "e", "f", "g", "v", "s16", "sv"]:
     if work not in rows:
         continue
     tools = rows[work]

@@ -6,7 +6,8 @@
 # default since 1.23.4 and as the servers mirror's users fetch from do (Debian 12's nginx 1.22
 # offers no TLS 1.3 unless told to). LOG_CONNECTIONS=on adds to each access-log line
 # the protocol (protocol=HTTP/1.1, protocol=HTTP/2.0) and nginx's serial number of the connection
-# (connection=N), so that a client's connections can be counted.
+# (connection=N), so that a client's connections can be counted. ANY_PATH=NAME answers every
+# path with the file DIR/NAME (a manifest of millions of urls without millions of files).
 # RUNDIR receives nginx.conf, logs, nginx.pid and `port`. RATE (e.g. 40m) limits each
 # response's speed so progress is visible. Stop it with: kill "$(cat RUNDIR/nginx.pid)"
 set -euo pipefail
@@ -23,6 +24,8 @@ if [ -n "${TLS_CERT:-}" ] || [ -n "${TLS_KEY:-}" ]; then
     [ -r "${TLS_CERT:-}" ] && [ -r "${TLS_KEY:-}" ] || { echo "TLS_CERT and TLS_KEY must both name readable files" >&2; exit 1; }
     listen_options=" ssl http2; ssl_protocols TLSv1.2 TLSv1.3; ssl_certificate $(realpath "$TLS_CERT"); ssl_certificate_key $(realpath "$TLS_KEY")"
 fi
+any_path=""
+[ -z "${ANY_PATH:-}" ] || any_path="location / { try_files /$ANY_PATH =404; }"
 log_fields=""
 [ "${LOG_CONNECTIONS:-off}" = on ] && log_fields=' protocol=$server_protocol connection=$connection'
 
@@ -50,6 +53,7 @@ http {
         root $dir;
         limit_rate $rate;
         autoindex ${AUTOINDEX:-off};
+        $any_path
     }
 }
 CONF

@@ -4,6 +4,7 @@
 
 #define _GNU_SOURCE 1
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -41,16 +42,6 @@ static inline int mirror_open_directory_location(int directory, const char *path
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
-/// RENAME_NOREPLACE of <linux/fs.h>, part of the kernel's ABI.
-#define MIRROR_RENAME_NOREPLACE (1 << 0)
-
-/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST rather than replace a file at the new
-/// name. Through syscall(2), as glibc declares the wrapper only under _GNU_SOURCE in <stdio.h>.
-/// EINVAL where the file system cannot do it (NFS, some FUSE file systems).
-static inline int mirror_rename_noreplace(int fromDirectory, const char *from, int toDirectory, const char *to) {
-    return (int)syscall(SYS_renameat2, fromDirectory, from, toDirectory, to, MIRROR_RENAME_NOREPLACE);
-}
-
 #endif
 
 /// openat2(2) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: opens `path` relative to `directory`
@@ -115,6 +106,12 @@ static inline int mirror_thread_scheduling(unsigned int *policy, int *nice, unsi
     *nice = attr.sched_nice;
     *slice = attr.sched_runtime;
     return 0;
+}
+
+/// Fixes the size from which malloc maps a block of its own (mallopt's M_MMAP_THRESHOLD),
+/// which also stops glibc from raising it as blocks are freed. Returns 1 on success.
+static inline int mirror_fix_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
 }
 
 #endif

@@ -45,13 +45,15 @@ struct CommonOptions: ParsableArguments {
     /// a state directory the run may not use (a `state_dir` beside a `ROOT/.mirror`, or inside
     /// the root). Warns about entries that turn TLS verification off. `hashingContent`: see
     /// `readManifest`.
-    func loadManifest(console: Console, hashingContent: Bool = false) throws -> Manifest {
+    ///
+    /// - Parameter shard: Keeps only this shard's entries, by the hash of their dest.
+    func loadManifest(console: Console, hashingContent: Bool = false, shard: ShardSelection? = nil) throws -> Manifest {
         // Every command that reads a manifest may hash (its bytes for a report, shards, files):
         // libcrypto is there first, or the command stops here.
         try prepareHashing(console: console)
         let loaded: Manifest
         do {
-            loaded = try readManifest(hashingContent: hashingContent)
+            loaded = try readManifest(hashingContent: hashingContent, shard: shard)
         } catch {
             if json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics {
@@ -100,8 +102,9 @@ struct CommonOptions: ParsableArguments {
 
     /// The manifest as the command line names it, with its `--root` and `--state-dir`; with the
     /// SHA-256 of its bytes when `hashingContent` (only a report names it).
-    func readManifest(hashingContent: Bool = false) throws(ManifestError) -> Manifest {
-        try ManifestLoader.load(path: manifest, rootOverride: root, stateDirectoryOverride: stateDir, hashingContent: hashingContent)
+    func readManifest(hashingContent: Bool = false, shard: ShardSelection? = nil) throws(ManifestError) -> Manifest {
+        try ManifestLoader.load(
+            path: manifest, rootOverride: root, stateDirectoryOverride: stateDir, hashingContent: hashingContent, shard: shard)
     }
 
     func runOptions(for manifest: Manifest, console: Console, progress: SyncProgress? = nil, early: EarlyConnections? = nil) -> RunOptions {

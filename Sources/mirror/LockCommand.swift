@@ -37,7 +37,7 @@ struct LockCommand: AsyncParsableCommand {
     func run() async throws {
         let console = options.console()
         var whole = try options.loadManifest(console: console)
-        let manifest = try shard.apply(to: whole, console: console, json: options.json).manifest
+        let manifest = try shard.apply(to: whole, console: console, json: options.json)
         do {
             // Refuse what cannot be pinned before anything is downloaded. The check reads the
             // file again: other shards may be rewriting it, so a shard loads and checks it from

@@ -38,8 +38,8 @@ struct PlanCommand: AsyncParsableCommand {
 
     func run() async throws {
         let console = options.console()
-        let loaded = try options.loadManifest(console: console)
-        let (manifest, shardTotals) = try shard.apply(to: loaded, console: console, json: options.json)
+        let manifest = try shard.loadManifest(options, console: console)
+        let shardTotals = manifest.shard == nil ? nil : manifest.shardTotals
         let early = options.openEarlyConnections(for: manifest)
         try options.finishNetworkPreparation(console: console)
         var runOptions = options.runOptions(for: manifest, console: console, early: early)

@@ -56,14 +56,27 @@ struct ShardOptions: ParsableArguments {
         }
     }
 
-    /// Narrows `manifest` to the shard asked for, with every shard's totals; the manifest
-    /// unchanged and no totals without `--shard`.
-    func apply(to manifest: Manifest, console: Console, json: Bool) throws -> (manifest: Manifest, totals: [ShardTotals]?) {
-        guard let selection = try selection(environment: ProcessInfo.processInfo.environment, console: console, json: json) else {
-            return (manifest, nil)
+    /// The manifest the command line names, narrowed to the shard asked for (with every shard's
+    /// totals in `shardTotals`); every entry without `--shard`. By hash, the other shards'
+    /// entries are dropped as they are read; by bytes, where each entry's shard depends on every
+    /// other, the whole manifest is read first.
+    func loadManifest(_ options: CommonOptions, console: Console, hashingContent: Bool = false) throws -> Manifest {
+        let selection = try selection(environment: ProcessInfo.processInfo.environment, console: console, json: options.json)
+        guard let selection else { return try options.loadManifest(console: console, hashingContent: hashingContent) }
+        switch shardBy ?? .hash {
+        case .hash:
+            return try options.loadManifest(console: console, hashingContent: hashingContent, shard: selection)
+        case .bytes:
+            return try options.loadManifest(console: console, hashingContent: hashingContent).selecting(selection, by: .bytes).manifest
         }
-        let (sharded, totals) = manifest.selecting(selection, by: shardBy ?? .hash)
-        return (sharded, totals)
+    }
+
+    /// Narrows `manifest`, read whole, to the shard asked for; unchanged without `--shard`.
+    func apply(to manifest: Manifest, console: Console, json: Bool) throws -> Manifest {
+        guard let selection = try selection(environment: ProcessInfo.processInfo.environment, console: console, json: json) else {
+            return manifest
+        }
+        return manifest.selecting(selection, by: shardBy ?? .hash).manifest
     }
 
     /// The prune a shard may carry out: none. `--prune` with `--shard` is a usage error (a

@@ -118,8 +118,7 @@ struct SyncCommand: AsyncParsableCommand {
     /// The sync itself; `reports` holds the entries' reports once the run has them, also
     /// when it then ends with an exit status other than 0.
     private func sync(console: Console, reports: inout [EntryReport], ran: inout ReportOption.Run) async throws {
-        let loaded = try options.loadManifest(console: console, hashingContent: report.report != nil)
-        let manifest = try shard.apply(to: loaded, console: console, json: options.json).manifest
+        let manifest = try shard.loadManifest(options, console: console, hashingContent: report.report != nil)
         let early = options.openEarlyConnections(for: manifest)
         try options.finishNetworkPreparation(console: console)
         ran.manifest = manifest

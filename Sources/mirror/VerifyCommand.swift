@@ -32,7 +32,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let console = options.console()
-        let manifest = try shard.apply(to: options.loadManifest(console: console), console: console, json: options.json).manifest
+        let manifest = try shard.loadManifest(options, console: console)
         let verifier = Verifier(manifest: manifest, options: options.runOptions(for: manifest, console: console))
         let results = await verifier.verify(rehash: rehash)
         KeptUntilExit.keep(value: (manifest, results))

@@ -212,7 +212,68 @@ struct ManifestStreamTests {
         #expect {
             _ = try ManifestLoader.load(path: path, environment: [:])
         } throws: { error in
-            "\(error)" == "cannot read manifest `\(path)`: it is larger than 64 MiB, far more than any list of files needs"
+            "\(error)" == "cannot read manifest `\(path)`: it is larger than 64 GiB, far more than any list of files needs"
+        }
+    }
+
+    /// A regular file larger than a manifest held in memory may be is read as a stream; a
+    /// shard keeps its own entries of it.
+    @Test func aRegularFileLargerThanTheHeldLimitIsStreamed() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("m.yaml")
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        try #require(descriptor >= 0)
+        func write(_ text: String) {
+            let bytes = Array(text.utf8)
+            _ = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        }
+        write("version: 1\nfiles:\n")
+        let comments = String(repeating: "  # a comment line that pads the manifest past the limit ......\n", count: 16_384)
+        for index in 0..<8 {
+            write("  - url: http://h/f\(index)\n    dest: d/f\(index)\n")
+            for _ in 0..<(ManifestLoader.maximumHeldSize / comments.utf8.count / 8 + 1) { write(comments) }
+        }
+        close(descriptor)
+        var info = stat()
+        try #require(stat(path, &info) == 0 && Int(info.st_size) > ManifestLoader.maximumHeldSize)
+        let manifest = try ManifestLoader.load(path: path, environment: [:])
+        #expect(manifest.entries.map(\.dest) == (0..<8).map { "d/f\($0)" })
+        let selection = try #require(ShardSelection(index: 1, count: 3))
+        let shard = try ManifestLoader.load(path: path, environment: [:], shard: selection)
+        #expect(shard.entries == manifest.selecting(selection, by: .hash).manifest.entries)
+        #expect(shard.shardTotals.map(\.entries).reduce(0, +) == 8)
+    }
+
+    /// A regular file is streamed, whatever its size below `maximumFileSize`; a manifest read
+    /// from a pipe is held in memory (it may need a second reading), and may hold 64 MiB.
+    @Test func aManifestFromAPipeOverTheHeldLimitIsRefusedAndSaysWhy() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("m.fifo")
+        try #require(mkfifo(path, 0o600) == 0)
+        let writer = Thread {
+            // The reader closes the pipe once past the limit: the last write fails with EPIPE,
+            // and the signal that comes with it, held back on this thread, goes with the thread.
+            var pipeSignal = sigset_t()
+            sigemptyset(&pipeSignal)
+            sigaddset(&pipeSignal, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+            let descriptor = open(path, O_WRONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return }
+            defer { close(descriptor) }
+            var chunk = Array("# a comment line that only fills the pipe up to past the limit\n".utf8)
+            chunk = Array(repeating: chunk, count: 1024).flatMap { $0 }
+            var written = 0
+            while written <= ManifestLoader.maximumHeldSize {
+                let count = chunk.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+                guard count > 0 else { return }
+                written += count
+            }
+        }
+        writer.start()
+        #expect {
+            _ = try ManifestLoader.load(path: path, environment: [:])
+        } throws: { error in
+            "\(error)" == "cannot read manifest `\(path)`: it is larger than 64 MiB, the most a manifest read from a pipe, or pinned by `mirror lock`, may hold (it is held in memory); give a regular file, or split the manifest"
         }
     }
 

@@ -23,11 +23,15 @@ public struct Manifest: Sendable, Equatable {
     public var rateLimit: RateLimit?
     /// `hosts:`: limits and headers for the requests to particular hosts.
     public var hosts = HostRules()
-    /// The shard this manifest was narrowed to (`--shard K/N`, see `selecting(_:by:)`); nil:
-    /// every entry. Chooses the run lock and the state store in the state directory.
+    /// The shard this manifest was narrowed to (`--shard K/N`: `ManifestLoader.load(…, shard:)`
+    /// or `selecting(_:by:)`); nil: every entry. Chooses the run lock and the state store in the
+    /// state directory.
     public var shard: ShardSelection?
     /// How `shard` was chosen (`--shard-by`): shards of one run must all use the same.
     public var shardBalance = ShardBalance.hash
+    /// With `shard`: how many entries and pinned bytes each shard of the manifest holds, in
+    /// shard order, counted before the other shards' entries were dropped.
+    public var shardTotals: [ShardTotals] = []
     /// One entry per distinct `dest`; entries repeated with the same url and dest appear once.
     public var entries: [Entry]
     /// SHA-256 of the manifest's bytes as they were loaded (lowercase hex): a report names the

@@ -18,17 +18,33 @@ extension ManifestDecoder {
 
     /// The entries of the `files` node, duplicates removed; conflicts between them are reported.
     mutating func decodeEntries(_ node: YAMLNode, context: EntryContext) -> [Entry] {
+        entryList(node, context: context, shard: nil).entries
+    }
+
+    /// The entries of the `files` node (of `shard` only, when given), duplicates removed, and
+    /// the totals of every shard; conflicts between them are reported.
+    mutating func entryList(
+        _ node: YAMLNode, context: EntryContext, shard: ShardSelection?
+    ) -> (entries: [Entry], totals: [ShardTotals]) {
         guard case .sequence(let items) = node.content else {
             report("expected a sequence of entries (each `- url: …`), found \(node.summary)", at: node, key: "files")
-            return []
+            return ([], [])
         }
-        var list = EntryListDecoder(decoder: fresh, context: context)
+        var list = EntryListDecoder(decoder: fresh, context: context, purpose: .entries(shard: shard))
         for item in items {
             list.add(item)
         }
+        let suspects = list.takeSuspects()
+        if !suspects.isEmpty {
+            var second = EntryListDecoder(decoder: fresh, context: context, purpose: .claims(suspects: suspects))
+            for item in items {
+                second.add(item)
+            }
+            list.settle(second.claims)
+        }
         let entries = list.finish(files: node)
         append(list.decoder)
-        return entries
+        return (entries, list.totals)
     }
 
     /// The entry `node` at `index` of `files`, or nil when a problem was recorded.

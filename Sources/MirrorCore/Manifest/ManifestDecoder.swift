@@ -144,11 +144,20 @@ struct ManifestDecoder {
     }
 
     /// The manifest of `top` and its entries, or nil when any problem was recorded.
-    func manifest(_ top: TopLevel, entries: [Entry]) -> Manifest? {
+    ///
+    /// - Parameters:
+    ///   - shard: The shard `entries` were chosen for, by the hash of their dest.
+    ///   - totals: Every shard's totals, with `shard`.
+    func manifest(_ top: TopLevel, entries: [Entry], shard: ShardSelection? = nil, totals: [ShardTotals] = []) -> Manifest? {
         guard diagnostics.isEmpty, let rootDirectory = top.root else { return nil }
         var manifest = Manifest(
             path: file, version: 1, root: rootDirectory, concurrency: top.concurrency,
             connectivity: top.connectivity, allowFile: top.allowFile, entries: entries)
+        if let shard {
+            manifest.shard = shard
+            manifest.shardBalance = .hash
+            manifest.shardTotals = totals
+        }
         manifest.prune = top.prune
         manifest.stateDirectory = top.stateDirectory
         manifest.rateLimit = top.rateLimit

@@ -18,8 +18,16 @@ import Glibc
 ///   different sha256 or size.
 /// - YAML tags other than the standard ones (`!env`, `!!binary`) and second documents are errors.
 public enum ManifestLoader {
-    /// Manifests larger than this are refused before parsing: no list of files needs as much.
-    public static let maximumFileSize = 64 << 20
+    /// Manifest files larger than this are refused before parsing. A regular file is read as a
+    /// stream, and memory follows the entries kept, not the text: the bound is far above any
+    /// list of files (about a billion entries of 60 bytes) and is only there so that a file
+    /// that keeps growing while it is read is not read for ever.
+    public static let maximumFileSize: Int = 64 << 30
+
+    /// A manifest whose text must be held in memory may be at most this large: one read from a
+    /// pipe (it cannot be read a second time, as a key after `files`, or a repeated dest, needs)
+    /// and the one `mirror lock` edits. About 1,000,000 entries of 60 bytes.
+    public static let maximumHeldSize = 64 << 20
 
     /// Reads and validates the manifest at `path`.
     ///
@@ -34,12 +42,15 @@ public enum ManifestLoader {
     ///   - environment: Where `${VAR}` references are looked up.
     ///   - hashingContent: Whether to record the SHA-256 of the bytes decoded
     ///     (`Manifest.contentSHA256`), for a report that names the manifest's version.
+    ///   - shard: Keeps only this shard's entries, chosen by the hash of their dest
+    ///     (`--shard-by hash`), as `selecting(_:by:)` would, without ever holding the others:
+    ///     memory follows the shard's share. Every entry is still decoded and checked.
     /// - Throws: `ManifestError` with every problem found, in file order. When the file cannot be
     ///   read, the single diagnostic names the path and the system's reason, with no location.
     public static func load(
         path: String, rootOverride: String? = nil, stateDirectoryOverride: String? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment,
-        hashingContent: Bool = false
+        hashingContent: Bool = false, shard: ShardSelection? = nil
     ) throws(ManifestError) -> Manifest {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw ManifestError(unreadable(path, .system(errno: errno))) }
@@ -47,7 +58,7 @@ public enum ManifestLoader {
         let text: ManifestStream.Text
         var info = stat()
         if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
-            guard info.st_size <= maximumFileSize else { throw ManifestError(unreadable(path, .tooLarge)) }
+            guard info.st_size <= maximumFileSize else { throw ManifestError(unreadable(path, .tooLarge(limit: maximumFileSize))) }
             // Read as libyaml needs it, never whole: memory follows the entries, not the text.
             text = .file(descriptor: descriptor, size: Int(info.st_size))
         } else {
@@ -61,7 +72,7 @@ public enum ManifestLoader {
             rootResolution: .init(
                 manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory,
                 stateDirectoryOverride: stateDirectoryOverride),
-            environment: environment, hashingContent: hashingContent)
+            environment: environment, hashingContent: hashingContent, shard: shard)
     }
 
     /// Validates a manifest already in memory.
@@ -98,16 +109,17 @@ public enum ManifestLoader {
     }
 
     /// Validates a manifest's bytes; `path` names it in messages and in `Manifest.path`.
+    /// `shard`: as for `load`.
     static func decode(
         _ bytes: [UInt8], path: String, rootResolution: ManifestDecoder.RootResolution,
-        environment: [String: String]
+        environment: [String: String], shard: ShardSelection? = nil
     ) throws(ManifestError) -> Manifest {
-        try decode(.bytes(bytes), path: path, rootResolution: rootResolution, environment: environment)
+        try decode(.bytes(bytes), path: path, rootResolution: rootResolution, environment: environment, shard: shard)
     }
 
     private static func decode(
         _ text: ManifestStream.Text, path: String, rootResolution: ManifestDecoder.RootResolution,
-        environment: [String: String], hashingContent: Bool = false
+        environment: [String: String], hashingContent: Bool = false, shard: ShardSelection? = nil
     ) throws(ManifestError) -> Manifest {
         var netrc: Netrc?
         var problems: [ManifestDiagnostic] = []
@@ -117,7 +129,7 @@ public enum ManifestLoader {
             problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
         }
         var decoder = ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc)
-        let decoded = try ManifestStream.decode(text, into: &decoder)
+        let decoded = try ManifestStream.decode(text, into: &decoder, shard: shard)
         problems += decoder.diagnostics
         guard var manifest = decoded, problems.isEmpty else {
             throw ManifestError(diagnostics: problems.inFileOrder())
@@ -158,11 +170,11 @@ public enum ManifestLoader {
 
     private static func readAll(_ descriptor: Int32, path: String) throws(ManifestError) -> [UInt8] {
         do {
-            return try WholeFile.read(descriptor, limit: maximumFileSize)
+            return try WholeFile.read(descriptor, limit: maximumHeldSize)
         } catch {
             switch error {
             case .system(let code): throw ManifestError(unreadable(path, .system(errno: code)))
-            case .tooLarge: throw ManifestError(unreadable(path, .tooLarge))
+            case .tooLarge: throw ManifestError(unreadable(path, .tooLarge(limit: maximumHeldSize)))
             }
         }
     }
@@ -171,7 +183,9 @@ public enum ManifestLoader {
     static func unreadable(_ path: String, _ failure: YAMLFileInput.Failure) -> ManifestDiagnostic {
         let reason = switch failure {
         case .system(let code): String(cString: strerror(code))
-        case .tooLarge: "it is larger than \(maximumFileSize >> 20) MiB, far more than any list of files needs"
+        case .tooLarge(maximumHeldSize):
+            "it is larger than \(maximumHeldSize >> 20) MiB, the most a manifest read from a pipe, or pinned by `mirror lock`, may hold (it is held in memory); give a regular file, or split the manifest"
+        case .tooLarge(let limit): "it is larger than \(limit >> 30) GiB, far more than any list of files needs"
         }
         return ManifestDiagnostic(location: nil, key: nil, message: "cannot read manifest `\(path)`: \(reason)")
     }

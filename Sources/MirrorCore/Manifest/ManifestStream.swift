@@ -31,11 +31,16 @@ enum ManifestStream {
 
     /// The manifest in `text`, or nil after recording its problems in `decoder`.
     ///
+    /// - Parameter shard: Keeps only the entries of this shard, chosen by the hash of their
+    ///   dest (`ShardHash`), and sets the manifest's `shard` and `shardTotals`. Every entry is
+    ///   still decoded and checked.
     /// - Throws: `ManifestError` for an empty document and for problems at the YAML level (a
     ///   syntax error, a tag, a second document, the limits of `YAMLDocumentParser`), which
     ///   stop the reading.
-    static func decode(_ text: Text, into decoder: inout ManifestDecoder) throws(ManifestError) -> Manifest? {
-        guard var document = try read(text, decoder: decoder, context: nil) else {
+    static func decode(
+        _ text: Text, into decoder: inout ManifestDecoder, shard: ShardSelection? = nil
+    ) throws(ManifestError) -> Manifest? {
+        guard var document = try read(text, decoder: decoder, context: nil, purpose: .entries(shard: shard)) else {
             throw ManifestError(ManifestDiagnostic(
                 location: SourceLocation(file: decoder.file, line: 1, column: 1), key: nil,
                 message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
@@ -44,17 +49,24 @@ enum ManifestStream {
         guard let files = top.files else { return decoder.manifest(top, entries: []) }
         guard var list = document.files.take() else {
             // Not a sequence, or an alias to one: decoded whole, as the tree is.
-            return decoder.manifest(top, entries: decoder.decodeEntries(files, context: top.entryContext))
+            let list = decoder.entryList(files, context: top.entryContext, shard: shard)
+            return decoder.manifest(top, entries: list.entries, shard: shard, totals: list.totals)
         }
         if list.context != top.entryContext {
             // Dropped before the second reading, which would otherwise hold two lists of entries.
             list = EntryListDecoder(decoder: decoder.fresh, context: top.entryContext)
             // The first reading succeeded, so the second, over the same text, finds `files` again.
-            list = try read(text, decoder: decoder, context: top.entryContext)!.files!
+            list = try read(text, decoder: decoder, context: top.entryContext, purpose: .entries(shard: shard))!.files!
+        }
+        let suspects = list.takeSuspects()
+        if !suspects.isEmpty {
+            // Its problems are the first reading's again: they are not recorded twice.
+            let second = try read(text, decoder: decoder, context: top.entryContext, purpose: .claims(suspects: suspects))!.files!
+            list.settle(second.claims)
         }
         let entries = list.finish(files: files)
         decoder.append(list.decoder)
-        return decoder.manifest(top, entries: entries)
+        return decoder.manifest(top, entries: entries, shard: shard, totals: list.totals)
     }
 
     /// Reads the document in `text`, decoding the entries of `files` as they come.
@@ -62,28 +74,31 @@ enum ManifestStream {
     /// - Parameter context: What to decode the entries in; nil to take it from the top-level keys
     ///   that come before `files`.
     /// - Returns: nil when the text holds no document (it is empty, or only comments).
-    static func read(_ text: Text, decoder: ManifestDecoder, context: EntryContext?) throws(ManifestError) -> Document? {
+    ///   - purpose: What the list of entries keeps.
+    static func read(
+        _ text: Text, decoder: ManifestDecoder, context: EntryContext?, purpose: EntryListDecoder.Purpose = .entries(shard: nil)
+    ) throws(ManifestError) -> Document? {
         switch text {
         case .bytes(let bytes):
             if bytes.isEmpty { return nil }
             let result = bytes.withUnsafeBufferPointer { buffer in
                 Result { () throws(ManifestError) -> Document? in
                     var reader = try YAMLEventReader(input: buffer, file: decoder.file)
-                    return try read(&reader, decoder: decoder, context: context)
+                    return try read(&reader, decoder: decoder, context: context, purpose: purpose)
                 }
             }
             return try result.get()
         case .file(let descriptor, let size):
             let input = YAMLFileInput(descriptor: descriptor, size: size, limit: ManifestLoader.maximumFileSize)
             var reader = try YAMLEventReader(input: input, file: decoder.file)
-            return try read(&reader, decoder: decoder, context: context)
+            return try read(&reader, decoder: decoder, context: context, purpose: purpose)
         }
     }
 
     private static func read(
-        _ reader: inout YAMLEventReader, decoder: ManifestDecoder, context: EntryContext?
+        _ reader: inout YAMLEventReader, decoder: ManifestDecoder, context: EntryContext?, purpose: EntryListDecoder.Purpose
     ) throws(ManifestError) -> Document? {
-        var walk = Walk(builder: YAMLTreeBuilder(file: decoder.file), decoder: decoder, context: context)
+        var walk = Walk(builder: YAMLTreeBuilder(file: decoder.file), decoder: decoder, context: context, purpose: purpose)
         var document: Document?
         do throws(ManifestError) {
             document = try walk.document(&reader)
@@ -105,6 +120,7 @@ enum ManifestStream {
         var builder: YAMLTreeBuilder
         let decoder: ManifestDecoder
         let context: EntryContext?
+        let purpose: EntryListDecoder.Purpose
         /// The events of the entry being read by `plainEntry`, kept from entry to entry.
         var scalars: [YAMLEvent] = []
 
@@ -149,7 +165,8 @@ enum ManifestStream {
                     filesSeen = true
                     if case .collectionStart(let listStart, isSequence: true, let listIsFlow) = valueEvent {
                         let root = YAMLNode(.mapping(pairs), line: start.start.line, column: start.start.column)
-                        var list = EntryListDecoder(decoder: decoder.fresh, context: context ?? provisionalContext(pairs, root))
+                        var list = EntryListDecoder(
+                            decoder: decoder.fresh, context: context ?? provisionalContext(pairs, root), purpose: purpose)
                         value = try entries(listStart, isFlow: listIsFlow, into: &list, &reader)
                         files = list
                     } else {

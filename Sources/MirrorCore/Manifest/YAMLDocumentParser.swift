@@ -10,8 +10,8 @@
 /// that point, so a refusal costs time in proportion to the text before it, however deep the
 /// rest goes.
 enum YAMLDocumentParser {
-    /// Nodes that aliases may add, counted as expanded. Nodes written out are bounded by
-    /// `ManifestLoader.maximumFileSize` instead.
+    /// Nodes that aliases may add, counted as expanded. Nodes written out are bounded only by
+    /// the text (`ManifestLoader.maximumFileSize`): memory follows the entries kept, not them.
     static let maximumNodeCount = 1_000_000
     static let maximumDepth = 64
 

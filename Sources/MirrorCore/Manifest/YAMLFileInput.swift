@@ -7,7 +7,8 @@ import Glibc
 final class YAMLFileInput {
     enum Failure {
         case system(errno: Int32)
-        case tooLarge
+        /// Larger than `limit` bytes.
+        case tooLarge(limit: Int)
     }
 
     let descriptor: Int32
@@ -44,7 +45,7 @@ final class YAMLFileInput {
             }
             taken += read
             if taken > limit {
-                failure = .tooLarge
+                failure = .tooLarge(limit: limit)
                 return false
             }
             sizeRead.pointee = read

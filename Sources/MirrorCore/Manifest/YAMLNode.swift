@@ -15,9 +15,9 @@ struct YAMLNode: Sendable {
     }
 
     var content: Content
-    /// The positions below, as 32-bit numbers: a manifest is at most 64 MiB
-    /// (`ManifestLoader.maximumFileSize`). A node is copied at every step from its event to its
-    /// entry, and its size is most of what such a copy costs.
+    /// The positions below, as 32-bit numbers: a line or column past 2,147,483,647 (only in a
+    /// manifest of more than 2 GiB) is named as that one. A node is copied at every step from
+    /// its event to its entry, and its size is most of what such a copy costs.
     private var positions: Positions
     /// A flow collection (`{…}`, `[…]`) or a flow scalar, as opposed to block style.
     var isFlow: Bool
@@ -78,8 +78,8 @@ struct YAMLNode: Sendable {
 
     init(_ content: Content, line: Int, column: Int, endLine: Int? = nil, endColumn: Int? = nil, isFlow: Bool = false) {
         self.content = content
-        positions = Positions(line: Int32(line), column: Int32(column),
-                              endLine: Int32(endLine ?? line), endColumn: Int32(endColumn ?? column))
+        positions = Positions(line: Int32(clamping: line), column: Int32(clamping: column),
+                              endLine: Int32(clamping: endLine ?? line), endColumn: Int32(clamping: endColumn ?? column))
         self.isFlow = isFlow
     }
 

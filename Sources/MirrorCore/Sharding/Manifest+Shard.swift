@@ -8,6 +8,7 @@ extension Manifest {
         sharded.entries = assignment.indices(in: selection.index).map { entries[$0] }
         sharded.shard = selection
         sharded.shardBalance = balance
+        sharded.shardTotals = totals
         return (sharded, totals)
     }
 }

@@ -15,14 +15,28 @@ public struct ShardTotals: Sendable, Equatable {
     public static func of(_ entries: [Entry], _ assignment: ShardAssignment) -> [ShardTotals] {
         var totals = (0..<assignment.count).map(ShardTotals.init(shard:))
         for (index, entry) in entries.enumerated() {
-            let shard = assignment.shard(ofEntryAt: index)
-            totals[shard].entries += 1
-            if let size = entry.size {
-                totals[shard].pinnedBytes = totals[shard].pinnedBytes.saturatingAdding(size)
-            } else {
-                totals[shard].unsized += 1
-            }
+            totals[assignment.shard(ofEntryAt: index)].add(entry.size)
         }
         return totals
+    }
+
+    /// Counts an entry of pinned size `size` (nil: none).
+    mutating func add(_ size: Int64?) {
+        entries += 1
+        if let size {
+            pinnedBytes = pinnedBytes.saturatingAdding(size)
+        } else {
+            unsized += 1
+        }
+    }
+
+    /// Takes back what `add(size)` counted, for an entry found later to repeat another.
+    mutating func remove(_ size: Int64?) {
+        entries -= 1
+        if let size {
+            pinnedBytes = pinnedBytes.saturatingSubtracting(size)
+        } else {
+            unsized -= 1
+        }
     }
 }
