@@ -48,12 +48,17 @@ struct CommonOptions: ParsableArguments {
     ///
     /// - Parameter shard: Keeps only this shard's entries, by the hash of their dest.
     func loadManifest(console: Console, hashingContent: Bool = false, shard: ShardSelection? = nil) throws -> Manifest {
+        try loadManifest(console: console) { () throws(ManifestError) in try readManifest(hashingContent: hashingContent, shard: shard) }
+    }
+
+    /// The checks and warnings of `loadManifest` around `read`.
+    private func loadManifest(console: Console, _ read: () throws(ManifestError) -> Manifest) throws -> Manifest {
         // Every command that reads a manifest may hash (its bytes for a report, shards, files):
         // libcrypto is there first, or the command stops here.
         try prepareHashing(console: console)
         let loaded: Manifest
         do {
-            loaded = try readManifest(hashingContent: hashingContent, shard: shard)
+            loaded = try read()
         } catch {
             if json { console.json(ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics {
@@ -71,6 +76,19 @@ struct CommonOptions: ParsableArguments {
             console.notice("mirror: warning: \(entry.location): \(entry.dest): insecure: true, TLS certificates are not verified")
         }
         return loaded
+    }
+
+    /// As `loadManifest`, for a command that can take a manifest's entries one at a time: one
+    /// too large to hold comes with no entries, and the stream of them
+    /// (`ManifestLoader.loadStreaming`).
+    func loadManifestStreaming(console: Console) throws -> (Manifest, ManifestEntryStream?) {
+        var stream: ManifestEntryStream?
+        let manifest = try loadManifest(console: console) { () throws(ManifestError) in
+            let loaded = try ManifestLoader.loadStreaming(path: self.manifest, rootOverride: root, stateDirectoryOverride: stateDir)
+            stream = loaded.stream
+            return loaded.manifest
+        }
+        return (manifest, stream)
     }
 
     /// Loads libcrypto (for a command that makes requests, `main` started that with libcurl's

@@ -65,6 +65,11 @@ final class Console: Sendable {
         drawnLines.withLock { _ in Self.writeAll(line, to: STDERR_FILENO) }
     }
 
+    /// Part of a JSON document written as it grows (`json` writes its last part).
+    func jsonPart(_ text: String) {
+        write(text, to: STDOUT_FILENO)
+    }
+
     /// The JSON document, alone on stdout.
     func json(_ text: String) {
         // JSONValue escapes every control character itself; the text has none left.
@@ -195,13 +200,16 @@ final class Console: Sendable {
     }
 }
 
-/// Everything the CLI writes, in one place. Standard output that is a pipe or a file is held
-/// in memory and written in pieces of up to 64 KiB, not a `write` per line (a `verify` of a
-/// million entries made a million of them): held at most about half a second, written before
-/// anything goes to stderr (so that `2>&1` keeps the order lines were made in), and at exit.
-/// On a terminal each line goes out as it is made.
+/// Everything the CLI writes, in one place. Standard output and standard error that are pipes
+/// or files are held in memory and written in pieces of up to 64 KiB, not a `write` per line (a
+/// `verify` of a million entries made a million of them, and of ten million missing files ten
+/// million on stderr): held at most about half a second, written before anything goes to the
+/// other descriptor (so that `2>&1` keeps the order lines were made in), and at exit. On a
+/// terminal each line goes out as it is made.
 enum StandardOutputBuffer {
     private struct Held {
+        /// The descriptor the held bytes are for.
+        var descriptor = STDOUT_FILENO
         var bytes: [UInt8] = []
         /// When the oldest held byte was made (the monotonic clock, ms).
         var since: Int64 = 0
@@ -210,6 +218,7 @@ enum StandardOutputBuffer {
 
     private static let held = Mutex(Held())
     static let buffersStandardOutput = isatty(STDOUT_FILENO) != 1
+    static let buffersStandardError = isatty(STDERR_FILENO) != 1
     /// Held bytes that are written at once.
     static let limit = 64 * 1024
     /// How long a line may wait at most (ms).
@@ -217,7 +226,11 @@ enum StandardOutputBuffer {
 
     static func write(_ text: String, to fd: Int32) {
         held.withLock { held in
-            if fd == STDOUT_FILENO && buffersStandardOutput {
+            if fd == STDOUT_FILENO ? buffersStandardOutput : fd == STDERR_FILENO && buffersStandardError {
+                if held.descriptor != fd {
+                    flush(&held)
+                    held.descriptor = fd
+                }
                 if held.bytes.isEmpty { held.since = MonotonicClock.milliseconds() }
                 held.bytes.append(contentsOf: text.utf8)
                 if !held.flusherStarted {
@@ -245,7 +258,7 @@ enum StandardOutputBuffer {
         let deadline = MonotonicClock.milliseconds() + 1000
         while MonotonicClock.milliseconds() < deadline {
             let done = held.withLockIfAvailable { held -> Bool in
-                if !held.bytes.isEmpty { writeAll(held.bytes, to: STDOUT_FILENO, until: deadline) }
+                if !held.bytes.isEmpty { writeAll(held.bytes, to: held.descriptor, until: deadline) }
                 held.bytes.removeAll()
                 return true
             }
@@ -256,7 +269,7 @@ enum StandardOutputBuffer {
 
     private static func flush(_ held: inout Held) {
         guard !held.bytes.isEmpty else { return }
-        writeAll(held.bytes, to: STDOUT_FILENO)
+        writeAll(held.bytes, to: held.descriptor)
         held.bytes.removeAll(keepingCapacity: true)
     }
 

@@ -32,22 +32,23 @@ struct VerifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let console = options.console()
-        let manifest = try shard.loadManifest(options, console: console)
+        // Unsharded, a manifest too large to hold is read a second time as the entries are
+        // verified, instead of held (`ManifestLoader.loadStreaming`); a shard holds its share.
+        let (manifest, stream) = shard.shard == nil ? try options.loadManifestStreaming(console: console) : (try shard.loadManifest(options, console: console), nil)
         let verifier = Verifier(manifest: manifest, options: options.runOptions(for: manifest, console: console))
-        let results = await verifier.verify(rehash: rehash)
-        KeptUntilExit.keep(value: (manifest, results))
-
-        if options.json {
-            console.json(VerifyJSON.encode(results))
+        let output = VerifyOutput(console: console, json: options.json)
+        do {
+            try await verifier.verify(rehash: rehash, stream: stream) { results in output.write(results) }
+        } catch {
+            output.abandon()
+            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
+            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
+            throw ExitWith(status: .usage)
         }
-        for result in results {
-            let detail = result.detail.map { ": \($0)" } ?? ""
-            let line = "\(TextFormat.padded(result.status.rawValue, to: 11)) \(result.dest)\(detail)"
-            if result.isProblem { console.error(line) } else { console.line(line) }
-        }
-        let problems = results.filter(\.isProblem).count
-        let unverified = results.filter { $0.status == .unverified }.count
-        let summary = "\(results.count - problems - unverified) ok, \(unverified) unverified, \(problems) with problems"
+        KeptUntilExit.keep(value: manifest)
+        let counts = output.finish()
+        let problems = counts.missing + counts.mismatch + counts.modified
+        let summary = "\(counts.ok) ok, \(counts.unverified) unverified, \(problems) with problems"
         if problems > 0 {
             console.error(summary)
             throw ExitWith(status: .entriesFailed)
@@ -56,22 +57,80 @@ struct VerifyCommand: AsyncParsableCommand {
     }
 }
 
+/// Verify's output as the results come, a batch at a time, in manifest order: a line per entry
+/// (problems on stderr), and with `--json` the document on stdout, written as it grows, the
+/// counts by status at its end.
+final class VerifyOutput: @unchecked Sendable {
+    struct Counts {
+        var ok = 0, missing = 0, mismatch = 0, modified = 0, unverified = 0
+    }
+
+    private let console: Console
+    private let json: Bool
+    // Written only from `write`, which the verifier calls one batch at a time, and then from
+    // `finish`, after the last.
+    private var counts = Counts()
+    private var entriesWritten = 0
+
+    init(console: Console, json: Bool) {
+        self.console = console
+        self.json = json
+    }
+
+    func write(_ results: [VerifiedEntry]) {
+        if json {
+            var text = entriesWritten == 0 ? "{\"entries\":[" : ""
+            for result in results {
+                if entriesWritten > 0 { text += "," }
+                text += VerifyJSON.entry(result).text
+                entriesWritten += 1
+            }
+            console.jsonPart(text)
+        }
+        for result in results {
+            switch result.status {
+            case .ok: counts.ok += 1
+            case .missing: counts.missing += 1
+            case .mismatch: counts.mismatch += 1
+            case .modified: counts.modified += 1
+            case .unverified: counts.unverified += 1
+            }
+            let detail = result.detail.map { ": \($0)" } ?? ""
+            let line = "\(TextFormat.padded(result.status.rawValue, to: 11)) \(result.dest)\(detail)"
+            if result.isProblem { console.error(line) } else { console.line(line) }
+        }
+    }
+
+    /// Ends the document; the counts by status.
+    func finish() -> Counts {
+        if json {
+            console.json((entriesWritten == 0 ? "{\"entries\":[" : "") + "]," + String(VerifyJSON.summary(counts).dropFirst()))
+        }
+        return counts
+    }
+
+    /// Ends a document begun, for a run that stops with an error instead: the error's own
+    /// document follows it on stdout.
+    func abandon() {
+        if json, entriesWritten > 0 { console.json("]}") }
+    }
+}
+
 enum VerifyJSON {
-    static func encode(_ results: [VerifiedEntry]) -> String {
-        let entries = results.map { result -> JSONValue in
-            .object([
-                ("dest", .string(result.dest)),
-                ("status", .string(result.status.rawValue)),
-                ("size", .int(result.size)),
-                JSONValue.digestField(result.sha256),
-                ("hash_from_store", .bool(result.hashFromStore)),
-                ("detail", .string(result.detail)),
-            ])
-        }
-        var counts: [(String, JSONValue)] = []
-        for status in ["ok", "missing", "mismatch", "modified", "unverified"] {
-            counts.append((status, .int(results.filter { $0.status.rawValue == status }.count)))
-        }
-        return JSONValue.object([("entries", .array(entries)), ("summary", .object(counts))]).text
+    static func entry(_ result: VerifiedEntry) -> JSONValue {
+        .object([
+            ("dest", .string(result.dest)),
+            ("status", .string(result.status.rawValue)),
+            ("size", .int(result.size)),
+            JSONValue.digestField(result.sha256),
+            ("hash_from_store", .bool(result.hashFromStore)),
+            ("detail", .string(result.detail)),
+        ])
+    }
+
+    /// `{"summary":{…}}`: the counts by status.
+    static func summary(_ counts: VerifyOutput.Counts) -> String {
+        let values = [("ok", counts.ok), ("missing", counts.missing), ("mismatch", counts.mismatch), ("modified", counts.modified), ("unverified", counts.unverified)]
+        return JSONValue.object([("summary", .object(values.map { ($0, .int($1)) }))]).text
     }
 }

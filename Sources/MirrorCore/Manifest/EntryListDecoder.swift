@@ -10,8 +10,14 @@ struct EntryListDecoder {
         /// Keeps the entries, or those of a shard chosen by the hash of their dest, with the
         /// totals of every shard.
         case entries(shard: ShardSelection?)
+        /// Keeps no entry, only what judging them needs and, once settled, the repeats to skip:
+        /// the first reading of a manifest whose entries are then streamed
+        /// (`ManifestEntryStream`).
+        case nothing
         /// Keeps the claims of entries that have a suspect fingerprint.
         case claims(suspects: Set<UInt64>)
+        /// Hands each entry to `body` as it is decoded, except those at the indices `skipping`.
+        case stream(skipping: Set<Int>, body: (Entry) -> Void)
     }
 
     /// An entry's claim, as the second reading keeps it.
@@ -40,6 +46,11 @@ struct EntryListDecoder {
     private var conflictProblems: [ManifestDiagnostic] = []
     /// Entries seen so far, clean or not.
     private(set) var count = 0
+    /// With `Purpose.nothing`: the entries decoded without a problem, before `settle`.
+    private(set) var decodedCount = 0
+    /// With `Purpose.nothing`, once settled: the indices in `files` of the entries dropped as
+    /// repeats (a conflict is a problem, and nothing is streamed then).
+    private(set) var skipped = Set<Int>()
 
     init(decoder: ManifestDecoder, context: EntryContext, purpose: Purpose = .entries(shard: nil)) {
         self.decoder = decoder
@@ -74,6 +85,11 @@ struct EntryListDecoder {
             }
             entries.append(entry)
             indices.append(UInt32(truncatingIfNeeded: count))
+        case .nothing:
+            keys.add(dest: decoded.entry.dest)
+            decodedCount += 1
+        case .stream(let skipping, let body):
+            if !skipping.contains(count) { body(decoded.entry) }
         case .claims(let suspects):
             guard DestinationKeys.claimsSuspect(decoded.entry.dest, suspects) else { return }
             claims.append(SuspectClaim(
@@ -116,6 +132,7 @@ struct EntryListDecoder {
         for (owner, location) in repeats {
             if let position = position(ofEntryAt: owner) { entries[position].repeatLocations.append(location) }
         }
+        if case .nothing = purpose { skipped = dropped }
         guard !dropped.isEmpty else { return }
         var position = 0
         for index in indices.indices where !dropped.contains(Int(indices[index])) {

@@ -75,6 +75,49 @@ public enum ManifestLoader {
             environment: environment, hashingContent: hashingContent, shard: shard)
     }
 
+    /// Loads as `load(path:rootOverride:stateDirectoryOverride:environment:)` does, except that
+    /// the entries of a regular file larger than `streamingAbove` bytes are decoded and checked
+    /// but not kept: the manifest comes with no entries, and the stream reads them again, one at
+    /// a time, from the same file. Memory then follows the batch of entries a command works on,
+    /// not the manifest; the price is a second reading of the text.
+    ///
+    /// - Returns: The manifest, and the stream of its entries when they were not kept.
+    public static func loadStreaming(
+        path: String, rootOverride: String? = nil, stateDirectoryOverride: String? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        streamingAbove: Int = maximumHeldSize
+    ) throws(ManifestError) -> (manifest: Manifest, stream: ManifestEntryStream?) {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ManifestError(unreadable(path, .system(errno: errno))) }
+        defer { close(descriptor) }
+        guard let identity = ManifestEntryStream.FileIdentity(descriptor), identity.size > streamingAbove,
+              identity.size <= maximumFileSize, isRegularFile(descriptor)
+        else {
+            return (try load(path: path, rootOverride: rootOverride, stateDirectoryOverride: stateDirectoryOverride, environment: environment), nil)
+        }
+        let currentDirectory = FileManager.default.currentDirectoryPath
+        let resolution = ManifestDecoder.RootResolution(
+            manifestDirectory: LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory)),
+            override: rootOverride, currentDirectory: currentDirectory, stateDirectoryOverride: stateDirectoryOverride)
+        var (decoder, problems) = decoder(path: path, rootResolution: resolution, environment: environment)
+        let decoded = try ManifestStream.decode(
+            .file(descriptor: descriptor, size: Int(identity.size)), into: &decoder, purpose: .nothing)
+        problems += decoder.diagnostics
+        guard let (manifest, streaming) = decoded, problems.isEmpty else {
+            throw ManifestError(diagnostics: problems.inFileOrder())
+        }
+        guard let streaming else { return (manifest, nil) }
+        guard let stream = ManifestEntryStream(
+            descriptor: descriptor, identity: identity, path: path, decoder: decoder.fresh, streaming: streaming)
+        else { throw ManifestError(unreadable(path, .system(errno: errno))) }
+        return (manifest, stream)
+    }
+
+    private static func isRegularFile(_ descriptor: Int32) -> Bool {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
+    }
+
     /// Validates a manifest already in memory.
     ///
     /// - Parameters:
@@ -121,14 +164,7 @@ public enum ManifestLoader {
         _ text: ManifestStream.Text, path: String, rootResolution: ManifestDecoder.RootResolution,
         environment: [String: String], hashingContent: Bool = false, shard: ShardSelection? = nil
     ) throws(ManifestError) -> Manifest {
-        var netrc: Netrc?
-        var problems: [ManifestDiagnostic] = []
-        do {
-            netrc = try NetrcFile.load(environment: environment)
-        } catch {
-            problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
-        }
-        var decoder = ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc)
+        var (decoder, problems) = decoder(path: path, rootResolution: rootResolution, environment: environment)
         let decoded = try ManifestStream.decode(text, into: &decoder, shard: shard)
         problems += decoder.diagnostics
         guard var manifest = decoded, problems.isEmpty else {
@@ -136,6 +172,21 @@ public enum ManifestLoader {
         }
         if hashingContent { manifest.contentSHA256 = contentSHA256(of: text) }
         return manifest
+    }
+
+    /// A decoder for the manifest at `path`, with the netrc file read, and the problem with
+    /// the netrc file, if it cannot be read.
+    private static func decoder(
+        path: String, rootResolution: ManifestDecoder.RootResolution, environment: [String: String]
+    ) -> (ManifestDecoder, [ManifestDiagnostic]) {
+        var netrc: Netrc?
+        var problems: [ManifestDiagnostic] = []
+        do {
+            netrc = try NetrcFile.load(environment: environment)
+        } catch {
+            problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
+        }
+        return (ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc), problems)
     }
 
     /// SHA-256 of the text: a file's through the descriptor it was decoded from, whose file

@@ -27,6 +27,21 @@ enum ManifestStream {
         var files: EntryListDecoder?
         /// The most nodes built into one node on the way (`YAMLTreeBuilder.largestNodeBuilt`).
         var largestNodeBuilt = 0
+        /// From a file: the checksum of the text read (`TextChecksum`).
+        var checksum: UInt64?
+    }
+
+    /// What reading the entries again needs, after a first reading that kept none of them
+    /// (`EntryListDecoder.Purpose.nothing`).
+    struct Streaming {
+        /// What the entries are decoded in.
+        var context: EntryContext
+        /// The indices in `files` of the entries dropped as repeats.
+        var skipped: Set<Int>
+        /// The entries the second reading hands on.
+        var count: Int
+        /// The checksum of the text the first reading read (`TextChecksum`).
+        var checksum: UInt64?
     }
 
     /// The manifest in `text`, or nil after recording its problems in `decoder`.
@@ -40,23 +55,34 @@ enum ManifestStream {
     static func decode(
         _ text: Text, into decoder: inout ManifestDecoder, shard: ShardSelection? = nil
     ) throws(ManifestError) -> Manifest? {
-        guard var document = try read(text, decoder: decoder, context: nil, purpose: .entries(shard: shard)) else {
+        try decode(text, into: &decoder, purpose: .entries(shard: shard))?.manifest
+    }
+
+    /// As `decode(_:into:shard:)`, for `purpose` `.entries` or `.nothing`. With `.nothing`, the
+    /// manifest has no entries and the second element says how to stream them, unless `files`
+    /// was not a plain sequence (an alias to one, say): then its entries are decoded whole,
+    /// into the manifest, and it is nil.
+    static func decode(
+        _ text: Text, into decoder: inout ManifestDecoder, purpose: EntryListDecoder.Purpose
+    ) throws(ManifestError) -> (manifest: Manifest, streaming: Streaming?)? {
+        guard var document = try read(text, decoder: decoder, context: nil, purpose: purpose) else {
             throw ManifestError(ManifestDiagnostic(
                 location: SourceLocation(file: decoder.file, line: 1, column: 1), key: nil,
                 message: "the manifest is empty; it needs at least `version: 1` and a `files:` list"))
         }
+        let shard: ShardSelection? = if case .entries(let shard) = purpose { shard } else { nil }
         guard let top = decoder.decodeTopLevel(document.root) else { return nil }
-        guard let files = top.files else { return decoder.manifest(top, entries: []) }
+        guard let files = top.files else { return decoder.manifest(top, entries: []).map { ($0, nil) } }
         guard var list = document.files.take() else {
             // Not a sequence, or an alias to one: decoded whole, as the tree is.
             let list = decoder.entryList(files, context: top.entryContext, shard: shard)
-            return decoder.manifest(top, entries: list.entries, shard: shard, totals: list.totals)
+            return decoder.manifest(top, entries: list.entries, shard: shard, totals: list.totals).map { ($0, nil) }
         }
         if list.context != top.entryContext {
             // Dropped before the second reading, which would otherwise hold two lists of entries.
             list = EntryListDecoder(decoder: decoder.fresh, context: top.entryContext)
             // The first reading succeeded, so the second, over the same text, finds `files` again.
-            list = try read(text, decoder: decoder, context: top.entryContext, purpose: .entries(shard: shard))!.files!
+            list = try read(text, decoder: decoder, context: top.entryContext, purpose: purpose)!.files!
         }
         let suspects = list.takeSuspects()
         if !suspects.isEmpty {
@@ -66,7 +92,10 @@ enum ManifestStream {
         }
         let entries = list.finish(files: files)
         decoder.append(list.decoder)
-        return decoder.manifest(top, entries: entries, shard: shard, totals: list.totals)
+        guard let manifest = decoder.manifest(top, entries: entries, shard: shard, totals: list.totals) else { return nil }
+        guard case .nothing = purpose else { return (manifest, nil) }
+        return (manifest, Streaming(
+            context: top.entryContext, skipped: list.skipped, count: list.decodedCount - list.skipped.count, checksum: document.checksum))
     }
 
     /// Reads the document in `text`, decoding the entries of `files` as they come.
@@ -91,7 +120,9 @@ enum ManifestStream {
         case .file(let descriptor, let size):
             let input = YAMLFileInput(descriptor: descriptor, size: size, limit: ManifestLoader.maximumFileSize)
             var reader = try YAMLEventReader(input: input, file: decoder.file)
-            return try read(&reader, decoder: decoder, context: context, purpose: purpose)
+            var document = try read(&reader, decoder: decoder, context: context, purpose: purpose)
+            document?.checksum = input.checksum.value
+            return document
         }
     }
 

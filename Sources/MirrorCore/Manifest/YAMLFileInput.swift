@@ -19,6 +19,9 @@ final class YAMLFileInput {
     private(set) var taken = 0
     /// Why the last read failed; libyaml itself reports only "input error".
     private(set) var failure: Failure?
+    /// A checksum of the bytes handed to libyaml, so that two readings can tell whether they
+    /// read the same text (`ManifestEntryStream`).
+    private(set) var checksum = TextChecksum()
 
     init(descriptor: Int32, size: Int, limit: Int) {
         self.descriptor = descriptor
@@ -44,6 +47,7 @@ final class YAMLFileInput {
                 return false
             }
             taken += read
+            checksum.add(UnsafeRawBufferPointer(start: buffer, count: read))
             if taken > limit {
                 failure = .tooLarge(limit: limit)
                 return false
@@ -64,5 +68,51 @@ final class YAMLFileInput {
             filled += read
         }
         return Array(bytes[..<filled])
+    }
+}
+
+/// A 64-bit checksum of a text given in pieces, whatever their boundaries: 8 bytes at a time,
+/// multiplied and mixed, the bytes left over carried to the next piece. Not a cryptographic
+/// digest: it tells two readings of one file apart when the file changed between them.
+struct TextChecksum: Equatable {
+    private var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    private var carried: UInt64 = 0
+    private var carriedCount = 0
+    private var length = 0
+
+    mutating func add(_ bytes: UnsafeRawBufferPointer) {
+        length += bytes.count
+        var index = 0
+        while carriedCount > 0, carriedCount < 8, index < bytes.count {
+            carried |= UInt64(bytes[index]) << (8 * UInt64(carriedCount))
+            carriedCount += 1
+            index += 1
+        }
+        if carriedCount == 8 {
+            mix(carried)
+            carried = 0
+            carriedCount = 0
+        }
+        while index + 8 <= bytes.count {
+            mix(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            index += 8
+        }
+        while index < bytes.count {
+            carried |= UInt64(bytes[index]) << (8 * UInt64(carriedCount))
+            carriedCount += 1
+            index += 1
+        }
+    }
+
+    /// The checksum of everything added.
+    var value: UInt64 {
+        var copy = self
+        copy.mix(carried ^ UInt64(length) << 3)
+        return copy.state
+    }
+
+    private mutating func mix(_ word: UInt64) {
+        state = (state ^ word) &* 0xBF58_476D_1CE4_E5B9
+        state ^= state >> 29
     }
 }

@@ -51,61 +51,101 @@ public struct Verifier: Sendable {
         blocking = BlockingPool(limit: options.concurrency + 1)
     }
 
+    /// Every entry's verdict, in manifest order.
     public func verify(rehash: Bool) async -> [VerifiedEntry] {
+        let collected = Mutex<[VerifiedEntry]>([])
+        collected.withLock { $0.reserveCapacity(manifest.entries.count) }
+        // The manifest's own entries: no stream, so nothing to throw.
+        try? await verify(rehash: rehash, stream: nil) { results in collected.withLock { $0 += results } }
+        return collected.withLock { $0 }
+    }
+
+    /// Hands every entry's verdict to `deliver`, a batch at a time, in manifest order: the
+    /// manifest's entries, or those of `stream` (`ManifestLoader.loadStreaming`), which are read
+    /// as the workers go and never held all at once.
+    ///
+    /// - Throws: `ManifestError` when the stream's file changed since it was checked; the
+    ///   entries before were delivered.
+    public func verify(
+        rehash: Bool, stream: ManifestEntryStream?, deliver: @escaping @Sendable ([VerifiedEntry]) -> Void
+    ) async throws(ManifestError) {
+        let count = stream?.count ?? manifest.entries.count
         let opening = StateStore.open(in: stateDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { options.events?(.stateStoreProblem(problem)) }
         let store = opening.store
-        store?.expect(entries: manifest.entries.count)
+        store?.expect(entries: count)
         let siblings = SiblingStores.open(in: stateDirectory, besides: manifest.shard)
         for problem in siblings.problems { options.events?(.stateStoreProblem(problem)) }
-        siblings.expect(entries: manifest.entries.count)
+        siblings.expect(entries: count)
         defer { siblings.close() }
         for leftover in PruneTrash.pending(in: rootDirectory, stores: [store].compactMap { $0 } + siblings.stores) {
             options.events?(.pruneLeftover(leftover))
         }
-        // `concurrency` workers on the blocking pool, each taking the next entry until none is
-        // left: one hop to the pool per worker, not one per entry (a hop and back cost about six
-        // futex calls an entry, most of a no-hash verify's time).
-        let entries = manifest.entries
-        guard !entries.isEmpty else { return [] }
+        guard count > 0 else { return }
+        // `concurrency` workers on the blocking pool, each taking the next batch of entries
+        // until none is left: one hop to the pool per worker, not one per entry (a hop and back
+        // cost about six futex calls an entry, most of a no-hash verify's time).
+        let workers = min(max(options.concurrency, 1), count)
+        let order = VerifyResultOrder(deliver: deliver)
+        let feed = stream.map {
+            VerifyFeed(stream: $0, batchSize: Self.batchSize, queued: 4 * workers, window: Self.window) { order.delivered }
+        } ?? VerifyFeed(entries: manifest.entries, batchSize: min(Self.batchSize, max(1, count / (4 * workers))))
         // The store is read whole (it blocks: on a pool thread) while the workers look at the
         // disk: each looks at the entries it takes until the records are there, then judges
         // those, then looks at and judges each next one. 1,000,000 entries: the two seconds of
         // reading the store were two seconds of the run on their own.
         let records = RecordsLoading()
         blocking.submit { records.finish(Records(store: store, siblings: siblings)) }
-        let next = EntryCounter()
-        let workers = min(max(options.concurrency, 1), entries.count)
-        var parts = await boundedMap(Array(0..<workers), width: workers) { _ in
+        _ = await boundedMap(Array(0..<workers), width: workers) { _ in
             await blocking.run {
-                var done: [(index: Int, result: VerifiedEntry)] = []
                 let reader = DirectoryReader(root: rootDirectory)
                 func look(_ paths: DestinationPaths) -> Result<LocalFacts, TransferFailure> {
                     Result { () throws(TransferFailure) in try reader.inspectDestinationFirst(paths) }
                 }
-                var looked: [(index: Int, local: Result<LocalFacts, TransferFailure>)] = []
-                while !records.isReady, looked.count < Self.lookAhead, case let index = next.take(), index < entries.count {
-                    looked.append((index, look(manifest.paths(for: entries[index]))))
+                // Batches looked at before the records were there, and what was found.
+                var looked: [(batch: VerifyFeed.Batch, local: [Result<LocalFacts, TransferFailure>])] = []
+                var lookedCount = 0
+                func judgeLooked() {
+                    let loaded = records.wait()
+                    for (batch, local) in looked {
+                        order.finished(batch: batch.number, zip(batch.entries, local).map { entry, local in
+                            judge(entry, paths: nil, local: local, records: loaded, rehash: rehash)
+                        })
+                    }
+                    looked = []
+                    lookedCount = 0
                 }
-                let loaded = records.wait()
-                for (index, local) in looked {
-                    done.append((index, judge(entries[index], paths: nil, local: local, records: loaded, rehash: rehash)))
+                while true {
+                    // A worker holding looked batches never waits for another: what it holds may
+                    // be what the stream waits on to go on.
+                    let taken = feed.take(wait: looked.isEmpty)
+                    guard case .batch(let batch) = taken else {
+                        if case .finished = taken, looked.isEmpty { break }
+                        judgeLooked()
+                        continue
+                    }
+                    if !records.isReady, lookedCount < Self.lookAhead {
+                        looked.append((batch, batch.entries.map { look(manifest.paths(for: $0)) }))
+                        lookedCount += batch.entries.count
+                        continue
+                    }
+                    if !looked.isEmpty { judgeLooked() }
+                    let loaded = records.wait()
+                    order.finished(batch: batch.number, batch.entries.map { entry in
+                        let paths = manifest.paths(for: entry)
+                        return judge(entry, paths: paths, local: look(paths), records: loaded, rehash: rehash)
+                    })
                 }
-                looked = []
-                while case let index = next.take(), index < entries.count {
-                    let paths = manifest.paths(for: entries[index])
-                    done.append((index, judge(entries[index], paths: paths, local: look(paths), records: loaded, rehash: rehash)))
-                }
-                return done
+                return 0
             }
         }
-        var results = [VerifiedEntry?](repeating: nil, count: entries.count)
-        // Each worker's part let go of once placed: two copies of the results at most.
-        while let part = parts.popLast() {
-            for (index, result) in part { results[index] = result }
-        }
-        return results.map { $0! }
+        if let failure = feed.failure { throw failure }
     }
+
+    /// Entries a worker takes at once: one step of a shared counter, or one semaphore, a batch.
+    static let batchSize = 256
+    /// Batches the stream may be read ahead of the results delivered.
+    static let window = 1024
 
     /// The stores' records, each store's read whole at the start when it is not much larger
     /// than the manifest (`StateStore.snapshot`), else a row at a time through its lock. A
@@ -155,15 +195,6 @@ public struct Verifier: Sendable {
         func wait() -> Records {
             arrived.wait()
             return loaded.withLock { $0! }
-        }
-    }
-
-    /// The index of the next entry a worker takes.
-    private final class EntryCounter: Sendable {
-        private let next = Atomic<Int>(0)
-
-        func take() -> Int {
-            next.wrappingAdd(1, ordering: .relaxed).oldValue
         }
     }
 

@@ -45,6 +45,22 @@ struct BufferedOutputTests {
         #expect((1...4).contains(writes.count), "\(writes.count) writes to stdout:\n\(writes.prefix(10).joined(separator: "\n"))")
     }
 
+    /// Problems go to stderr, held as stdout is when it is a file: a verify of 300 missing
+    /// files made 300 writes to stderr.
+    @Test func aProblemPerEntryToAFileIsNotAWritePerLine() throws {
+        let strace = try ExternalCommand.executable("strace", package: "strace")
+        let scenario = try Self.localFiles(300)
+        let trace = scenario.directory.path("trace")
+        let verified = try scenario.run(["verify", "m.yaml"], launcher: [strace, "-f", "-e", "trace=write", "-o", trace])
+        #expect(verified.status == 1, "\(verified)")
+        let lines = verified.stderr.split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("missing ") }.count == 300, "\(verified)")
+        #expect(lines.last?.hasPrefix("0 ok, 0 unverified, 300 with problems") == true)
+        let writes = String(decoding: try Data(contentsOf: URL(fileURLWithPath: trace)), as: UTF8.self)
+            .split(separator: "\n").filter { $0.contains("write(2,") }
+        #expect((1...4).contains(writes.count), "\(writes.count) writes to stderr:\n\(writes.prefix(10).joined(separator: "\n"))")
+    }
+
     /// With stdout and stderr on one file (`2>&1`), each entry's line comes where it was made:
     /// held stdout lines go out before anything is written to stderr. `verify` says each entry
     /// in the manifest's order, those in order on stdout and the others on stderr.

@@ -1,0 +1,189 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The entries `mirror verify`'s workers take, a batch at a time, in manifest order: from the
+/// manifest's list, or from a `ManifestEntryStream` decoded on a thread of its own as the
+/// workers go, never more than `queued` batches ahead of them nor `window` batches ahead of
+/// the results delivered. A batch is taken with one atomic step or one semaphore, not one an
+/// entry.
+final class VerifyFeed: @unchecked Sendable {
+    struct Batch {
+        /// Batches count from 0 in manifest order.
+        var number: Int
+        /// The index of its first entry in the manifest (after repeats).
+        var first: Int
+        var entries: ArraySlice<Entry>
+    }
+
+    enum Taken {
+        case batch(Batch)
+        /// None is there yet (only when not waiting).
+        case notYet
+        /// Every batch was taken.
+        case finished
+    }
+
+    private enum Source {
+        case list([Entry], batchSize: Int)
+        case stream(Queue)
+    }
+
+    private let source: Source
+    /// With a list: the number of the next batch.
+    private let next = Atomic<Int>(0)
+    /// How many entries the feed hands out in all.
+    let count: Int
+
+    /// The manifest's own entries, in batches of `batchSize`.
+    init(entries: [Entry], batchSize: Int) {
+        source = .list(entries, batchSize: max(batchSize, 1))
+        count = entries.count
+    }
+
+    /// The entries of `stream`, decoded on a thread started here, in batches of `batchSize`.
+    /// `delivered` says how many batches' results have gone out, for the window.
+    init(stream: ManifestEntryStream, batchSize: Int, queued: Int, window: Int, delivered: @escaping @Sendable () -> Int) {
+        let queue = Queue(queued: queued)
+        source = .stream(queue)
+        count = stream.count
+        DetachedThread.start {
+            var batch: [Entry] = []
+            batch.reserveCapacity(batchSize)
+            var number = 0
+            var first = 0
+            func send() {
+                // Held back while the results lag: a slow entry (a large file to hash) must
+                // not let the batches after it pile up.
+                while number - delivered() >= window { usleep(1000) }
+                queue.put(Batch(number: number, first: first, entries: batch[...]))
+                number += 1
+                first += batch.count
+                batch = []
+                batch.reserveCapacity(batchSize)
+            }
+            let failure: ManifestError?
+            do throws(ManifestError) {
+                try stream.forEach { entry in
+                    batch.append(entry)
+                    if batch.count == batchSize { send() }
+                }
+                if !batch.isEmpty { send() }
+                failure = nil
+            } catch {
+                failure = error
+            }
+            queue.finish(failure)
+        }
+    }
+
+    /// The next batch; with `wait`, waits for one while the stream is being read.
+    func take(wait: Bool) -> Taken {
+        switch source {
+        case .list(let entries, let batchSize):
+            let number = next.wrappingAdd(1, ordering: .relaxed).oldValue
+            let first = number * batchSize
+            guard first < entries.count else { return .finished }
+            return .batch(Batch(number: number, first: first, entries: entries[first..<min(first + batchSize, entries.count)]))
+        case .stream(let queue):
+            return queue.take(wait: wait)
+        }
+    }
+
+    /// Why the stream stopped before its end, once every batch was taken.
+    var failure: ManifestError? {
+        guard case .stream(let queue) = source else { return nil }
+        return queue.failure
+    }
+
+    /// Batches from the decoding thread to the workers: `slots` bounds those waiting, `ready`
+    /// counts them (and, at the end, lets every waiting worker see the end).
+    private final class Queue: @unchecked Sendable {
+        private struct State {
+            var batches: [Batch] = []
+            var head = 0
+            var finished = false
+            var failure: ManifestError?
+        }
+
+        private let state = Mutex(State())
+        private let slots: DispatchSemaphore
+        private let ready = DispatchSemaphore(value: 0)
+
+        init(queued: Int) {
+            slots = DispatchSemaphore(value: max(queued, 1))
+        }
+
+        func put(_ batch: Batch) {
+            slots.wait()
+            state.withLock { $0.batches.append(batch) }
+            ready.signal()
+        }
+
+        func finish(_ failure: ManifestError?) {
+            state.withLock {
+                $0.finished = true
+                $0.failure = failure
+            }
+            ready.signal()
+        }
+
+        var failure: ManifestError? { state.withLock { $0.failure } }
+
+        func take(wait: Bool) -> Taken {
+            if wait {
+                ready.wait()
+            } else if ready.wait(timeout: .now()) == .timedOut {
+                return .notYet
+            }
+            let taken: Batch? = state.withLock { state in
+                guard state.head < state.batches.count else { return nil }
+                let batch = state.batches[state.head]
+                state.head += 1
+                if state.head >= 64, state.head * 2 >= state.batches.count {
+                    state.batches.removeFirst(state.head)
+                    state.head = 0
+                }
+                return batch
+            }
+            guard let taken else {
+                // The end: seen by this worker; passed on to the next.
+                ready.signal()
+                return .finished
+            }
+            slots.signal()
+            return .batch(taken)
+        }
+    }
+}
+
+/// Results of batches finished in any order, handed on in manifest order: a batch's are held
+/// until every batch before it is out. `deliver` runs under the lock, one batch at a time.
+final class VerifyResultOrder: @unchecked Sendable {
+    private struct State {
+        var next = 0
+        var held: [Int: [VerifiedEntry]] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let deliveredCount = Atomic<Int>(0)
+    private let deliver: @Sendable ([VerifiedEntry]) -> Void
+
+    init(deliver: @escaping @Sendable ([VerifiedEntry]) -> Void) {
+        self.deliver = deliver
+    }
+
+    /// Batches whose results have been handed on.
+    var delivered: Int { deliveredCount.load(ordering: .acquiring) }
+
+    func finished(batch number: Int, _ results: [VerifiedEntry]) {
+        state.withLock { state in
+            state.held[number] = results
+            while let results = state.held.removeValue(forKey: state.next) {
+                deliver(results)
+                state.next += 1
+            }
+            deliveredCount.store(state.next, ordering: .releasing)
+        }
+    }
+}
