@@ -78,7 +78,7 @@ struct PlanCommand: AsyncParsableCommand {
 
 /// The plan as a table a person reads at a glance, with totals.
 enum PlanTable {
-    static func render(_ plan: [PlannedEntry], prune: PruneOutcome? = nil) -> String {
+    static func render(_ plan: some Collection<PlannedEntry>, prune: PruneOutcome? = nil) -> String {
         var rows = [["ACTION", "SIZE", "DEST", "DETAIL"]]
         rows.reserveCapacity(plan.count + 1)
         for entry in plan {
@@ -142,7 +142,7 @@ struct PlanSummary {
     /// The actions counted: `delete` too when a prune was asked for.
     var names = PlanSummary.actionNames
 
-    init(_ plan: [PlannedEntry], prune: PruneOutcome? = nil) {
+    init(_ plan: some Collection<PlannedEntry>, prune: PruneOutcome? = nil) {
         if let prune {
             names.append(Self.deleteName)
             counts[Self.deleteName] = prune.plan.deletions.count
@@ -161,7 +161,7 @@ struct PlanSummary {
 
 /// `mirror plan --json`: exactly one object on stdout.
 enum PlanJSON {
-    static func encode(_ plan: [PlannedEntry], prune: PruneOutcome? = nil, shard: ShardPlan? = nil) -> String {
+    static func encode(_ plan: some Collection<PlannedEntry>, prune: PruneOutcome? = nil, shard: ShardPlan? = nil) -> String {
         let summary = PlanSummary(plan, prune: prune)
         var entries = plan.map { entry -> JSONValue in
             .object([

@@ -10,7 +10,7 @@ struct ShardPlan {
 
     /// - Parameters:
     ///   - entries: the shown shard's entries, in the plan's order.
-    init(selection: ShardSelection, balance: ShardBalance, totals: [ShardTotals], entries: [Entry], plan: [PlannedEntry]) {
+    init(selection: ShardSelection, balance: ShardBalance, totals: [ShardTotals], entries: [Entry], plan: some Collection<PlannedEntry>) {
         self.selection = selection
         self.balance = balance
         self.totals = totals

@@ -61,7 +61,7 @@ public final class ManifestRunner: Sendable {
 
     /// Decides every entry without changing anything on disk: no files, no directories, not
     /// even the state store (read if present, never written).
-    public func plan() async -> [PlannedEntry] {
+    public func plan() async -> PlannedEntries {
         let opening = StateStore.open(in: stateDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
         let store = opening.store
@@ -70,14 +70,11 @@ public final class ManifestRunner: Sendable {
         reportPendingLeftovers(in: [store].compactMap { $0 } + siblings.stores)
         // A plan waits for no host: its conditions are never consulted.
         let conditions = HostConditions(gate: ConnectivityGate(wait: .zero), pauses: HostPauses(), probe: nil, proxies: options.proxies)
-        var results = await run(.plan, store: store, siblings: siblings, conditions: conditions, width: options.concurrency)
+        let results = await run(.plan, store: store, siblings: siblings, conditions: conditions, width: options.concurrency)
         siblings.close()
         // Closed here: the run, which holds it, is kept until the runner goes (`lastRun`).
         store?.close()
-        return Self.unwrap(&results) { result in
-            guard case .planned(let planned) = result else { preconditionFailure("a plan ended in a sync report") }
-            return planned
-        }
+        return PlannedEntries(results: results)
     }
 
     /// What `sync` would delete with `--prune`, reading the state store and the disk and
@@ -259,5 +256,24 @@ public final class ManifestRunner: Sendable {
         } onCancel: {
             run.cancel()
         }
+    }
+}
+
+/// A plan's entries in manifest order, read from the run's results where they are: copying them
+/// out into an array of their own held each twice at the end of the plan (the results' memory
+/// stays with the process once freed), 144 bytes an entry.
+public struct PlannedEntries: RandomAccessCollection, Sendable {
+    private let results: [EntryResult]
+
+    init(results: [EntryResult]) {
+        self.results = results
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { results.count }
+
+    public subscript(index: Int) -> PlannedEntry {
+        guard case .planned(let planned) = results[index] else { preconditionFailure("a plan ended in a sync report") }
+        return planned
     }
 }
