@@ -41,7 +41,7 @@ path, root, count, url, dest = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.a
 with open(path, "w") as out:
     out.write(f"version: 1\nroot: {root}\nconcurrency: 16\nfiles:\n")
     for i in range(count):
-        # Short lines: a manifest of 1,000,000 entries stays under the 64 MiB a manifest may have.
+        # Short lines, as Benchmarks/manifest-gen.py writes them.
         out.write(f"  - url: {url}{i:07d}\n    dest: {dest}{i // 10000:03d}/{i:07d}\n")
 PY
 }
