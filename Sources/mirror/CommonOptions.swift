@@ -88,6 +88,9 @@ struct CommonOptions: ParsableArguments {
             stream = loaded.stream
             return loaded.manifest
         }
+        for (location, dest) in stream?.insecureEntries ?? [] {
+            console.notice("mirror: warning: \(location): \(dest): insecure: true, TLS certificates are not verified")
+        }
         return (manifest, stream)
     }
 

@@ -40,8 +40,7 @@ struct VerifyCommand: AsyncParsableCommand {
         do {
             try await verifier.verify(rehash: rehash, stream: stream) { results in output.write(results) }
         } catch {
-            output.abandon()
-            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
+            if options.json { output.finish(error: ErrorJSON.manifest(error.diagnostics)) }
             for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
             throw ExitWith(status: .usage)
         }
@@ -109,10 +108,11 @@ final class VerifyOutput: @unchecked Sendable {
         return counts
     }
 
-    /// Ends a document begun, for a run that stops with an error instead: the error's own
-    /// document follows it on stdout.
-    func abandon() {
-        if json, entriesWritten > 0 { console.json("]}") }
+    /// Ends the output of a run that stops with an error, whose JSON document is `document`:
+    /// with entries written, one document still, their list and the error's members.
+    func finish(error document: String) {
+        guard entriesWritten > 0 else { return console.json(document) }
+        console.json("]," + String(document.drop { $0 != "\"" }))
     }
 }
 

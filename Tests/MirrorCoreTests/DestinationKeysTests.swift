@@ -18,7 +18,8 @@ struct DestinationKeysTests {
         var size: Int64?
 
         static func list<G: RandomNumberGenerator>(_ generator: inout G) -> [Drawn] {
-            let names = ["a", "b", "a.part", "b.part", "c"]
+            // `é` precomposed and decomposed: one `String`, two names on Linux.
+            let names = ["a", "b", "a.part", "b.part", "c", "\u{e9}", "e\u{301}"]
             var drawn: [Drawn] = []
             for _ in 0..<Int.random(in: 1...8, using: &generator) {
                 // A quarter of the entries repeat an earlier one, as lists joined by hand do.
@@ -45,14 +46,15 @@ struct DestinationKeysTests {
     /// What judging every claim exactly gives: the dests kept, with the lines of their
     /// repeats, or the problems (message and key) in file order.
     private enum Expected {
-        case loads(repeats: [String: [Int]])
+        /// The lines of each kept dest's repeats, by the dest's bytes.
+        case loads(repeats: [[UInt8]: [Int]])
         case fails(problems: [String])
     }
 
     private static func exactly(_ entries: [Drawn]) -> Expected {
         var conflicts = DestinationConflicts()
         var kept: [DestinationClaim] = []
-        var repeats: [String: [Int]] = [:]
+        var repeats: [[UInt8]: [Int]] = [:]
         var problems: [String] = []
         for (index, entry) in entries.enumerated() {
             // Each entry takes two lines after the two of the top level, three with a size.
@@ -61,9 +63,9 @@ struct DestinationKeysTests {
             switch conflicts.add(claim, kept: { kept[$0] }) {
             case .kept:
                 kept.append(claim)
-                repeats[claim.dest] = []
+                repeats[Array(claim.dest.utf8)] = []
             case .repeats(let owner):
-                repeats[kept[owner].dest]!.append(line)
+                repeats[Array(kept[owner].dest.utf8)]!.append(line)
             case .conflict(let message):
                 problems.append("files[\(index)].dest: \(message)")
             }
@@ -86,7 +88,7 @@ struct DestinationKeysTests {
             switch (expected, Self.loaded(entries)) {
             case (.loads(let repeats), .success(let manifest)):
                 outcomes["loads", default: 0] += 1
-                let got = Dictionary(uniqueKeysWithValues: manifest.entries.map { ($0.dest, $0.repeatLocations.map(\.line)) })
+                let got = Dictionary(uniqueKeysWithValues: manifest.entries.map { (Array($0.dest.utf8), $0.repeatLocations.map(\.line)) })
                 #expect(got == repeats, "\(Drawn.text(entries))")
                 // In manifest order, as the exact judge keeps them.
                 #expect(manifest.entries.map(\.location.line) == manifest.entries.map(\.location.line).sorted())
@@ -126,6 +128,17 @@ struct DestinationKeysTests {
             }
         }
         #expect(compared > 1_000)
+    }
+
+    /// Names are compared as the file system compares them, byte for byte: `café` precomposed
+    /// and decomposed are two files, with or without a repeat of either beside them.
+    @Test func namesThatAreOneStringButTwoFilesDoNotConflict() throws {
+        let precomposed = Drawn(url: "http://h/1", dest: "caf\u{e9}")
+        let decomposed = Drawn(url: "http://h/2", dest: "cafe\u{301}")
+        for entries in [[precomposed, decomposed], [precomposed, decomposed, precomposed, decomposed]] {
+            let manifest = try Self.loaded(entries).get()
+            #expect(manifest.entries.map { Array($0.dest.utf8) } == [Array(precomposed.dest.utf8), Array(decomposed.dest.utf8)])
+        }
     }
 
     /// The partial download's name meets a directory's: `x` and `x.part/y`, found through the

@@ -44,9 +44,10 @@ struct DestinationConflicts {
     /// The suffix of the partial file a dest is downloaded into.
     static let partialSuffix = ".part"
 
-    /// Indices of kept claims by the dest they download, and by each directory on the way to one.
-    private var fileOwners: [String: Int] = [:]
-    private var directoryOwners: [String: Int] = [:]
+    /// Indices of kept claims by the dest they download, and by each directory on the way to one:
+    /// names as bytes, as the file system compares them (`DestKey`).
+    private var fileOwners: [DestKey: Int] = [:]
+    private var directoryOwners: [DestKey: Int] = [:]
     private var keptCount = 0
     /// Kept dests and directories whose names end in `partialSuffix`: while there are none, no
     /// dest's partial download can collide with one, and its name is not even made.
@@ -63,15 +64,15 @@ struct DestinationConflicts {
     ///   this returned `.kept` for them.
     mutating func add(_ claim: DestinationClaim, kept: (Int) -> DestinationClaim) -> Verdict {
         let directories = Self.parentDirectories(of: claim.dest)
-        let fileOwner = fileOwners[claim.dest]
+        let fileOwner = fileOwners[DestKey(claim.dest)]
         if let message = problem(with: claim, fileOwner: fileOwner, directories: directories, kept: kept) {
             return .conflict(message)
         }
         if let fileOwner { return .repeats(fileOwner) }
-        fileOwners[claim.dest] = keptCount
+        fileOwners[DestKey(claim.dest)] = keptCount
         if Self.endsWithPartialSuffix(claim.dest) { pathsEndingInPartialSuffix += 1 }
-        for directory in directories where directoryOwners[directory] == nil {
-            directoryOwners[directory] = keptCount
+        for directory in directories where directoryOwners[DestKey(directory)] == nil {
+            directoryOwners[DestKey(directory)] = keptCount
             if Self.endsWithPartialSuffix(directory) { pathsEndingInPartialSuffix += 1 }
         }
         keptCount += 1
@@ -116,16 +117,16 @@ struct DestinationConflicts {
             }
             return nil
         }
-        if !directoryOwners.isEmpty, let owner = directoryOwners[dest].map(kept) {
+        if !directoryOwners.isEmpty, let owner = directoryOwners[DestKey(dest)].map(kept) {
             return "`\(dest)` is a directory on the way to `\(owner.dest)` (entry at line \(owner.line)); it cannot also be a file"
         }
-        if let directory = directories.first(where: { fileOwners[$0] != nil }) {
-            let owner = kept(fileOwners[directory]!)
+        if let directory = directories.first(where: { fileOwners[DestKey($0)] != nil }) {
+            let owner = kept(fileOwners[DestKey(directory)]!)
             return "`\(dest)` needs `\(directory)` to be a directory, but the entry at line \(owner.line) downloads `\(directory)` as a file"
         }
         if pathsEndingInPartialSuffix > 0 {
             let partial = dest + Self.partialSuffix
-            if let owner = (fileOwners[partial] ?? directoryOwners[partial]).map(kept) {
+            if let owner = (fileOwners[DestKey(partial)] ?? directoryOwners[DestKey(partial)]).map(kept) {
                 return "the partial download of `\(dest)` goes to `\(partial)`, which collides with the dest `\(owner.dest)` of the entry at line \(owner.line)"
             }
         }
@@ -141,7 +142,7 @@ struct DestinationConflicts {
     private func partialDownloadClash(_ path: String, kept: (Int) -> DestinationClaim) -> String? {
         guard Self.endsWithPartialSuffix(path) else { return nil }
         let completed = String(decoding: path.utf8.dropLast(Self.partialSuffix.utf8.count), as: UTF8.self)
-        guard let owner = fileOwners[completed].map(kept) else { return nil }
+        guard let owner = fileOwners[DestKey(completed)].map(kept) else { return nil }
         return "`\(path)` is where the entry at line \(owner.line) keeps the partial download of `\(completed)`; choose another dest"
     }
 

@@ -51,6 +51,9 @@ struct EntryListDecoder {
     /// With `Purpose.nothing`, once settled: the indices in `files` of the entries dropped as
     /// repeats (a conflict is a problem, and nothing is streamed then).
     private(set) var skipped = Set<Int>()
+    /// With `Purpose.nothing`: where each entry with `insecure: true` is, and its dest, for the
+    /// warning a held entry gets.
+    private(set) var insecure: [(location: SourceLocation, dest: String)] = []
 
     init(decoder: ManifestDecoder, context: EntryContext, purpose: Purpose = .entries(shard: nil)) {
         self.decoder = decoder
@@ -88,6 +91,7 @@ struct EntryListDecoder {
         case .nothing:
             keys.add(dest: decoded.entry.dest)
             decodedCount += 1
+            if decoded.entry.settings.insecure { insecure.append((decoded.entry.location, decoded.entry.dest)) }
         case .stream(let skipping, let body):
             if !skipping.contains(count) { body(decoded.entry) }
         case .claims(let suspects):

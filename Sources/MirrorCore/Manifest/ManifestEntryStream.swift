@@ -8,11 +8,14 @@ import Glibc
 ///
 /// It reads the file it was opened on, whatever its path names meanwhile (`mirror lock`
 /// replaces a manifest by renaming). A file changed in place since the first reading is
-/// refused: before the second reading when its size or times changed, after it when its text's
-/// checksum or count of entries differ.
+/// refused: before the second reading when its size or time of modification changed, after it
+/// when its text's checksum or count of entries differ, or it no longer reads.
 public final class ManifestEntryStream: @unchecked Sendable {
     /// How many entries `forEach` hands on.
     public let count: Int
+    /// Where each entry with `insecure: true` is, and its dest: the warning a held manifest's
+    /// entries get from their `settings`.
+    public var insecureEntries: [(location: SourceLocation, dest: String)] { streaming.insecure }
     private let descriptor: Int32
     private let identity: FileIdentity
     private let path: String
@@ -20,13 +23,14 @@ public final class ManifestEntryStream: @unchecked Sendable {
     private let decoder: ManifestDecoder
     private let streaming: ManifestStream.Streaming
 
-    /// The file's identity and the times it changed, as fstat gives them.
+    /// The file's identity, size and time of last modification, as fstat gives them. Not the
+    /// time of its last status change: a rename over the manifest's path (as `mirror lock`
+    /// makes) changes that of the file replaced, whose text is still the one checked.
     struct FileIdentity: Equatable {
         var device: UInt64
         var inode: UInt64
         var size: Int64
         var modified: timespec
-        var changed: timespec
 
         init?(_ descriptor: Int32) {
             var info = stat()
@@ -35,13 +39,11 @@ public final class ManifestEntryStream: @unchecked Sendable {
             inode = UInt64(info.st_ino)
             size = Int64(info.st_size)
             modified = info.st_mtim
-            changed = info.st_ctim
         }
 
         static func == (left: FileIdentity, right: FileIdentity) -> Bool {
             left.device == right.device && left.inode == right.inode && left.size == right.size
                 && left.modified.tv_sec == right.modified.tv_sec && left.modified.tv_nsec == right.modified.tv_nsec
-                && left.changed.tv_sec == right.changed.tv_sec && left.changed.tv_nsec == right.changed.tv_nsec
         }
     }
 
@@ -68,23 +70,23 @@ public final class ManifestEntryStream: @unchecked Sendable {
     public func forEach(_ body: @escaping (Entry) -> Void) throws(ManifestError) {
         try checkUnchanged()
         var handed = 0
-        let document = try ManifestStream.read(
-            .file(descriptor: descriptor, size: Int(identity.size)), decoder: decoder.fresh, context: streaming.context,
-            purpose: .stream(skipping: streaming.skipped, body: { entry in
-                handed += 1
-                body(entry)
-            }))
+        let document: ManifestStream.Document?
+        do {
+            document = try ManifestStream.read(
+                .file(descriptor: descriptor, size: Int(identity.size)), decoder: decoder.fresh, context: streaming.context,
+                purpose: .stream(skipping: streaming.skipped, body: { entry in
+                    handed += 1
+                    body(entry)
+                }))
+        } catch {
+            // The text read without a problem the first time: read otherwise, it changed.
+            throw .changedWhileRead(path)
+        }
         try checkUnchanged()
-        guard document?.files != nil, handed == count, document?.checksum == streaming.checksum else { throw changed }
+        guard document?.files != nil, handed == count, document?.checksum == streaming.checksum else { throw .changedWhileRead(path) }
     }
 
     private func checkUnchanged() throws(ManifestError) {
-        guard FileIdentity(descriptor) == identity else { throw changed }
-    }
-
-    private var changed: ManifestError {
-        ManifestError(ManifestDiagnostic(
-            location: nil, key: nil,
-            message: "\(path) changed while it was read: its entries are not the ones checked; run the command again"))
+        guard FileIdentity(descriptor) == identity else { throw .changedWhileRead(path) }
     }
 }

@@ -17,6 +17,13 @@ public struct ManifestError: Error, CustomStringConvertible, Sendable {
     public var description: String {
         diagnostics.map(\.description).joined(separator: "\n")
     }
+
+    /// The manifest file at `path` read a second time was not what the first reading read.
+    static func changedWhileRead(_ path: String) -> ManifestError {
+        ManifestError(ManifestDiagnostic(
+            location: nil, key: nil,
+            message: "\(path) changed while it was read: its entries are not the ones checked; run the command again"))
+    }
 }
 
 /// One problem in a manifest: where it is, which key it concerns, and what to do about it.

@@ -42,6 +42,8 @@ enum ManifestStream {
         var count: Int
         /// The checksum of the text the first reading read (`TextChecksum`).
         var checksum: UInt64?
+        /// The entries with `insecure: true` (`EntryListDecoder.insecure`).
+        var insecure: [(location: SourceLocation, dest: String)] = []
     }
 
     /// The manifest in `text`, or nil after recording its problems in `decoder`.
@@ -81,13 +83,12 @@ enum ManifestStream {
         if list.context != top.entryContext {
             // Dropped before the second reading, which would otherwise hold two lists of entries.
             list = EntryListDecoder(decoder: decoder.fresh, context: top.entryContext)
-            // The first reading succeeded, so the second, over the same text, finds `files` again.
-            list = try read(text, decoder: decoder, context: top.entryContext, purpose: purpose)!.files!
+            list = try reread(text, decoder: decoder, context: top.entryContext, purpose: purpose, as: document)
         }
         let suspects = list.takeSuspects()
         if !suspects.isEmpty {
             // Its problems are the first reading's again: they are not recorded twice.
-            let second = try read(text, decoder: decoder, context: top.entryContext, purpose: .claims(suspects: suspects))!.files!
+            let second = try reread(text, decoder: decoder, context: top.entryContext, purpose: .claims(suspects: suspects), as: document)
             list.settle(second.claims)
         }
         let entries = list.finish(files: files)
@@ -95,7 +96,24 @@ enum ManifestStream {
         guard let manifest = decoder.manifest(top, entries: entries, shard: shard, totals: list.totals) else { return nil }
         guard case .nothing = purpose else { return (manifest, nil) }
         return (manifest, Streaming(
-            context: top.entryContext, skipped: list.skipped, count: list.decodedCount - list.skipped.count, checksum: document.checksum))
+            context: top.entryContext, skipped: list.skipped, count: list.decodedCount - list.skipped.count, checksum: document.checksum,
+            insecure: list.insecure))
+    }
+
+    /// The list of `files` read again from `text`, which must be what `first` was read from:
+    /// the same text gives the same reading, so a file that reads otherwise, or fails to read,
+    /// or whose checksum differs, changed in between.
+    static func reread(
+        _ text: Text, decoder: ManifestDecoder, context: EntryContext, purpose: EntryListDecoder.Purpose, as first: Document
+    ) throws(ManifestError) -> EntryListDecoder {
+        let again: Document?
+        do {
+            again = try read(text, decoder: decoder, context: context, purpose: purpose)
+        } catch {
+            throw .changedWhileRead(decoder.file)
+        }
+        guard let again, let files = again.files, again.checksum == first.checksum else { throw .changedWhileRead(decoder.file) }
+        return files
     }
 
     /// Reads the document in `text`, decoding the entries of `files` as they come.

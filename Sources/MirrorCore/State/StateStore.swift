@@ -1034,20 +1034,6 @@ struct RecordSnapshot: Sendable {
     }
 }
 
-/// A dest as a dictionary key: its UTF-8 bytes, compared and hashed as bytes (in one call,
-/// not one per byte as an array of them would be).
-private struct DestKey: Hashable, Sendable {
-    let bytes: [UInt8]
-
-    init(_ dest: String) {
-        bytes = Array(dest.utf8)
-    }
-
-    func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-    }
-}
-
 /// A connection that only folds the store's log into the database (`PRAGMA wal_checkpoint`),
 /// beside the store's own connection, which goes on writing meanwhile. Used from one thread at
 /// a time (its owner's mutex).

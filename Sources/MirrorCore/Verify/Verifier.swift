@@ -88,7 +88,7 @@ public struct Verifier: Sendable {
         let workers = min(max(options.concurrency, 1), count)
         let order = VerifyResultOrder(deliver: deliver)
         let feed = stream.map {
-            VerifyFeed(stream: $0, batchSize: Self.batchSize, queued: 4 * workers, window: Self.window) { order.delivered }
+            VerifyFeed(stream: $0, batchSize: Self.batchSize, queued: 4 * workers, window: Self.window, order: order)
         } ?? VerifyFeed(entries: manifest.entries, batchSize: min(Self.batchSize, max(1, count / (4 * workers))))
         // The store is read whole (it blocks: on a pool thread) while the workers look at the
         // disk: each looks at the entries it takes until the records are there, then judges

@@ -41,9 +41,9 @@ final class VerifyFeed: @unchecked Sendable {
         count = entries.count
     }
 
-    /// The entries of `stream`, decoded on a thread started here, in batches of `batchSize`.
-    /// `delivered` says how many batches' results have gone out, for the window.
-    init(stream: ManifestEntryStream, batchSize: Int, queued: Int, window: Int, delivered: @escaping @Sendable () -> Int) {
+    /// The entries of `stream`, decoded on a thread started here, in batches of `batchSize`;
+    /// batch N waits until the results of batch N - `window` have gone out (`order`).
+    init(stream: ManifestEntryStream, batchSize: Int, queued: Int, window: Int, order: VerifyResultOrder) {
         let queue = Queue(queued: queued)
         source = .stream(queue)
         count = stream.count
@@ -55,7 +55,7 @@ final class VerifyFeed: @unchecked Sendable {
             func send() {
                 // Held back while the results lag: a slow entry (a large file to hash) must
                 // not let the batches after it pile up.
-                while number - delivered() >= window { usleep(1000) }
+                order.waitUntilDelivered(number - window + 1)
                 queue.put(Batch(number: number, first: first, entries: batch[...]))
                 number += 1
                 first += batch.count
@@ -168,13 +168,29 @@ final class VerifyResultOrder: @unchecked Sendable {
     private let state = Mutex(State())
     private let deliveredCount = Atomic<Int>(0)
     private let deliver: @Sendable ([VerifiedEntry]) -> Void
+    /// Whether `waitUntilDelivered` waits for `advanced`.
+    private let waiting = Atomic<Bool>(false)
+    private let advanced = DispatchSemaphore(value: 0)
 
     init(deliver: @escaping @Sendable ([VerifiedEntry]) -> Void) {
         self.deliver = deliver
     }
 
     /// Batches whose results have been handed on.
-    var delivered: Int { deliveredCount.load(ordering: .acquiring) }
+    var delivered: Int { deliveredCount.load(ordering: .sequentiallyConsistent) }
+
+    /// Returns once the results of `count` batches have been handed on. One thread waits at a
+    /// time (the stream's); a signal left from an earlier wait only makes it look again.
+    func waitUntilDelivered(_ count: Int) {
+        while delivered < count {
+            waiting.store(true, ordering: .sequentiallyConsistent)
+            // Looked at again after saying so: a delivery in between either is seen here or
+            // sees the flag and signals.
+            if delivered >= count { break }
+            advanced.wait()
+        }
+        waiting.store(false, ordering: .sequentiallyConsistent)
+    }
 
     func finished(batch number: Int, _ results: [VerifiedEntry]) {
         state.withLock { state in
@@ -183,7 +199,8 @@ final class VerifyResultOrder: @unchecked Sendable {
                 deliver(results)
                 state.next += 1
             }
-            deliveredCount.store(state.next, ordering: .releasing)
+            deliveredCount.store(state.next, ordering: .sequentiallyConsistent)
         }
+        if waiting.exchange(false, ordering: .sequentiallyConsistent) { advanced.signal() }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import MirrorCore
 
@@ -70,6 +71,76 @@ struct StreamedVerifyTests {
         #expect(handed == 0)
     }
 
+    /// `mirror lock` replaces a manifest by a rename: the stream reads the file it checked.
+    @Test func aManifestReplacedByARenameIsReadAsItWasChecked() throws {
+        let directory = try TemporaryDirectory()
+        let path = try directory.write(Data(Self.text.utf8), to: "m.yaml")
+        let held = try ManifestLoader.load(path: path, environment: [:])
+        let (_, stream) = try ManifestLoader.loadStreaming(path: path, environment: [:], streamingAbove: 0)
+        let replacement = try directory.write(Data(Self.text.replacingOccurrences(of: "dest: c\n", with: "dest: e\n").utf8), to: "new.yaml")
+        #expect(rename(replacement, path) == 0)
+        var streamed: [String] = []
+        try #require(stream).forEach { streamed.append($0.dest) }
+        #expect(streamed == held.entries.map(\.dest))
+    }
+
+    /// A repeated dest makes the loader read the text again for the entries' claims: a file
+    /// changed in between is refused, not judged on the other text's entries.
+    @Test func aFileChangedBeforeItsSecondReadingIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        let path = try directory.write(Data(Self.text.utf8), to: "m.yaml")
+        let descriptor = open(path, O_RDWR | O_CLOEXEC)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        let decoder = ManifestDecoder(
+            file: path, environment: [:], rootResolution: .init(manifestDirectory: directory.path, override: nil, currentDirectory: "/"))
+        let size = Self.text.utf8.count
+        let first = try #require(try ManifestStream.read(.file(descriptor: descriptor, size: size), decoder: decoder, context: nil))
+        let context = try #require(first.files).context
+        // Same length, the repeat now another entry's dest.
+        let changed = Array(Self.text.replacingOccurrences(of: "dest: c\n", with: "dest: f\n").utf8)
+        #expect(changed.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) } == changed.count)
+        #expect {
+            _ = try ManifestStream.reread(
+                .file(descriptor: descriptor, size: size), decoder: decoder, context: context, purpose: .claims(suspects: []), as: first)
+        } throws: { error in
+            "\(error)" == "\(path) changed while it was read: its entries are not the ones checked; run the command again"
+        }
+        // A text cut short no longer reads at all: the same answer, not a syntax error.
+        #expect(ftruncate(descriptor, 40) == 0)
+        #expect {
+            _ = try ManifestStream.reread(
+                .file(descriptor: descriptor, size: size), decoder: decoder, context: context, purpose: .claims(suspects: []), as: first)
+        } throws: { error in
+            "\(error)".hasSuffix("changed while it was read: its entries are not the ones checked; run the command again")
+        }
+    }
+
+    /// Batches finished out of order go out in order; the stream's wait for the results to
+    /// catch up ends when they have, not before.
+    @Test func resultsGoOutInOrderAndTheWindowWaitEndsWhenTheyDo() async throws {
+        let out = Mutex<[String]>([])
+        let order = VerifyResultOrder { results in out.withLock { $0 += results.map(\.dest) } }
+        func batch(_ name: String) -> [VerifiedEntry] {
+            [VerifiedEntry(dest: name, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)]
+        }
+        let waited = Atomic<Bool>(false)
+        let done = DispatchSemaphore(value: 0)
+        DetachedThread.start {
+            order.waitUntilDelivered(3)
+            waited.store(true, ordering: .sequentiallyConsistent)
+            done.signal()
+        }
+        order.finished(batch: 2, batch("c"))
+        order.finished(batch: 1, batch("b"))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(out.withLock { $0 }.isEmpty && !waited.load(ordering: .sequentiallyConsistent), "nothing before batch 0")
+        order.finished(batch: 0, batch("a"))
+        #expect(done.wait(timeout: .now() + 10) == .success, "the wait ended once three batches were out")
+        #expect(out.withLock { $0 } == ["a", "b", "c"])
+        #expect(order.delivered == 3)
+    }
+
     /// A change made within the file system's time resolution keeps the size and the times: the
     /// text's checksum still tells the readings apart, however libyaml cuts the text.
     @Test func theTextChecksumIsTheSameForAnyPiecesAndOtherForOtherText() {
@@ -108,6 +179,8 @@ struct StreamedVerifyTests {
             if index % 3 != 0 { _ = try scenario.directory.write(Data("file \(index)\n".utf8), to: "root/\(name)") }
             let size = index % 7 == 0 ? 1 : "file \(index)\n".utf8.count
             text += "  - url: \"file:///nowhere/\(name)\"\n    dest: \(name)\n    size: \(size)\n"
+            // The warning an entry without TLS checks gets comes from the streamed reading too.
+            if index % 100 == 0 { text += "    insecure: true\n" }
         }
         try scenario.write(text: text, to: "held.yaml")
         let padding = String(repeating: "# a comment that takes the manifest past the size a manifest is held at ......\n", count: 8_192)
@@ -124,8 +197,10 @@ struct StreamedVerifyTests {
             let streamed = try scenario.run(arguments + ["streamed.yaml"])
             #expect(held.status == 1 && streamed.status == 1, "\(held)\n\(streamed)")
             #expect(streamed.stdout == held.stdout)
-            #expect(streamed.stderr == held.stderr)
+            // The warnings name the manifest they are in.
+            #expect(streamed.stderr.replacingOccurrences(of: "streamed.yaml:", with: "held.yaml:") == held.stderr)
             #expect(held.stderr.contains("missing     f3.txt"), "\(held)")
+            #expect(held.stderr.contains("f100.txt: insecure: true"), "\(held)")
         }
     }
 }
