@@ -30,17 +30,23 @@ struct BufferedOutputTests {
         return scenario
     }
 
-    @Test func aLinePerEntryToAFileIsNotAWritePerLine() throws {
+    /// `mirror verify m.yaml` in `scenario` under strace: its result, and its writes to
+    /// `descriptor` as strace saw them.
+    static func verifyTracingWrites(_ scenario: SyncScenario, to descriptor: Int) throws -> (MirrorBinary.Result, [Substring]) {
         let strace = try ExternalCommand.executable("strace", package: "strace")
-        let scenario = try Self.syncedLocalFiles(300)
         let trace = scenario.directory.path("trace")
         let verified = try scenario.run(["verify", "m.yaml"], launcher: [strace, "-f", "-e", "trace=write", "-o", trace])
+        let writes = String(decoding: try Data(contentsOf: URL(fileURLWithPath: trace)), as: UTF8.self)
+            .split(separator: "\n").filter { $0.contains("write(\(descriptor),") }
+        return (verified, writes)
+    }
+
+    @Test func aLinePerEntryToAFileIsNotAWritePerLine() throws {
+        let (verified, writes) = try Self.verifyTracingWrites(try Self.syncedLocalFiles(300), to: 1)
         #expect(verified.status == 0, "\(verified)")
         let lines = verified.stdout.split(separator: "\n")
         #expect(lines.count == 301, "a line per entry and the summary:\n\(verified)")
         #expect(lines.filter { $0.hasPrefix("ok ") }.count == 300)
-        let writes = String(decoding: try Data(contentsOf: URL(fileURLWithPath: trace)), as: UTF8.self)
-            .split(separator: "\n").filter { $0.contains("write(1,") }
         // 301 lines of about 20 bytes: one write, or a few if the flusher ran in between.
         #expect((1...4).contains(writes.count), "\(writes.count) writes to stdout:\n\(writes.prefix(10).joined(separator: "\n"))")
     }
@@ -48,16 +54,11 @@ struct BufferedOutputTests {
     /// Problems go to stderr, held as stdout is when it is a file: a verify of 300 missing
     /// files made 300 writes to stderr.
     @Test func aProblemPerEntryToAFileIsNotAWritePerLine() throws {
-        let strace = try ExternalCommand.executable("strace", package: "strace")
-        let scenario = try Self.localFiles(300)
-        let trace = scenario.directory.path("trace")
-        let verified = try scenario.run(["verify", "m.yaml"], launcher: [strace, "-f", "-e", "trace=write", "-o", trace])
+        let (verified, writes) = try Self.verifyTracingWrites(try Self.localFiles(300), to: 2)
         #expect(verified.status == 1, "\(verified)")
         let lines = verified.stderr.split(separator: "\n")
         #expect(lines.filter { $0.hasPrefix("missing ") }.count == 300, "\(verified)")
         #expect(lines.last?.hasPrefix("0 ok, 0 unverified, 300 with problems") == true)
-        let writes = String(decoding: try Data(contentsOf: URL(fileURLWithPath: trace)), as: UTF8.self)
-            .split(separator: "\n").filter { $0.contains("write(2,") }
         #expect((1...4).contains(writes.count), "\(writes.count) writes to stderr:\n\(writes.prefix(10).joined(separator: "\n"))")
     }
 
