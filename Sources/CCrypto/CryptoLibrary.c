@@ -22,6 +22,8 @@ static void load(void) {
         return;
     }
     int (*init_crypto)(uint64_t options, const OPENSSL_INIT_SETTINGS *settings);
+    const EVP_MD *(*legacy_sha256)(void);
+    const EVP_MD *(*legacy_sha512)(void);
     struct {
         void **slot;
         const char *name;
@@ -33,8 +35,8 @@ static void load(void) {
         {(void **)&mirror_crypto_table.digest_update, "EVP_DigestUpdate"},
         {(void **)&mirror_crypto_table.digest_final_ex, "EVP_DigestFinal_ex"},
         {(void **)&mirror_crypto_table.digest, "EVP_Digest"},
-        {(void **)&mirror_crypto_table.sha256, "EVP_sha256"},
-        {(void **)&mirror_crypto_table.sha512, "EVP_sha512"},
+        {(void **)&legacy_sha256, "EVP_sha256"},
+        {(void **)&legacy_sha512, "EVP_sha512"},
     };
     for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
         *symbols[i].slot = dlsym(crypto, symbols[i].name);
@@ -49,7 +51,15 @@ static void load(void) {
     if (!init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL)) {
         snprintf(failure_text, sizeof failure_text, "OpenSSL could not be initialised (OPENSSL_init_crypto failed)");
         failure = failure_text;
+        return;
     }
+    // The algorithms fetched once (OpenSSL 3); where that fails, the legacy ones, fetched
+    // again at each digest's start as before.
+    EVP_MD *(*fetch)(OSSL_LIB_CTX *context, const char *algorithm, const char *properties) = dlsym(crypto, "EVP_MD_fetch");
+    const EVP_MD *sha256 = fetch != NULL ? fetch(NULL, "SHA256", NULL) : NULL;
+    const EVP_MD *sha512 = fetch != NULL ? fetch(NULL, "SHA512", NULL) : NULL;
+    mirror_crypto_table.sha256 = sha256 != NULL ? sha256 : legacy_sha256();
+    mirror_crypto_table.sha512 = sha512 != NULL ? sha512 : legacy_sha512();
 }
 
 const char *mirror_crypto_load(void) {

@@ -21,14 +21,16 @@ public enum ShardHash {
     /// The first 8 bytes of SHA-256(dest), big-endian.
     public static func key(ofDest dest: String) -> UInt64 {
         OpenSSLSetup.done
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
         var text = dest
-        text.withUTF8 { input in
-            _ = mirror_EVP_Digest(input.baseAddress, input.count, &digest, &length, mirror_EVP_sha256())
+        // On the stack: one of these a manifest entry for every shard of every run.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { digest in
+            var length: UInt32 = 0
+            text.withUTF8 { input in
+                _ = mirror_EVP_Digest(input.baseAddress, input.count, digest.baseAddress, &length, mirror_EVP_sha256())
+            }
+            var key: UInt64 = 0
+            for byte in digest.prefix(8) { key = key << 8 | UInt64(byte) }
+            return key
         }
-        var key: UInt64 = 0
-        for byte in digest.prefix(8) { key = key << 8 | UInt64(byte) }
-        return key
     }
 }
