@@ -59,8 +59,13 @@ enum DestinationPath {
             for end in 0...bytes.count where end == bytes.count || bytes[end] == .slash || bytes[end] == 0 {
                 guard end == bytes.count || bytes[end] == .slash else { return false }
                 let component = UnsafeBufferPointer(rebasing: bytes[start..<end])
-                if component.isEmpty || component.count > maximumComponentBytes
-                    || component.elementsEqual(".".utf8) || component.elementsEqual("..".utf8)
+                if component.isEmpty || component.count > maximumComponentBytes {
+                    return false
+                }
+                // Every name refused below starts with a dot: the generic comparisons, four a
+                // component, were about 700 instructions an entry.
+                if component[0] == UInt8(ascii: "."),
+                   component.elementsEqual(".".utf8) || component.elementsEqual("..".utf8)
                     || (start == 0 && component.elementsEqual(reservedDirectory.utf8))
                     || component.elementsEqual(reservedTrashDirectory.utf8) {
                     return false
