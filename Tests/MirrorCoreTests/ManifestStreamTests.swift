@@ -299,4 +299,14 @@ struct ManifestStreamTests {
         }
         _ = try builder.closeStreamed(end: mark)
     }
+
+    /// A regular file is read up to 64 GiB: positions past 32 bits (a node beyond 2 GiB of text)
+    /// are clamped, not a trap that ends the process.
+    @Test func positionsPastThirtyTwoBitsAreClampedNotATrap() {
+        var node = YAMLNode(.scalar("x", isPlain: true), line: 3_000_000_000, column: 5_000_000_000)
+        node.characterRange = 2_200_000_000..<5_000_000_000
+        node.endLine = Int(UInt32.max) + 2
+        #expect(node.line == Int(Int32.max) && node.column == Int(Int32.max) && node.endLine == Int(Int32.max))
+        #expect(node.characterRange == Int(Int32.max)..<Int(Int32.max))
+    }
 }

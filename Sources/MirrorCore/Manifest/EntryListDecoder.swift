@@ -36,7 +36,7 @@ struct EntryListDecoder {
     let purpose: Purpose
     /// The entries kept so far, and the index of each in `files`.
     private var entries: [Entry] = []
-    private var indices: [UInt32] = []
+    private var indices: [Int] = []
     private var keys = DestinationKeys()
     /// With a shard: what every shard holds.
     private(set) var totals: [ShardTotals] = []
@@ -87,7 +87,7 @@ struct EntryListDecoder {
                 guard owner == shard.index else { return }
             }
             entries.append(entry)
-            indices.append(UInt32(truncatingIfNeeded: count))
+            indices.append(count)
         case .nothing:
             keys.add(dest: decoded.entry.dest)
             decodedCount += 1
@@ -139,7 +139,7 @@ struct EntryListDecoder {
         if case .nothing = purpose { skipped = dropped }
         guard !dropped.isEmpty else { return }
         var position = 0
-        for index in indices.indices where !dropped.contains(Int(indices[index])) {
+        for index in indices.indices where !dropped.contains(indices[index]) {
             entries.swapAt(position, index)
             indices[position] = indices[index]
             position += 1
@@ -153,9 +153,9 @@ struct EntryListDecoder {
         var low = 0, high = indices.count
         while low < high {
             let middle = (low + high) / 2
-            if Int(indices[middle]) < index { low = middle + 1 } else { high = middle }
+            if indices[middle] < index { low = middle + 1 } else { high = middle }
         }
-        return low < indices.count && Int(indices[low]) == index ? low : nil
+        return low < indices.count && indices[low] == index ? low : nil
     }
 
     /// The entries kept, once the last has been added (and `settle` given the second reading's

@@ -15,8 +15,8 @@ struct YAMLNode: Sendable {
     }
 
     var content: Content
-    /// The positions below, as 32-bit numbers: a line or column past 2,147,483,647 (only in a
-    /// manifest of more than 2 GiB) is named as that one. A node is copied at every step from
+    /// The positions below, as 32-bit numbers: a line, column or character offset past
+    /// 2,147,483,647 (only in a manifest of more than 2 GiB) is clamped to it. A node is copied at every step from
     /// its event to its entry, and its size is most of what such a copy costs.
     private var positions: Positions
     /// A flow collection (`{…}`, `[…]`) or a flow scalar, as opposed to block style.
@@ -43,21 +43,21 @@ struct YAMLNode: Sendable {
     /// Where the node starts, counting from 1.
     var line: Int {
         get { Int(positions.line) }
-        set { positions.line = Int32(newValue) }
+        set { positions.line = Int32(clamping: newValue) }
     }
     var column: Int {
         get { Int(positions.column) }
-        set { positions.column = Int32(newValue) }
+        set { positions.column = Int32(clamping: newValue) }
     }
     /// Where the node ends (the position just past it), counting from 1; columns count
     /// Unicode scalars, as libyaml does.
     var endLine: Int {
         get { Int(positions.endLine) }
-        set { positions.endLine = Int32(newValue) }
+        set { positions.endLine = Int32(clamping: newValue) }
     }
     var endColumn: Int {
         get { Int(positions.endColumn) }
-        set { positions.endColumn = Int32(newValue) }
+        set { positions.endColumn = Int32(clamping: newValue) }
     }
     /// Where the node's text is, counted as libyaml's marks count: in Unicode scalars (a CRLF
     /// is two) from the start of the text, after any byte order mark. It includes the node's
@@ -65,8 +65,10 @@ struct YAMLNode: Sendable {
     var characterRange: Range<Int> {
         get { Int(positions.characterStart)..<Int(positions.characterEnd) }
         set {
-            positions.characterStart = Int32(newValue.lowerBound)
-            positions.characterEnd = Int32(newValue.upperBound)
+            // Past 2^31 characters (a manifest streamed, never one `mirror lock` edits, which
+            // holds at most 64 MiB) the offsets are clamped rather than trap.
+            positions.characterStart = Int32(clamping: newValue.lowerBound)
+            positions.characterEnd = Int32(clamping: newValue.upperBound)
         }
     }
     /// Set when an alias (`*name`) put this copy here; the node's own positions are those of
