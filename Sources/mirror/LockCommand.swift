@@ -36,6 +36,13 @@ struct LockCommand: AsyncParsableCommand {
 
     func run() async throws {
         let console = options.console()
+        do {
+            try ManifestLoader.checkPinnable(path: options.manifest)
+        } catch {
+            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
+            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
+            throw ExitWith(status: .usage)
+        }
         var whole = try options.loadManifest(console: console)
         let manifest = try shard.apply(to: whole, console: console, json: options.json)
         do {

@@ -273,7 +273,7 @@ struct ManifestStreamTests {
         #expect {
             _ = try ManifestLoader.load(path: path, environment: [:])
         } throws: { error in
-            "\(error)" == "cannot read manifest `\(path)`: it is larger than 64 MiB, the most a manifest read from a pipe, or pinned by `mirror lock`, may hold (it is held in memory); give a regular file, or split the manifest"
+            "\(error)" == "cannot read manifest `\(path)`: it is larger than 64 MiB, the most a manifest read from a pipe may hold (a pipe cannot be read twice, so it is held in memory); give it as a regular file"
         }
     }
 

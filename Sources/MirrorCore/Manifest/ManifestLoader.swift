@@ -63,7 +63,7 @@ public enum ManifestLoader {
             text = .file(descriptor: descriptor, size: Int(info.st_size))
         } else {
             // A pipe cannot be read a second time, as a key after `files` may need.
-            text = .bytes(try readAll(descriptor, path: path))
+            text = .bytes(try readAll(descriptor, path: path, heldFor: .pipe))
         }
         let currentDirectory = FileManager.default.currentDirectoryPath
         let manifestDirectory = LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory))
@@ -210,32 +210,58 @@ public enum ManifestLoader {
         return hasher.finalize()
     }
 
-    /// The bytes of the file at `path`, read with plain POSIX calls so that a failure can name
-    /// the system's reason.
+    /// Why a manifest's text is held in memory, for the message when it is too large to be.
+    enum HeldText {
+        /// It came through a pipe, which cannot be read a second time.
+        case pipe
+        /// `mirror lock` edits it.
+        case pinned
+    }
+
+    /// The bytes of the file at `path` that `mirror lock` edits, read with plain POSIX calls so
+    /// that a failure can name the system's reason.
     static func readFile(at path: String) throws(ManifestError) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw ManifestError(unreadable(path, .system(errno: errno))) }
         defer { close(descriptor) }
-        return try readAll(descriptor, path: path)
+        return try readAll(descriptor, path: path, heldFor: .pinned)
     }
 
-    private static func readAll(_ descriptor: Int32, path: String) throws(ManifestError) -> [UInt8] {
+    /// Refuses, before anything is read, a manifest file `mirror lock` could not edit: one
+    /// larger than `maximumHeldSize`. Loading it first would take minutes for a manifest of
+    /// millions of entries, only to stop at the edit.
+    public static func checkPinnable(path: String) throws(ManifestError) {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > maximumHeldSize else { return }
+        throw ManifestError(tooLargeToHold(path, .pinned))
+    }
+
+    private static func readAll(_ descriptor: Int32, path: String, heldFor: HeldText) throws(ManifestError) -> [UInt8] {
         do {
             return try WholeFile.read(descriptor, limit: maximumHeldSize)
         } catch {
             switch error {
             case .system(let code): throw ManifestError(unreadable(path, .system(errno: code)))
-            case .tooLarge: throw ManifestError(unreadable(path, .tooLarge(limit: maximumHeldSize)))
+            case .tooLarge: throw ManifestError(tooLargeToHold(path, heldFor))
             }
         }
+    }
+
+    /// Why the manifest at `path`, which must be held in memory, cannot be.
+    static func tooLargeToHold(_ path: String, _ heldFor: HeldText) -> ManifestDiagnostic {
+        let reason = switch heldFor {
+        case .pipe:
+            "it is larger than \(maximumHeldSize >> 20) MiB, the most a manifest read from a pipe may hold (a pipe cannot be read twice, so it is held in memory); give it as a regular file"
+        case .pinned:
+            "it is larger than \(maximumHeldSize >> 20) MiB, the most `mirror lock` edits (it holds the text in memory); pin a manifest of fewer entries (about 1,000,000 fit), or split this one"
+        }
+        return ManifestDiagnostic(location: nil, key: nil, message: "cannot read manifest `\(path)`: \(reason)")
     }
 
     /// Why the manifest at `path` cannot be read; it has no location.
     static func unreadable(_ path: String, _ failure: YAMLFileInput.Failure) -> ManifestDiagnostic {
         let reason = switch failure {
         case .system(let code): String(cString: strerror(code))
-        case .tooLarge(maximumHeldSize):
-            "it is larger than \(maximumHeldSize >> 20) MiB, the most a manifest read from a pipe, or pinned by `mirror lock`, may hold (it is held in memory); give a regular file, or split the manifest"
         case .tooLarge(let limit): "it is larger than \(limit >> 30) GiB, far more than any list of files needs"
         }
         return ManifestDiagnostic(location: nil, key: nil, message: "cannot read manifest `\(path)`: \(reason)")

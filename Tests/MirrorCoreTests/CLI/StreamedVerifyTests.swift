@@ -168,6 +168,18 @@ struct StreamedVerifyTests {
         #expect(checksum(text + [0], pieces: 3) != whole)
     }
 
+    /// `mirror lock` holds the text it edits: a manifest larger than that may be is refused
+    /// before it is read (not after minutes of loading millions of entries). The file here is
+    /// sparse past its first line: a load would have stopped at its NUL bytes instead.
+    @Test func lockRefusesAManifestTooLargeToEditBeforeReadingIt() throws {
+        let scenario = try SyncScenario()
+        let path = try scenario.write(text: "version: 1\n", to: "big.yaml")
+        try #require(truncate(path, off_t(ManifestLoader.maximumHeldSize + 1)) == 0)
+        let locked = try scenario.run(["lock", "big.yaml"])
+        #expect(locked.status == 2, "\(locked)")
+        #expect(locked.stderr == "mirror: cannot read manifest `big.yaml`: it is larger than 64 MiB, the most `mirror lock` edits (it holds the text in memory); pin a manifest of fewer entries (about 1,000,000 fit), or split this one\n")
+    }
+
     /// The same manifest padded past 64 MiB with comments is verified as a stream: its output,
     /// text and JSON, is that of the manifest held.
     @Test func aManifestPastTheHeldSizeIsVerifiedAsAStreamWithTheSameOutput() throws {
