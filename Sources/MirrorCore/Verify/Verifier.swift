@@ -73,10 +73,15 @@ public struct Verifier: Sendable {
         let opening = StateStore.open(in: stateDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { options.events?(.stateStoreProblem(problem)) }
         let store = opening.store
-        store?.expect(entries: count)
         let siblings = SiblingStores.open(in: stateDirectory, besides: manifest.shard)
         for problem in siblings.problems { options.events?(.stateStoreProblem(problem)) }
-        siblings.expect(entries: count)
+        if stream == nil {
+            // Then each store's rows are read whole, beside the workers. Not for a streamed
+            // manifest: its records would be as many as the entries the stream does not hold
+            // (10,000,000 rows, gigabytes); they are looked up one at a time instead.
+            store?.expect(entries: count)
+            siblings.expect(entries: count)
+        }
         defer { siblings.close() }
         for leftover in PruneTrash.pending(in: rootDirectory, stores: [store].compactMap { $0 } + siblings.stores) {
             options.events?(.pruneLeftover(leftover))
@@ -98,6 +103,11 @@ public struct Verifier: Sendable {
         blocking.submit { records.finish(Records(store: store, siblings: siblings)) }
         _ = await boundedMap(Array(0..<workers), width: workers) { _ in
             await blocking.run {
+                // A streamed manifest's records are looked up a row at a time (above): each
+                // worker through connections of its own, not all through one store's lock (16
+                // workers meeting on it: 1,000,000 entries in 37 s instead of 8).
+                let own = stream == nil ? nil : Records.opened(in: stateDirectory, shard: manifest.shard)
+                defer { own?.close() }
                 let reader = DirectoryReader(root: rootDirectory)
                 func look(_ paths: DestinationPaths) -> Result<LocalFacts, TransferFailure> {
                     Result { () throws(TransferFailure) in try reader.inspectDestinationFirst(paths) }
@@ -106,7 +116,7 @@ public struct Verifier: Sendable {
                 var looked: [(batch: VerifyFeed.Batch, local: [Result<LocalFacts, TransferFailure>])] = []
                 var lookedCount = 0
                 func judgeLooked() {
-                    let loaded = records.wait()
+                    let loaded = own ?? records.wait()
                     for (batch, local) in looked {
                         order.finished(batch: batch.number, zip(batch.entries, local).map { entry, local in
                             judge(entry, paths: nil, local: local, records: loaded, rehash: rehash)
@@ -130,7 +140,7 @@ public struct Verifier: Sendable {
                         continue
                     }
                     if !looked.isEmpty { judgeLooked() }
-                    let loaded = records.wait()
+                    let loaded = own ?? records.wait()
                     order.finished(batch: batch.number, batch.entries.map { entry in
                         let paths = manifest.paths(for: entry)
                         return judge(entry, paths: paths, local: look(paths), records: loaded, rehash: rehash)
@@ -154,11 +164,35 @@ public struct Verifier: Sendable {
         let store: StateStore?
         let snapshot: RecordSnapshot?
         let siblings: [(store: StateStore, snapshot: RecordSnapshot?)]
+        /// The siblings `opened` opened, to close; nil for the run's own.
+        private let siblingStores: SiblingStores?
 
         init(store: StateStore?, siblings: SiblingStores) {
             self.store = store
             snapshot = store?.snapshot()
             self.siblings = siblings.stores.map { ($0, $0.snapshot()) }
+            siblingStores = nil
+        }
+
+        /// The stores opened again, read-only, for one worker's lookups a row at a time; their
+        /// problems were said when the run opened them.
+        static func opened(in directory: StateDirectory, shard: ShardSelection?) -> Records {
+            Records(store: StateStore.open(in: directory, mode: .readOnly, shard: shard).store,
+                    rowByRow: SiblingStores.open(in: directory, besides: shard))
+        }
+
+        private init(store: StateStore?, rowByRow siblings: SiblingStores) {
+            self.store = store
+            snapshot = nil
+            self.siblings = siblings.stores.map { ($0, nil) }
+            siblingStores = siblings
+        }
+
+        /// Closes what `opened` opened.
+        func close() {
+            guard let siblingStores else { return }
+            store?.close()
+            siblingStores.close()
         }
 
         func own(_ dest: String) -> StateRecord? {

@@ -194,6 +194,18 @@ struct StreamedVerifyTests {
             // The warning an entry without TLS checks gets comes from the streamed reading too.
             if index % 100 == 0 { text += "    insecure: true\n" }
         }
+        // Files synced from a source, whose records the stores hold: checked against them, a
+        // row at a time when the manifest is streamed; one changed since.
+        var synced = "version: 1\nallow_file: true\nroot: ./root\nfiles:\n"
+        for index in 0..<100 {
+            let source = try scenario.directory.write(Data("synced \(index)\n".utf8), to: "source/g\(index).txt")
+            synced += "  - url: \"file://\(source)\"\n    dest: g\(index).txt\n"
+        }
+        try scenario.write(text: synced, to: "synced.yaml")
+        let sync = try scenario.run(["sync", "--quiet", "synced.yaml"])
+        try #require(sync.status == 0, "\(sync)")
+        _ = try scenario.directory.write(Data("changed\n".utf8), to: "root/g7.txt")
+        text += synced.components(separatedBy: "files:\n")[1]
         try scenario.write(text: text, to: "held.yaml")
         let padding = String(repeating: "# a comment that takes the manifest past the size a manifest is held at ......\n", count: 8_192)
         let descriptor = open(scenario.directory.path("streamed.yaml"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -213,6 +225,8 @@ struct StreamedVerifyTests {
             #expect(streamed.stderr.replacingOccurrences(of: "streamed.yaml:", with: "held.yaml:") == held.stderr)
             #expect(held.stderr.contains("missing     f3.txt"), "\(held)")
             #expect(held.stderr.contains("f100.txt: insecure: true"), "\(held)")
+            #expect(held.stderr.contains("modified    g7.txt") || held.stdout.contains("\"dest\":\"g7.txt\",\"status\":\"modified\""), "\(held)")
+            #expect(held.stdout.contains("ok          g8.txt") || held.stdout.contains("\"dest\":\"g8.txt\",\"status\":\"ok\""), "\(held)")
         }
     }
 }
