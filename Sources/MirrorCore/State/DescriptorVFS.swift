@@ -16,6 +16,8 @@ enum DescriptorVFS {
 
     /// Registers the VFS, once; whether it is there.
     static let isRegistered: Bool = {
+        // Before `sqlite3_vfs_find` initialises SQLite.
+        _ = mirror_sqlite_stop_counting_memory()
         guard let unix = sqlite3_vfs_find("unix") else { return false }
         let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)
         vfs.initialize(to: unix.pointee)

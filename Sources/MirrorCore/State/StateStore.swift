@@ -168,14 +168,6 @@ public final class StateStore: Sendable {
         try connection.withLock { connection throws(StoreError) in try connection.read(dest) }
     }
 
-    /// Every record, read now, to be looked up from several threads without the connection's
-    /// lock (`verify`'s workers met on it for every entry); nil when the store holds many more
-    /// rows than were announced by `expect(entries:)` (then records are read one at a time) or
-    /// cannot be read.
-    func snapshot() -> RecordSnapshot? {
-        connection.withLock { connection in (try? connection.snapshot()).map(RecordSnapshot.init) }
-    }
-
     public func save(_ record: StateRecord) throws(StoreError) {
         try connection.withLock { connection throws(StoreError) in try connection.write(record) }
     }
@@ -352,7 +344,6 @@ private final class Connection {
     /// one. Only when the store holds not many more rows than the run has entries (see
     /// `expect`); a store shared with other, larger manifests is read a record at a time.
     private var records: [DestKey: StateRecord]?
-    private var expectedEntries: Int?
     private var decidedOnRecords = false
     /// Reading every row beside the run, from `expect` until its rows are taken into `records`.
     private var reader: RecordsReader?
@@ -563,7 +554,6 @@ private final class Connection {
     /// The run will ask for about this many records: every row is read beside it from now
     /// on, once (`RecordsReader`).
     func expect(entries: Int) {
-        expectedEntries = entries
         guard isOpen, !decidedOnRecords, reader == nil else { return }
         writtenSinceReader = [:]
         reader = RecordsReader(name: openedAs.name, flags: openedAs.flags, expected: entries)
@@ -590,14 +580,6 @@ private final class Connection {
         return found
     }
 
-    /// Every row, when the store holds not many more than the run expects; nil otherwise.
-    func snapshot() throws(StoreError) -> [DestKey: StateRecord]? {
-        try ensureOpen()
-        if let reader, records == nil, !decidedOnRecords { takeRecords(reader.take(waiting: true)) }
-        try decideOnRecords()
-        return records
-    }
-
     /// Takes the rows `reader` read (nil: none, the table being much larger than the run or
     /// unreadable there), with what was written since it began over them; from then on
     /// records are looked up in them, or read a row at a time.
@@ -609,20 +591,6 @@ private final class Connection {
             records = read
         }
         writtenSinceReader = nil
-    }
-
-    /// Reads every row into `records`, once, when the store holds not many more than the
-    /// entries expected (`readWhole`); otherwise records go on being read a row at a time. For
-    /// a store that was not told what to expect: `expect` reads them beside the run instead.
-    private func decideOnRecords() throws(StoreError) {
-        guard !decidedOnRecords else { return }
-        decidedOnRecords = true
-        guard let expectedEntries else { return }
-        switch try Self.readWhole(db, expected: expectedEntries) {
-        case .rows(let rows): records = rows
-        case .tooMany: break
-        case .failed(let step): throw failure(step)
-        }
     }
 
     func readAll() throws(StoreError) -> [StateRecord] {
@@ -1023,15 +991,6 @@ private final class RecordsReader: Sendable {
     }
 
     deinit { stop() }
-}
-
-/// The records of a store as read at one moment, looked up by dest without a lock.
-struct RecordSnapshot: Sendable {
-    fileprivate let records: [DestKey: StateRecord]
-
-    func record(for dest: String) -> StateRecord? {
-        records[DestKey(dest)]
-    }
 }
 
 /// A connection that only folds the store's log into the database (`PRAGMA wal_checkpoint`),

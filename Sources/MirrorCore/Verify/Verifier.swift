@@ -72,20 +72,15 @@ public struct Verifier: Sendable {
         let count = stream?.count ?? manifest.entries.count
         let opening = StateStore.open(in: stateDirectory, mode: .readOnly, shard: manifest.shard)
         if let problem = opening.problem { options.events?(.stateStoreProblem(problem)) }
-        let store = opening.store
         let siblings = SiblingStores.open(in: stateDirectory, besides: manifest.shard)
         for problem in siblings.problems { options.events?(.stateStoreProblem(problem)) }
-        if stream == nil {
-            // Then each store's rows are read whole, beside the workers. Not for a streamed
-            // manifest: its records would be as many as the entries the stream does not hold
-            // (10,000,000 rows, gigabytes); they are looked up one at a time instead.
-            store?.expect(entries: count)
-            siblings.expect(entries: count)
-        }
-        defer { siblings.close() }
-        for leftover in PruneTrash.pending(in: rootDirectory, stores: [store].compactMap { $0 } + siblings.stores) {
+        for leftover in PruneTrash.pending(in: rootDirectory, stores: [opening.store].compactMap { $0 } + siblings.stores) {
             options.events?(.pruneLeftover(leftover))
         }
+        // The workers open the stores again, each for itself (below); these were for their
+        // problems and what a prune left.
+        opening.store?.close()
+        siblings.close()
         guard count > 0 else { return }
         // `concurrency` workers on the blocking pool, each taking the next batch of entries
         // until none is left: one hop to the pool per worker, not one per entry (a hop and back
@@ -95,55 +90,21 @@ public struct Verifier: Sendable {
         let feed = stream.map {
             VerifyFeed(stream: $0, batchSize: Self.batchSize, queued: 4 * workers, window: Self.window, order: order)
         } ?? VerifyFeed(entries: manifest.entries, batchSize: min(Self.batchSize, max(1, count / (4 * workers))))
-        // The store is read whole (it blocks: on a pool thread) while the workers look at the
-        // disk: each looks at the entries it takes until the records are there, then judges
-        // those, then looks at and judges each next one. 1,000,000 entries: the two seconds of
-        // reading the store were two seconds of the run on their own.
-        let records = RecordsLoading()
-        blocking.submit { records.finish(Records(store: store, siblings: siblings)) }
         _ = await boundedMap(Array(0..<workers), width: workers) { _ in
             await blocking.run {
-                // A streamed manifest's records are looked up a row at a time (above): each
-                // worker through connections of its own, not all through one store's lock (16
-                // workers meeting on it: 1,000,000 entries in 37 s instead of 8).
-                let own = stream == nil ? nil : Records.opened(in: stateDirectory, shard: manifest.shard)
-                defer { own?.close() }
+                // Each worker looks the records up a row at a time, through read-only
+                // connections to the stores of its own. Every store read whole first held
+                // 1,030 MiB for 1,000,000 entries (and would hold gigabytes for a streamed
+                // manifest of ten million); one connection's lock shared by 16 workers took
+                // 37 s. Its own: 315 MiB and 6.3 s for the million (7.6 s read whole).
+                let records = Records.opened(in: stateDirectory, shard: manifest.shard)
+                defer { records.close() }
                 let reader = DirectoryReader(root: rootDirectory)
-                func look(_ paths: DestinationPaths) -> Result<LocalFacts, TransferFailure> {
-                    Result { () throws(TransferFailure) in try reader.inspectDestinationFirst(paths) }
-                }
-                // Batches looked at before the records were there, and what was found.
-                var looked: [(batch: VerifyFeed.Batch, local: [Result<LocalFacts, TransferFailure>])] = []
-                var lookedCount = 0
-                func judgeLooked() {
-                    let loaded = own ?? records.wait()
-                    for (batch, local) in looked {
-                        order.finished(batch: batch.number, zip(batch.entries, local).map { entry, local in
-                            judge(entry, paths: nil, local: local, records: loaded, rehash: rehash)
-                        })
-                    }
-                    looked = []
-                    lookedCount = 0
-                }
-                while true {
-                    // A worker holding looked batches never waits for another: what it holds may
-                    // be what the stream waits on to go on.
-                    let taken = feed.take(wait: looked.isEmpty)
-                    guard case .batch(let batch) = taken else {
-                        if case .finished = taken, looked.isEmpty { break }
-                        judgeLooked()
-                        continue
-                    }
-                    if !records.isReady, lookedCount < Self.lookAhead {
-                        looked.append((batch, batch.entries.map { look(manifest.paths(for: $0)) }))
-                        lookedCount += batch.entries.count
-                        continue
-                    }
-                    if !looked.isEmpty { judgeLooked() }
-                    let loaded = own ?? records.wait()
+                while case .batch(let batch) = feed.take() {
                     order.finished(batch: batch.number, batch.entries.map { entry in
                         let paths = manifest.paths(for: entry)
-                        return judge(entry, paths: paths, local: look(paths), records: loaded, rehash: rehash)
+                        let local = Result { () throws(TransferFailure) in try reader.inspectDestinationFirst(paths) }
+                        return judge(entry, paths: paths, local: local, records: records, rehash: rehash)
                     })
                 }
                 return 0
@@ -157,92 +118,36 @@ public struct Verifier: Sendable {
     /// Batches the stream may be read ahead of the results delivered.
     static let window = 1024
 
-    /// The stores' records, each store's read whole at the start when it is not much larger
-    /// than the manifest (`StateStore.snapshot`), else a row at a time through its lock. A
-    /// record that cannot be read counts as none.
-    private struct Records: Sendable {
+    /// One worker's view of the stores' records, read a row at a time through connections of
+    /// its own. A store that cannot be opened, and a record that cannot be read, count as none
+    /// (the run said so when it opened them).
+    private struct Records {
         let store: StateStore?
-        let snapshot: RecordSnapshot?
-        let siblings: [(store: StateStore, snapshot: RecordSnapshot?)]
-        /// The siblings `opened` opened, to close; nil for the run's own.
-        private let siblingStores: SiblingStores?
+        let siblings: SiblingStores
 
-        init(store: StateStore?, siblings: SiblingStores) {
-            self.store = store
-            snapshot = store?.snapshot()
-            self.siblings = siblings.stores.map { ($0, $0.snapshot()) }
-            siblingStores = nil
-        }
-
-        /// The stores opened again, read-only, for one worker's lookups a row at a time; their
-        /// problems were said when the run opened them.
         static func opened(in directory: StateDirectory, shard: ShardSelection?) -> Records {
             Records(store: StateStore.open(in: directory, mode: .readOnly, shard: shard).store,
-                    rowByRow: SiblingStores.open(in: directory, besides: shard))
-        }
-
-        private init(store: StateStore?, rowByRow siblings: SiblingStores) {
-            self.store = store
-            snapshot = nil
-            self.siblings = siblings.stores.map { ($0, nil) }
-            siblingStores = siblings
-        }
-
-        /// Closes what `opened` opened.
-        func close() {
-            guard let siblingStores else { return }
-            store?.close()
-            siblingStores.close()
+                    siblings: SiblingStores.open(in: directory, besides: shard))
         }
 
         func own(_ dest: String) -> StateRecord? {
-            if let snapshot { return snapshot.record(for: dest) }
-            return (try? store?.record(for: dest)) ?? nil
+            (try? store?.record(for: dest)) ?? nil
         }
 
         func siblings(_ dest: String) -> [StateRecord] {
-            siblings.compactMap { sibling in
-                if let snapshot = sibling.snapshot { return snapshot.record(for: dest) }
-                return (try? sibling.store.record(for: dest)) ?? nil
-            }
+            siblings.stores.compactMap { (try? $0.record(for: dest)) ?? nil }
+        }
+
+        func close() {
+            store?.close()
+            siblings.close()
         }
     }
-
-    /// The records, once read, for the workers that wait for them.
-    private final class RecordsLoading: @unchecked Sendable {
-        private let ready = Atomic<Bool>(false)
-        private let loaded = Mutex<Records?>(nil)
-        private let arrived = DispatchGroup()
-
-        init() {
-            arrived.enter()
-        }
-
-        var isReady: Bool { ready.load(ordering: .acquiring) }
-
-        func finish(_ records: Records) {
-            loaded.withLock { $0 = records }
-            ready.store(true, ordering: .releasing)
-            arrived.leave()
-        }
-
-        func wait() -> Records {
-            arrived.wait()
-            return loaded.withLock { $0! }
-        }
-    }
-
-    /// Entries a worker looks at before the records are there, at most: what it found of each
-    /// (about 100 bytes) waits for them, 26 MB for 8 workers. 1,000,000 entries, the store read
-    /// on one of the workers' threads: 8.7-9.2 s with this bound, 8.6-9.0 s with none (and 100
-    /// MB more), 11.5-11.7 s without looking ahead.
-    static let lookAhead = 1 << 15
 
     /// The verdict on `entry` from what a look at the disk found (the partial file only where
-    /// `DEST` is missing, to say that there is one) and the records; `paths` are its paths,
-    /// made again when nil and needed.
+    /// `DEST` is missing, to say that there is one) and the records; `paths` are its paths.
     private func judge(
-        _ entry: Entry, paths known: DestinationPaths?, local looked: Result<LocalFacts, TransferFailure>, records: Records, rehash: Bool
+        _ entry: Entry, paths: DestinationPaths, local looked: Result<LocalFacts, TransferFailure>, records: Records, rehash: Bool
     ) -> VerifiedEntry {
         var result = VerifiedEntry(dest: entry.dest, status: .ok, size: nil, sha256: nil, hashFromStore: false, detail: nil)
         let local: LocalFacts
@@ -278,7 +183,7 @@ public struct Verifier: Sendable {
             result.hashFromStore = true
         } else {
             do {
-                result.sha256 = try rootDirectory.digestOfDestination(known ?? manifest.paths(for: entry), algorithm)
+                result.sha256 = try rootDirectory.digestOfDestination(paths, algorithm)
             } catch {
                 result.status = .mismatch
                 result.detail = error.description

@@ -18,8 +18,6 @@ final class VerifyFeed: @unchecked Sendable {
 
     enum Taken {
         case batch(Batch)
-        /// None is there yet (only when not waiting).
-        case notYet
         /// Every batch was taken.
         case finished
     }
@@ -77,8 +75,8 @@ final class VerifyFeed: @unchecked Sendable {
         }
     }
 
-    /// The next batch; with `wait`, waits for one while the stream is being read.
-    func take(wait: Bool) -> Taken {
+    /// The next batch, waiting for one while the stream is being read.
+    func take() -> Taken {
         switch source {
         case .list(let entries, let batchSize):
             let number = next.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -86,7 +84,7 @@ final class VerifyFeed: @unchecked Sendable {
             guard first < entries.count else { return .finished }
             return .batch(Batch(number: number, first: first, entries: entries[first..<min(first + batchSize, entries.count)]))
         case .stream(let queue):
-            return queue.take(wait: wait)
+            return queue.take()
         }
     }
 
@@ -130,12 +128,8 @@ final class VerifyFeed: @unchecked Sendable {
 
         var failure: ManifestError? { state.withLock { $0.failure } }
 
-        func take(wait: Bool) -> Taken {
-            if wait {
-                ready.wait()
-            } else if ready.wait(timeout: .now()) == .timedOut {
-                return .notYet
-            }
+        func take() -> Taken {
+            ready.wait()
             let taken: Batch? = state.withLock { state in
                 guard state.head < state.batches.count else { return nil }
                 let batch = state.batches[state.head]
