@@ -60,11 +60,7 @@ struct CommonOptions: ParsableArguments {
         do {
             loaded = try read()
         } catch {
-            if json { console.json(ErrorJSON.manifest(error.diagnostics)) }
-            for diagnostic in error.diagnostics {
-                console.error("mirror: \(diagnostic)")
-            }
-            throw ExitWith(status: .usage)
+            throw refused(error, console: console)
         }
         if let refusal = StateDirectory(for: loaded).refusal() {
             let diagnostic = ManifestDiagnostic(location: nil, key: stateDir == nil ? "state_dir" : "--state-dir", message: refusal)
@@ -73,9 +69,24 @@ struct CommonOptions: ParsableArguments {
             throw ExitWith(status: .usage)
         }
         for entry in loaded.entries where entry.settings.insecure {
-            console.notice("mirror: warning: \(entry.location): \(entry.dest): insecure: true, TLS certificates are not verified")
+            Self.warnInsecure(at: entry.location, dest: entry.dest, console: console)
         }
         return loaded
+    }
+
+    /// Says the manifest's problems (as a JSON document too with `--json`, unless the command
+    /// writes that itself), and the exit status they end the command with: 2.
+    func refused(_ error: ManifestError, console: Console, writingJSON: Bool = true) -> ExitWith {
+        if json && writingJSON { console.json(ErrorJSON.manifest(error.diagnostics)) }
+        for diagnostic in error.diagnostics {
+            console.error("mirror: \(diagnostic)")
+        }
+        return ExitWith(status: .usage)
+    }
+
+    /// The warning an entry with `insecure: true` gets as the manifest loads.
+    private static func warnInsecure(at location: SourceLocation, dest: String, console: Console) {
+        console.notice("mirror: warning: \(location): \(dest): insecure: true, TLS certificates are not verified")
     }
 
     /// As `loadManifest`, for a command that can take a manifest's entries one at a time: one
@@ -89,7 +100,7 @@ struct CommonOptions: ParsableArguments {
             return loaded.manifest
         }
         for (location, dest) in stream?.insecureEntries ?? [] {
-            console.notice("mirror: warning: \(location): \(dest): insecure: true, TLS certificates are not verified")
+            Self.warnInsecure(at: location, dest: dest, console: console)
         }
         return (manifest, stream)
     }

@@ -39,9 +39,7 @@ struct LockCommand: AsyncParsableCommand {
         do {
             try ManifestLoader.checkPinnable(path: options.manifest)
         } catch {
-            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
-            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
-            throw ExitWith(status: .usage)
+            throw options.refused(error, console: console)
         }
         var whole = try options.loadManifest(console: console)
         let manifest = try shard.apply(to: whole, console: console, json: options.json)
@@ -58,9 +56,7 @@ struct LockCommand: AsyncParsableCommand {
                 try ManifestPinWriter.checkPinnable(whole, environment: ProcessInfo.processInfo.environment)
             }
         } catch let error as ManifestError {
-            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
-            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
-            throw ExitWith(status: .usage)
+            throw options.refused(error, console: console)
         }
         try options.finishNetworkPreparation(console: console)
         var runOptions = options.runOptions(for: manifest, console: console)
@@ -88,9 +84,7 @@ struct LockCommand: AsyncParsableCommand {
                 withExtendedLifetime(pinLock) {}
             }
         } catch let error as ManifestError {
-            if options.json { console.json(ErrorJSON.manifest(error.diagnostics)) }
-            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
-            throw ExitWith(status: .usage)
+            throw options.refused(error, console: console)
         }
         if options.json {
             let entries = manifest.entries.map { entry -> JSONValue in

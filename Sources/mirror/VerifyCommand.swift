@@ -41,8 +41,7 @@ struct VerifyCommand: AsyncParsableCommand {
             try await verifier.verify(rehash: rehash, stream: stream) { results in output.write(results) }
         } catch {
             if options.json { output.finish(error: ErrorJSON.manifest(error.diagnostics)) }
-            for diagnostic in error.diagnostics { console.error("mirror: \(diagnostic)") }
-            throw ExitWith(status: .usage)
+            throw options.refused(error, console: console, writingJSON: false)
         }
         KeptUntilExit.keep(value: manifest)
         let counts = output.finish()

@@ -35,6 +35,10 @@ public final class ManifestEntryStream: @unchecked Sendable {
         init?(_ descriptor: Int32) {
             var info = stat()
             guard fstat(descriptor, &info) == 0 else { return nil }
+            self.init(info)
+        }
+
+        init(_ info: stat) {
             device = UInt64(info.st_dev)
             inode = UInt64(info.st_ino)
             size = Int64(info.st_size)

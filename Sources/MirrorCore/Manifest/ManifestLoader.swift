@@ -65,14 +65,21 @@ public enum ManifestLoader {
             // A pipe cannot be read a second time, as a key after `files` may need.
             text = .bytes(try readAll(descriptor, path: path, heldFor: .pipe))
         }
-        let currentDirectory = FileManager.default.currentDirectoryPath
-        let manifestDirectory = LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory))
         return try decode(
             text, path: path,
-            rootResolution: .init(
-                manifestDirectory: manifestDirectory, override: rootOverride, currentDirectory: currentDirectory,
-                stateDirectoryOverride: stateDirectoryOverride),
+            rootResolution: rootResolution(ofFileAt: path, rootOverride: rootOverride, stateDirectoryOverride: stateDirectoryOverride),
             environment: environment, hashingContent: hashingContent, shard: shard)
+    }
+
+    /// Where the relative paths of the manifest file at `path` resolve from: its own directory,
+    /// and the working directory for the command line's overrides.
+    private static func rootResolution(
+        ofFileAt path: String, rootOverride: String?, stateDirectoryOverride: String?
+    ) -> ManifestDecoder.RootResolution {
+        let currentDirectory = FileManager.default.currentDirectoryPath
+        return ManifestDecoder.RootResolution(
+            manifestDirectory: LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory)),
+            override: rootOverride, currentDirectory: currentDirectory, stateDirectoryOverride: stateDirectoryOverride)
     }
 
     /// Loads as `load(path:rootOverride:stateDirectoryOverride:environment:)` does, except that
@@ -90,16 +97,16 @@ public enum ManifestLoader {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw ManifestError(unreadable(path, .system(errno: errno))) }
         defer { close(descriptor) }
-        guard let identity = ManifestEntryStream.FileIdentity(descriptor), identity.size > streamingAbove,
-              identity.size <= maximumFileSize, isRegularFile(descriptor)
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+              info.st_size > streamingAbove, info.st_size <= maximumFileSize
         else {
             return (try load(path: path, rootOverride: rootOverride, stateDirectoryOverride: stateDirectoryOverride, environment: environment), nil)
         }
-        let currentDirectory = FileManager.default.currentDirectoryPath
-        let resolution = ManifestDecoder.RootResolution(
-            manifestDirectory: LexicalPath.directory(of: LexicalPath.absolute(path, relativeTo: currentDirectory)),
-            override: rootOverride, currentDirectory: currentDirectory, stateDirectoryOverride: stateDirectoryOverride)
-        var (decoder, problems) = decoder(path: path, rootResolution: resolution, environment: environment)
+        let identity = ManifestEntryStream.FileIdentity(info)
+        var (decoder, problems) = decoder(
+            path: path, rootResolution: rootResolution(ofFileAt: path, rootOverride: rootOverride, stateDirectoryOverride: stateDirectoryOverride),
+            environment: environment)
         let decoded = try ManifestStream.decode(
             .file(descriptor: descriptor, size: Int(identity.size)), into: &decoder, purpose: .nothing)
         problems += decoder.diagnostics
@@ -111,11 +118,6 @@ public enum ManifestLoader {
             descriptor: descriptor, identity: identity, path: path, decoder: decoder.fresh, streaming: streaming)
         else { throw ManifestError(unreadable(path, .system(errno: errno))) }
         return (manifest, stream)
-    }
-
-    private static func isRegularFile(_ descriptor: Int32) -> Bool {
-        var info = stat()
-        return fstat(descriptor, &info) == 0 && info.st_mode & S_IFMT == S_IFREG
     }
 
     /// Validates a manifest already in memory.
