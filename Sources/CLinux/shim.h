@@ -114,4 +114,10 @@ static inline int mirror_fix_mmap_threshold(int bytes) {
     return mallopt(M_MMAP_THRESHOLD, bytes);
 }
 
+/// Gives the heap's free pages back to the system (malloc_trim(0)), in every arena. Returns 1
+/// when some were.
+static inline int mirror_malloc_trim(void) {
+    return malloc_trim(0);
+}
+
 #endif

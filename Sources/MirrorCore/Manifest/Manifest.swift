@@ -244,26 +244,52 @@ public struct HTTPHeader: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// One file to mirror.
+///
+/// A run holds every entry of its manifest (or shard) for its whole length, so the fields most
+/// entries leave unset (mirrors, pins, the checksum file's name, repeats) are kept together
+/// behind one reference that is nil when all are unset: an entry is 104 bytes in place, not
+/// 184 (`Extras`).
 public struct Entry: Sendable, Equatable {
     public var url: RemoteURL
-    /// Fallback URLs for the same file, tried in order.
-    public var mirrors: [RemoteURL]
     /// Path relative to the manifest's root, normalised (no `.`, no empty components).
     public var dest: String
-    /// The pinned digest in lowercase hex: SHA-256 (64 digits, `sha256:`) or SHA-512 (128
-    /// digits, `sha512:`). Set from the entry's checksum file (`checksums:`) when the manifest
-    /// pins none itself; see `ChecksumPins`.
-    public var digest: String?
-    /// The name to look the entry up by in its checksum file (`checksum_name:`); nil: the last
-    /// segment of the url's path, percent-decoded.
-    public var checksumName: String?
-    /// Pinned size in bytes.
-    public var size: Int64?
     public var settings: TransferSettings
     /// Where the entry's mapping starts in the manifest.
     public var location: SourceLocation
+    private var extras: Extras?
+
+    /// Fallback URLs for the same file, tried in order.
+    public var mirrors: [RemoteURL] {
+        get { extras?.mirrors ?? [] }
+        set { change { $0.mirrors = newValue } }
+    }
+
+    /// The pinned digest in lowercase hex: SHA-256 (64 digits, `sha256:`) or SHA-512 (128
+    /// digits, `sha512:`). Set from the entry's checksum file (`checksums:`) when the manifest
+    /// pins none itself; see `ChecksumPins`.
+    public var digest: String? {
+        get { extras?.digest }
+        set { change { $0.digest = newValue } }
+    }
+
+    /// The name to look the entry up by in its checksum file (`checksum_name:`); nil: the last
+    /// segment of the url's path, percent-decoded.
+    public var checksumName: String? {
+        get { extras?.checksumName }
+        set { change { $0.checksumName = newValue } }
+    }
+
+    /// Pinned size in bytes.
+    public var size: Int64? {
+        get { extras?.size }
+        set { change { $0.size = newValue } }
+    }
+
     /// Where the same url and dest are listed again (harmless repeats, merged into this entry).
-    public var repeatLocations: [SourceLocation] = []
+    public var repeatLocations: [SourceLocation] {
+        get { extras?.repeatLocations ?? [] }
+        set { change { $0.repeatLocations = newValue } }
+    }
 
     /// The algorithm the entry's files are hashed with: its pin's, else SHA-256.
     public var digestAlgorithm: DigestAlgorithm {
@@ -276,12 +302,46 @@ public struct Entry: Sendable, Equatable {
         location: SourceLocation
     ) {
         self.url = url
-        self.mirrors = mirrors
         self.dest = dest
-        self.digest = digest
-        self.size = size
         self.settings = settings
         self.location = location
+        let extras = Extras.Fields(mirrors: mirrors, digest: digest, size: size)
+        self.extras = extras.isEmpty ? nil : Extras(extras)
+    }
+
+    /// Changes the extras as a value: a new reference (or none), never the shared one.
+    private mutating func change(_ edit: (inout Extras.Fields) -> Void) {
+        var fields = extras?.fields ?? Extras.Fields()
+        edit(&fields)
+        extras = fields.isEmpty ? nil : Extras(fields)
+    }
+
+    private final class Extras: Sendable, Equatable {
+        struct Fields: Equatable {
+            var mirrors: [RemoteURL] = []
+            var digest: String?
+            var checksumName: String?
+            var size: Int64?
+            var repeatLocations: [SourceLocation] = []
+
+            var isEmpty: Bool {
+                mirrors.isEmpty && digest == nil && checksumName == nil && size == nil && repeatLocations.isEmpty
+            }
+        }
+
+        let fields: Fields
+
+        init(_ fields: Fields) {
+            self.fields = fields
+        }
+
+        var mirrors: [RemoteURL] { fields.mirrors }
+        var digest: String? { fields.digest }
+        var checksumName: String? { fields.checksumName }
+        var size: Int64? { fields.size }
+        var repeatLocations: [SourceLocation] { fields.repeatLocations }
+
+        static func == (lhs: Extras, rhs: Extras) -> Bool { lhs === rhs || lhs.fields == rhs.fields }
     }
 }
 
@@ -295,13 +355,31 @@ public struct RemoteURL: Sendable, Hashable, CustomStringConvertible {
     public var written: String
     /// The netrc login for this URL's host, sent with requests to this URL and to redirects
     /// that keep its scheme, host and port. A secret: use only for requests.
-    public var login: NetrcLogin?
+    public var login: NetrcLogin? {
+        get { loginBox?.login }
+        set { loginBox = newValue.map(LoginBox.init) }
+    }
+
+    /// Behind a reference: most URLs have none, and every entry holds one URL (8 bytes in
+    /// place, not 32).
+    private var loginBox: LoginBox?
 
     /// - Parameter written: the manifest's text of the URL; `string` when nil.
     public init(string: String, written: String? = nil, login: NetrcLogin? = nil) {
         self.string = string
         self.written = written ?? string
-        self.login = login
+        self.loginBox = login.map(LoginBox.init)
+    }
+
+    private final class LoginBox: Sendable, Hashable {
+        let login: NetrcLogin
+
+        init(_ login: NetrcLogin) {
+            self.login = login
+        }
+
+        static func == (lhs: LoginBox, rhs: LoginBox) -> Bool { lhs.login == rhs.login }
+        func hash(into hasher: inout Hasher) { hasher.combine(login) }
     }
 
     /// The URL as the manifest wrote it (`${VAR}` unexpanded) with any userinfo replaced by

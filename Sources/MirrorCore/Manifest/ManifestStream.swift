@@ -280,16 +280,19 @@ enum ManifestStream {
             }
         }
 
-        /// After how many entries the length of the list is estimated: enough text (256 KiB or
-        /// more) for libyaml's read-ahead (16 KiB) to make little difference, few enough that
-        /// the entries copied into the reserved list are a small part of it.
-        private static let entriesBeforeEstimate = 16_384
+        /// After how many entries the length of the list is estimated: early, so that the list
+        /// grows by doubling only through a few small steps (each step frees the last, and the
+        /// holes stay in the heap), and late enough for the text of the entries so far to tell
+        /// their length (the scanner runs at most a few tokens ahead, `charactersScanned`).
+        private static let entriesBeforeEstimate = 1_024
 
         /// How many entries the list will likely hold, from how much of the text `count` of them
         /// took, with a margin: capacity reserved but never used costs address space, not memory.
-        /// No more than the text could hold: an entry takes at least 16 bytes (`- url: ftp://h/a`).
+        /// The text so far is counted in Unicode scalars, no more than its bytes, so text that
+        /// is not ASCII makes the estimate larger, not smaller. No more than the text could hold:
+        /// an entry takes at least 16 bytes (`- url: ftp://h/a`).
         private static func estimatedCount(of count: Int, in reader: borrowing YAMLEventReader) -> Int {
-            let taken = max(reader.bytesTaken, 1)
+            let taken = max(reader.charactersScanned, 1)
             let estimate = Double(count) * Double(reader.inputCount) / Double(taken) * 1.25
             return Int(min(estimate, Double(reader.inputCount / 16)))
         }

@@ -357,7 +357,7 @@ final class EntryDriver: @unchecked Sendable {
         slot?.release()
         slot = nil
         if case .planned(let action, let localSize, let remoteSize) = outcome {
-            onFinish(.planned(PlannedEntry(dest: entry.dest, url: urlDisplay, action: action, localSize: localSize, remoteSize: remoteSize)))
+            onFinish(.planned(PlanOutcome(action: action, localSize: localSize, remoteSize: remoteSize)))
         } else {
             onFinish(.synced(report(outcome)))
         }
@@ -638,12 +638,72 @@ final class EntryDriver: @unchecked Sendable {
     }
 }
 
-/// How one entry of a run ended: its report (`sync`) or its plan (`plan`). Held behind a
-/// reference (`indirect`): a run keeps one for each entry, in manifest order, until its end, and handing
-/// them on moves a pointer each rather than copying a report of about 250 bytes.
-indirect enum EntryResult: Sendable {
-    case synced(EntryReport)
-    case planned(PlannedEntry)
+/// How one entry of a run ended: its report (`sync`) or its plan (`plan`). A run keeps one for
+/// each entry, in manifest order, until its end: a report is held behind a reference
+/// (`indirect`), so that handing them on moves a pointer each rather than copying about 250
+/// bytes; a plan's outcome is 24 bytes in place (`PlanOutcome`).
+enum EntryResult: Sendable {
+    indirect case synced(EntryReport)
+    case planned(PlanOutcome)
+}
+
+/// What a plan decided for one entry, without its dest and URL (the manifest's entry has
+/// them; `PlannedEntries` puts them together). A plan holds one for every entry until it is
+/// shown, so the common outcomes take 24 bytes and no allocation: `download` and `skip` with
+/// sizes that are unknown or not negative. Any other is kept whole behind a reference.
+struct PlanOutcome: Sendable {
+    private enum Kind: Sendable {
+        case download
+        case skip
+        case other(Whole)
+    }
+
+    private final class Whole: Sendable {
+        let action: Action
+        let localSize: Int64?
+        let remoteSize: Int64?
+
+        init(action: Action, localSize: Int64?, remoteSize: Int64?) {
+            self.action = action
+            self.localSize = localSize
+            self.remoteSize = remoteSize
+        }
+    }
+
+    private let kind: Kind
+    /// The sizes of `download` and `skip`, -1 for unknown.
+    private let local: Int64
+    private let remote: Int64
+
+    init(action: Action, localSize: Int64?, remoteSize: Int64?) {
+        let storable = (localSize ?? 0) >= 0 && (remoteSize ?? 0) >= 0
+        switch action {
+        case .download where storable: kind = .download
+        case .skip where storable: kind = .skip
+        default:
+            kind = .other(Whole(action: action, localSize: localSize, remoteSize: remoteSize))
+        }
+        local = localSize ?? -1
+        remote = remoteSize ?? -1
+    }
+
+    var action: Action {
+        switch kind {
+        case .download: return .download
+        case .skip: return .skip
+        case .other(let whole): return whole.action
+        }
+    }
+
+    var localSize: Int64? {
+        if case .other(let whole) = kind { return whole.localSize }
+        return local < 0 ? nil : local
+    }
+
+    var remoteSize: Int64? {
+        if case .other(let whole) = kind { return whole.remoteSize }
+        return remote < 0 ? nil : remote
+    }
 }
 
 extension EntryMachine.Effect {

@@ -74,7 +74,7 @@ public final class ManifestRunner: Sendable {
         siblings.close()
         // Closed here: the run, which holds it, is kept until the runner goes (`lastRun`).
         store?.close()
-        return PlannedEntries(results: results)
+        return PlannedEntries(entries: manifest.entries, results: results)
     }
 
     /// What `sync` would delete with `--prune`, reading the state store and the disk and
@@ -236,17 +236,17 @@ public final class ManifestRunner: Sendable {
     /// `results`' payloads, in order, taken out of `results` (left empty) one at a time, each
     /// result let go once its payload is out: at no point are all of them held twice (a run of
     /// a million entries would hold a quarter of a GB more).
-    private static func unwrap<Payload>(_ results: inout [EntryResult], _ payload: (EntryResult) -> Payload) -> [Payload] {
+    private static func unwrap<Payload>(_ results: inout [EntryResult?], _ payload: (EntryResult) -> Payload) -> [Payload] {
         results.reverse()
         var payloads: [Payload] = []
         payloads.reserveCapacity(results.count)
-        while let result = results.popLast() { payloads.append(payload(result)) }
+        while let result = results.popLast() { payloads.append(payload(result!)) }
         return payloads
     }
 
     /// Runs every entry on the engine's thread, `width` at once; the results in manifest order.
     /// Cancelling the calling task interrupts the run.
-    private func run(_ mode: EntryMachine.Mode, store: StateStore?, siblings: SiblingStores, conditions: HostConditions, width: Int) async -> [EntryResult] {
+    private func run(_ mode: EntryMachine.Mode, store: StateStore?, siblings: SiblingStores, conditions: HostConditions, width: Int) async -> [EntryResult?] {
         let run = SyncRun(environment: environment(store: store, siblings: siblings, conditions: conditions), mode: mode, width: width)
         lastRun.withLock { $0 = [run] }
         return await withTaskCancellationHandler {
@@ -259,13 +259,16 @@ public final class ManifestRunner: Sendable {
     }
 }
 
-/// A plan's entries in manifest order, read from the run's results where they are: copying them
-/// out into an array of their own held each twice at the end of the plan (the results' memory
-/// stays with the process once freed), 144 bytes an entry.
+/// A plan's entries in manifest order, made as they are read from the manifest's entries (dest
+/// and URL) and the run's outcomes (`PlanOutcome`, 24 bytes an entry for the common ones):
+/// nothing of an entry is held twice while a plan is shown.
 public struct PlannedEntries: RandomAccessCollection, Sendable {
-    private let results: [EntryResult]
+    private let entries: [Entry]
+    private let results: [EntryResult?]
 
-    init(results: [EntryResult]) {
+    init(entries: [Entry], results: [EntryResult?]) {
+        precondition(entries.count == results.count, "a plan has one outcome for each entry")
+        self.entries = entries
         self.results = results
     }
 
@@ -273,7 +276,10 @@ public struct PlannedEntries: RandomAccessCollection, Sendable {
     public var endIndex: Int { results.count }
 
     public subscript(index: Int) -> PlannedEntry {
-        guard case .planned(let planned) = results[index] else { preconditionFailure("a plan ended in a sync report") }
-        return planned
+        guard case .planned(let outcome) = results[index] else { preconditionFailure("a plan ended in a sync report") }
+        let entry = entries[index]
+        return PlannedEntry(
+            dest: entry.dest, url: entry.url.display, action: outcome.action,
+            localSize: outcome.localSize, remoteSize: outcome.remoteSize)
     }
 }

@@ -44,7 +44,7 @@ final class SyncRun: @unchecked Sendable {
     /// What the entries' sources are made with.
     let sourceContext: EntryDriver.SourceContext
     private var cancelled = false
-    private var completion: (@Sendable ([EntryResult]) -> Void)?
+    private var completion: (@Sendable ([EntryResult?]) -> Void)?
 
     init(environment: SyncEnvironment, mode: EntryMachine.Mode, width: Int) {
         self.environment = environment
@@ -91,8 +91,9 @@ final class SyncRun: @unchecked Sendable {
         return entries.contains { multiplexes($0.url) || $0.mirrors.contains(where: multiplexes) }
     }
 
-    /// Runs every entry; `completion` gets the results in manifest order, on the engine's thread.
-    func start(completion: @escaping @Sendable ([EntryResult]) -> Void) {
+    /// Runs every entry; `completion` gets the results in manifest order, on the engine's thread,
+    /// every one of them set.
+    func start(completion: @escaping @Sendable ([EntryResult?]) -> Void) {
         environment.fetcher.engine.post { [self] in
             self.completion = completion
             if remaining == 0 { return finishRun() }
@@ -217,10 +218,10 @@ final class SyncRun: @unchecked Sendable {
 
     /// The result of an entry that fails for want of its checksum file's pin.
     private func unpinnedResult(_ entry: Entry, _ failure: TransferFailure) -> EntryResult {
-        let url = entry.url.display
         guard mode == .sync else {
-            return .planned(PlannedEntry(dest: entry.dest, url: url, action: .fail(failure), localSize: nil, remoteSize: nil))
+            return .planned(PlanOutcome(action: .fail(failure), localSize: nil, remoteSize: nil))
         }
+        let url = entry.url.display
         if !cancelled { environment.emit(.started(dest: entry.dest, url: url)) }
         return .synced(EntryReport(
             dest: entry.dest, url: url, action: .fail(failure), outcome: .failed(failure),
@@ -234,7 +235,7 @@ final class SyncRun: @unchecked Sendable {
         self.completion = nil
         let finished = results
         results = []
-        completion(finished.map { $0! })
+        completion(finished)
     }
 }
 
