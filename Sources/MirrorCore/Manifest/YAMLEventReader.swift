@@ -98,6 +98,18 @@ struct YAMLEventReader: ~Copyable {
         }
     }
 
+    /// How many bytes of the input libyaml has taken in so far.
+    var bytesTaken: Int {
+        switch input {
+        case .memory:
+            let string = parser.pointee.input.string
+            guard let start = string.start, let current = string.current else { return 0 }
+            return current - start
+        case .file(let file):
+            return file.taken
+        }
+    }
+
     /// How far libyaml's scanner has come, in Unicode scalars from the start (`YAMLMark`): no
     /// further than a few tokens past the last event, where the bytes it has read in run up to
     /// its read-ahead (16 KiB) beyond. Never more than the bytes before it.
