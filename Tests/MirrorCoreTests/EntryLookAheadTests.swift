@@ -125,3 +125,62 @@ struct EntryLookAheadTests {
         #expect(looks.made == 16, "0 to 7 once, 8 to 99 never, 100 to 107 once")
     }
 }
+
+/// When the engine's thread wakes its helpers: a batch at a time, never so late that the run
+/// finds nothing ready. Woken for every entry, each cost a `futex` call and a switch.
+struct HelperWakeTests {
+    struct LookRow: CustomTestStringConvertible, Sendable {
+        var looked: Int
+        var wanted: Int
+        var found: Int
+        var window: Int
+        var wakes: Bool
+        var testDescription: String { "looked \(looked) wanted \(wanted) found \(found) window \(window) → \(wakes)" }
+    }
+
+    static let lookRows: [LookRow] = [
+        LookRow(looked: 100, wanted: 100, found: 0, window: 48, wakes: false),   // nothing wanted beyond what was looked at
+        LookRow(looked: 90, wanted: 100, found: 48, window: 48, wakes: false),   // the window is full
+        LookRow(looked: 90, wanted: 148, found: 47, window: 48, wakes: false),   // room for one: not yet
+        LookRow(looked: 90, wanted: 148, found: 33, window: 48, wakes: false),   // room for 15
+        LookRow(looked: 90, wanted: 148, found: 32, window: 48, wakes: true),    // room for a batch
+        LookRow(looked: 90, wanted: 148, found: 0, window: 48, wakes: true),
+        LookRow(looked: 99, wanted: 100, found: 20, window: 48, wakes: true),    // the end of the manifest: the last entry
+        LookRow(looked: 90, wanted: 148, found: 15, window: 20, wakes: true),    // fewer than a batch held: wake though the room is small
+        LookRow(looked: 0, wanted: 8, found: 7, window: 8, wakes: true),         // a window smaller than a batch: every entry
+    ]
+
+    @Test("the look-ahead is woken for a batch, or when what it holds runs low", arguments: lookRows)
+    func lookAhead(_ row: LookRow) {
+        #expect(EntryLookAhead.hasBatch(looked: row.looked, wanted: row.wanted, found: row.found, window: row.window) == row.wakes)
+    }
+
+    @Test("a run's look-ahead window leaves room for two batches beside its width")
+    func window() {
+        #expect(EntryLookAhead.window(width: 16) == 16 + 2 * EntryLookAhead.batch)
+        #expect(EntryLookAhead.window(width: 0) == 1 + 2 * EntryLookAhead.batch)
+    }
+
+    struct KeeperRow: CustomTestStringConvertible, Sendable {
+        var retired: Int
+        var ready: Int
+        var taken: Int
+        var wakes: Bool
+        var testDescription: String { "retired \(retired) ready \(ready) taken \(taken) → \(wakes)" }
+    }
+
+    static let keeperRows: [KeeperRow] = [
+        KeeperRow(retired: 0, ready: 16, taken: 0, wakes: false),
+        KeeperRow(retired: 1, ready: 15, taken: 1, wakes: false),               // one handle to clean, plenty ready
+        KeeperRow(retired: EasyHandleKeeper.retiredBatch - 1, ready: 9, taken: 7, wakes: false),
+        KeeperRow(retired: EasyHandleKeeper.retiredBatch, ready: 16, taken: 0, wakes: true),
+        KeeperRow(retired: 0, ready: EasyHandleKeeper.maxReady / 2, taken: 8, wakes: true),  // running low
+        KeeperRow(retired: 0, ready: 0, taken: 1, wakes: true),
+        KeeperRow(retired: 0, ready: 0, taken: 0, wakes: false),                // nothing taken: nothing to make again
+    ]
+
+    @Test("the keeper is woken for a batch of handles to clean up, or when few are ready", arguments: keeperRows)
+    func keeper(_ row: KeeperRow) {
+        #expect(EasyHandleKeeper.wakes(retired: row.retired, ready: row.ready, taken: row.taken) == row.wakes)
+    }
+}

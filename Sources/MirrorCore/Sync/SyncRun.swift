@@ -74,7 +74,7 @@ final class SyncRun: @unchecked Sendable {
         let manifest = environment.manifest
         let sourceContext = EntryDriver.SourceContext(environment)
         self.sourceContext = sourceContext
-        lookAhead = EntryLookAhead(entries: entries, window: runWidth) { entry in
+        lookAhead = EntryLookAhead(entries: entries, window: EntryLookAhead.window(width: runWidth)) { entry in
             let prepared = EntryDriver.Prepared(entry, manifest: manifest, context: sourceContext)
             let at = MonotonicClock.milliseconds()
             let look = EntryLook.make(prepared.paths, in: root) { readRecord(entry, store, siblings, $0) }
@@ -124,9 +124,9 @@ final class SyncRun: @unchecked Sendable {
     /// their records (at the start of a run, a window of hundreds of entries would otherwise
     /// hold back the first request by all of their inspections).
     private func startMore() {
-        // The next `width` entries are looked at ahead (the ones started wait for a permit
-        // before they look themselves).
-        lookAhead.want(from: next, upTo: min(entries.count, next + width))
+        // The next entries are looked at ahead, as many as the look-ahead's window holds (the
+        // ones started wait for a permit before they look themselves).
+        lookAhead.want(from: next, upTo: min(entries.count, next + lookAhead.window))
         var started = 0
         while running.count < width, let (index, host) = nextIndex() {
             start(index, countedAgainst: host)
