@@ -106,6 +106,33 @@ struct DestinationKeysTests {
         #expect(outcomes["conflicts", default: 0] > 100)
     }
 
+    /// Past its first `EntryDecodePipeline.batch` entries a list is decoded on a thread of its
+    /// own: entries drawn before that point and after it, with hundreds of distinct ones
+    /// between, meet as they do in a short list, and every entry comes back in order.
+    @Test func entriesDecodedOnTheDecodingThreadGiveTheSameVerdicts() throws {
+        var generator = SeededGenerator(seed: 20_261_129)
+        var outcomes: [String: Int] = [:]
+        for round in 0..<120 {
+            let filler = (0..<(EntryDecodePipeline.batch + 50 + round)).map { Drawn(url: "http://h/p\($0)", dest: "pad/f\($0)") }
+            let entries = Drawn.list(&generator) + filler + Drawn.list(&generator)
+            switch (Self.exactly(entries), Self.loaded(entries)) {
+            case (.loads(let repeats), .success(let manifest)):
+                outcomes["loads", default: 0] += 1
+                let got = Dictionary(uniqueKeysWithValues: manifest.entries.map { (Array($0.dest.utf8), $0.repeatLocations.map(\.line)) })
+                #expect(got == repeats)
+                #expect(manifest.entries.map(\.location.line) == manifest.entries.map(\.location.line).sorted())
+                #expect(manifest.entries.filter { $0.dest.hasPrefix("pad/") }.map(\.dest) == filler.map(\.dest))
+            case (.fails(let problems), .failure(let error)):
+                outcomes["conflicts", default: 0] += 1
+                #expect(error.diagnostics.map { "\($0.key ?? ""): \($0.message)" } == problems)
+            case (let expected, let got):
+                Issue.record("expected \(expected), got \(got.map { $0.entries.map(\.dest) }) for\n\(Drawn.text(entries))")
+            }
+        }
+        #expect(outcomes["loads", default: 0] > 10)
+        #expect(outcomes["conflicts", default: 0] > 10)
+    }
+
     @Test func aShardReadOnItsOwnIsTheShardChosenFromTheWholeManifest() throws {
         var generator = SeededGenerator(seed: 7)
         var compared = 0

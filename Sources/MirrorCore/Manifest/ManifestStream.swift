@@ -228,7 +228,9 @@ enum ManifestStream {
             }
         }
 
-        /// The entries of a `files` sequence, each decoded into `list` as soon as it is read.
+        /// The entries of a `files` sequence, each decoded into `list` as soon as it is read: past
+        /// the first batch, on a thread of its own while the next are read
+        /// (`EntryDecodePipeline`).
         ///
         /// - Returns: The stand-in for the sequence.
         private mutating func entries(
@@ -237,19 +239,34 @@ enum ManifestStream {
             try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in
                 try builder.openStreamed(start, isSequence: true, isFlow: isFlow)
             }
+            var pipeline: EntryDecodePipeline?
+            // On every way out, a syntax error too: the thread ends and the list comes back.
+            defer { if let pipeline { list = pipeline.finish() } }
+            var read = 0
             while true {
                 let event = try reader.next()
                 if case .collectionEnd(let end) = event {
                     return try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in try builder.closeStreamed(end: end) }
                 }
+                let node: YAMLNode
                 if case .collectionStart(let entryStart, isSequence: false, let entryIsFlow) = event,
                    entryStart.anchor == nil, entryStart.tag == nil {
-                    list.add(try plainEntry(entryStart, isFlow: entryIsFlow, &reader))
+                    node = try plainEntry(entryStart, isFlow: entryIsFlow, &reader)
                 } else {
-                    list.add(try node(startingWith: event, &reader))
+                    node = try self.node(startingWith: event, &reader)
                 }
-                if list.count == Self.entriesBeforeEstimate {
-                    list.reserveCapacity(Self.estimatedCount(of: list.count, in: reader))
+                read += 1
+                if let pipeline {
+                    pipeline.add(node)
+                } else {
+                    list.add(node)
+                    if read == EntryDecodePipeline.batch, EntryDecodePipeline.applies(to: purpose) {
+                        pipeline = EntryDecodePipeline(list: list)
+                    }
+                }
+                if read == Self.entriesBeforeEstimate {
+                    let estimate = Self.estimatedCount(of: read, in: reader)
+                    if let pipeline { pipeline.reserveCapacity(estimate) } else { list.reserveCapacity(estimate) }
                 }
             }
         }

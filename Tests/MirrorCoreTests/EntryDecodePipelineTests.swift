@@ -1,0 +1,64 @@
+import Testing
+@testable import MirrorCore
+
+/// A long list is decoded on a thread of its own past its first batch (`EntryDecodePipeline`):
+/// the entries, their problems and a syntax error come out as a list read on one thread gives
+/// them, in file order, whatever the batch they fall in.
+struct EntryDecodePipelineTests {
+    private static let resolution = ManifestDecoder.RootResolution(manifestDirectory: "/srv", override: nil, currentDirectory: "/")
+
+    static func text(_ count: Int, entry: (Int) -> String = { "  - url: https://h/f\($0)\n    dest: d/f\($0)\n" }) -> String {
+        "version: 1\nfiles:\n" + (0..<count).map(entry).joined()
+    }
+
+    static func decode(_ text: String, shard: ShardSelection? = nil) throws(ManifestError) -> Manifest {
+        try ManifestLoader.decode(Array(text.utf8), path: "m.yaml", rootResolution: resolution, environment: [:], shard: shard)
+    }
+
+    @Test("every entry of a long list, in order", arguments: [1, EntryDecodePipeline.batch - 1, EntryDecodePipeline.batch, EntryDecodePipeline.batch + 1, 5_000])
+    func entriesInOrder(count: Int) throws {
+        let manifest = try Self.decode(Self.text(count))
+        #expect(manifest.entries.count == count)
+        #expect(manifest.entries.map(\.dest) == (0..<count).map { "d/f\($0)" })
+        #expect(manifest.entries.map(\.location.line) == (0..<count).map { 3 + 2 * $0 })
+    }
+
+    @Test("problems of entries before and after the hand-over, each at its line, in file order")
+    func problemsInFileOrder() throws {
+        let bad: Set<Int> = [3, EntryDecodePipeline.batch - 1, EntryDecodePipeline.batch, 700, 2_999]
+        let text = Self.text(3_000) { index in
+            bad.contains(index) ? "  - url: https://h/f\(index)\n    dest: ../f\(index)\n" : "  - url: https://h/f\(index)\n    dest: d/f\(index)\n"
+        }
+        do {
+            _ = try Self.decode(text)
+            Issue.record("a manifest with bad dests loaded")
+        } catch {
+            #expect(error.diagnostics.map { $0.location?.line } == bad.sorted().map { 4 + 2 * $0 })
+            #expect(error.diagnostics.map(\.key) == bad.sorted().map { "files[\($0)].dest" })
+        }
+    }
+
+    @Test("a syntax error after the hand-over is reported where it is, and the decoding thread ends")
+    func syntaxErrorAfterTheHandOver() throws {
+        let text = Self.text(2_000) + "  - url: [unclosed\n" + Self.text(10).dropFirst("version: 1\nfiles:\n".count)
+        do {
+            _ = try Self.decode(text)
+            Issue.record("a manifest with a syntax error loaded")
+        } catch {
+            #expect(error.diagnostics.count == 1)
+            #expect((error.diagnostics.first?.location?.line ?? 0) >= 4_003, "\(error)")
+        }
+    }
+
+    @Test("a shard read on its own is the shard chosen from the whole, however long")
+    func shardOfALongList() throws {
+        let whole = try Self.decode(Self.text(3_000))
+        for index in 0..<3 {
+            let selection = try #require(ShardSelection(index: index, count: 3))
+            let shard = try Self.decode(Self.text(3_000), shard: selection)
+            let (chosen, totals) = whole.selecting(selection, by: .hash)
+            #expect(shard.entries == chosen.entries)
+            #expect(shard.shardTotals == totals)
+        }
+    }
+}
