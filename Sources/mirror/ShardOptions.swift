@@ -1,4 +1,5 @@
 import ArgumentParser
+import CLinux
 import FoundationEssentials
 import MirrorCore
 
@@ -67,7 +68,10 @@ struct ShardOptions: ParsableArguments {
         case .hash:
             return try options.loadManifest(console: console, hashingContent: hashingContent, shard: selection)
         case .bytes:
-            return try options.loadManifest(console: console, hashingContent: hashingContent).selecting(selection, by: .bytes).manifest
+            let shard = try options.loadManifest(console: console, hashingContent: hashingContent).selecting(selection, by: .bytes).manifest
+            // The other shards' entries were freed only now: their pages go back too.
+            _ = mirror_malloc_trim()
+            return shard
         }
     }
 

@@ -86,6 +86,21 @@ struct CompactEntryTests {
         #expect(initialised != assigned)
     }
 
+    @Test("repeats appended one by one are kept in order, and a copy taken between keeps its own")
+    func repeatsAppended() {
+        var entry = Entry(url: RemoteURL(string: "https://h/a"), dest: "a", location: Self.location)
+        var copies: [Entry] = []
+        for line in 10..<2_010 {
+            entry.repeatLocations.append(SourceLocation(file: "m.yaml", line: line, column: 5))
+            if line % 500 == 0 { copies.append(entry) }
+        }
+        #expect(entry.repeatLocations.map(\.line) == Array(10..<2_010))
+        #expect(copies.map(\.repeatLocations.count) == [491, 991, 1_491, 1_991])
+        entry.repeatLocations = []
+        #expect(entry == Entry(url: RemoteURL(string: "https://h/a"), dest: "a", location: Self.location))
+        #expect(copies[0].repeatLocations.last?.line == 500)
+    }
+
     @Test("a URL's login is compared, hashed and read back by its value")
     func login() {
         let login = NetrcLogin(user: "u", password: "p")

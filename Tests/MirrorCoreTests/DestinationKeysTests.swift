@@ -106,8 +106,8 @@ struct DestinationKeysTests {
         #expect(outcomes["conflicts", default: 0] > 100)
     }
 
-    /// Past its first `EntryDecodePipeline.batch` entries a list is decoded on a thread of its
-    /// own: entries drawn before that point and after it, with hundreds of distinct ones
+    /// Past its first `EntryDecodePipeline.batch` entries a shard's list is decoded on a thread
+    /// of its own: entries drawn before that point and after it, with hundreds of distinct ones
     /// between, meet as they do in a short list, and every entry comes back in order.
     @Test func entriesDecodedOnTheDecodingThreadGiveTheSameVerdicts() throws {
         var generator = SeededGenerator(seed: 20_261_129)
@@ -115,7 +115,8 @@ struct DestinationKeysTests {
         for round in 0..<120 {
             let filler = (0..<(EntryDecodePipeline.batch + 50 + round)).map { Drawn(url: "http://h/p\($0)", dest: "pad/f\($0)") }
             let entries = Drawn.list(&generator) + filler + Drawn.list(&generator)
-            switch (Self.exactly(entries), Self.loaded(entries)) {
+            // A shard (of one: every entry) is what is decoded on the thread of its own.
+            switch (Self.exactly(entries), Self.loaded(entries, shard: ShardSelection(index: 0, count: 1))) {
             case (.loads(let repeats), .success(let manifest)):
                 outcomes["loads", default: 0] += 1
                 let got = Dictionary(uniqueKeysWithValues: manifest.entries.map { (Array($0.dest.utf8), $0.repeatLocations.map(\.line)) })

@@ -1,17 +1,19 @@
 import Testing
 @testable import MirrorCore
 
-/// A long list is decoded on a thread of its own past its first batch (`EntryDecodePipeline`):
-/// the entries, their problems and a syntax error come out as a list read on one thread gives
-/// them, in file order, whatever the batch they fall in.
+/// A shard's long list is decoded on a thread of its own past its first batch
+/// (`EntryDecodePipeline`): the entries, their problems and a syntax error come out as a list
+/// read on one thread gives them, in file order, whatever the batch they fall in. The one shard
+/// of one (`all`) keeps every entry, so each can be checked.
 struct EntryDecodePipelineTests {
     private static let resolution = ManifestDecoder.RootResolution(manifestDirectory: "/srv", override: nil, currentDirectory: "/")
+    static let all = ShardSelection(index: 0, count: 1)!
 
     static func text(_ count: Int, entry: (Int) -> String = { "  - url: https://h/f\($0)\n    dest: d/f\($0)\n" }) -> String {
         "version: 1\nfiles:\n" + (0..<count).map(entry).joined()
     }
 
-    static func decode(_ text: String, shard: ShardSelection? = nil) throws(ManifestError) -> Manifest {
+    static func decode(_ text: String, shard: ShardSelection? = EntryDecodePipelineTests.all) throws(ManifestError) -> Manifest {
         try ManifestLoader.decode(Array(text.utf8), path: "m.yaml", rootResolution: resolution, environment: [:], shard: shard)
     }
 
@@ -50,9 +52,18 @@ struct EntryDecodePipelineTests {
         }
     }
 
+    @Test("which lists are decoded on a thread of their own")
+    func whichLists() throws {
+        #expect(EntryDecodePipeline.applies(to: .entries(shard: Self.all)))
+        #expect(!EntryDecodePipeline.applies(to: .entries(shard: nil)), "a list kept whole: the requests bound the run")
+        #expect(EntryDecodePipeline.applies(to: .nothing))
+        #expect(EntryDecodePipeline.applies(to: .claims(suspects: [])))
+        #expect(!EntryDecodePipeline.applies(to: .stream(skipping: [], body: { _ in })), "a stream's body runs on the reading thread")
+    }
+
     @Test("a shard read on its own is the shard chosen from the whole, however long")
     func shardOfALongList() throws {
-        let whole = try Self.decode(Self.text(3_000))
+        let whole = try Self.decode(Self.text(3_000), shard: nil)
         for index in 0..<3 {
             let selection = try #require(ShardSelection(index: index, count: 3))
             let shard = try Self.decode(Self.text(3_000), shard: selection)

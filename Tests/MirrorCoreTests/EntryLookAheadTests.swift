@@ -46,6 +46,25 @@ struct EntryLookAheadTests {
         return (lookAhead, looks)
     }
 
+    /// As a run takes them, one at a time with the window moving along: however the wakes fall
+    /// (a batch at a time), every entry finds what was looked at for it, none is looked at
+    /// twice, and the look-ahead never holds more than its window.
+    @Test func aRunTakingEntriesOneByOneFindsEachLookedAt() throws {
+        let count = 500
+        let window = EntryLookAhead.window(width: 16)
+        let (lookAhead, looks) = Self.counting(count, window: window)
+        defer { lookAhead.stop() }
+        var found = 0
+        for index in 0..<count {
+            lookAhead.want(from: index, upTo: min(count, index + window))
+            #expect(Self.awaitLooked(lookAhead, upTo: index + 1), "entry \(index) was never looked at")
+            if lookAhead.take(index) != nil { found += 1 }
+            #expect(lookAhead.lookedSoFar - index <= window)
+        }
+        #expect(found == count)
+        #expect(looks.made == count)
+    }
+
     @Test func eachEntryGetsWhatWasFoundForItOnceAndOnlyWhatWasAskedFor() throws {
         let (lookAhead, looks) = Self.counting(40, window: 64)
         defer { lookAhead.stop() }
@@ -165,8 +184,10 @@ struct HelperWakeTests {
         var retired: Int
         var ready: Int
         var taken: Int
+        var idle = false
+        var holdsDescriptor = false
         var wakes: Bool
-        var testDescription: String { "retired \(retired) ready \(ready) taken \(taken) → \(wakes)" }
+        var testDescription: String { "retired \(retired) ready \(ready) taken \(taken) idle \(idle) descriptor \(holdsDescriptor) → \(wakes)" }
     }
 
     static let keeperRows: [KeeperRow] = [
@@ -177,10 +198,14 @@ struct HelperWakeTests {
         KeeperRow(retired: 0, ready: EasyHandleKeeper.maxReady / 2, taken: 8, wakes: true),  // running low
         KeeperRow(retired: 0, ready: 0, taken: 1, wakes: true),
         KeeperRow(retired: 0, ready: 0, taken: 0, wakes: false),                // nothing taken: nothing to make again
+        KeeperRow(retired: 1, ready: 15, taken: 1, idle: true, wakes: true),    // the run may be over: not kept until the engine goes
+        KeeperRow(retired: 0, ready: 16, taken: 0, idle: true, wakes: false),
+        KeeperRow(retired: 1, ready: 15, taken: 1, holdsDescriptor: true, wakes: true),  // a file: source's descriptor
     ]
 
-    @Test("the keeper is woken for a batch of handles to clean up, or when few are ready", arguments: keeperRows)
+    @Test("the keeper is woken for a batch of handles to clean up, when few are ready, or when the engine is idle", arguments: keeperRows)
     func keeper(_ row: KeeperRow) {
-        #expect(EasyHandleKeeper.wakes(retired: row.retired, ready: row.ready, taken: row.taken) == row.wakes)
+        #expect(EasyHandleKeeper.wakes(
+            retired: row.retired, ready: row.ready, taken: row.taken, idle: row.idle, holdsDescriptor: row.holdsDescriptor) == row.wakes)
     }
 }

@@ -261,7 +261,7 @@ public struct Entry: Sendable, Equatable {
     /// Fallback URLs for the same file, tried in order.
     public var mirrors: [RemoteURL] {
         get { extras?.mirrors ?? [] }
-        set { change { $0.mirrors = newValue } }
+        set { if newValue != mirrors { change { $0.mirrors = newValue } } }
     }
 
     /// The pinned digest in lowercase hex: SHA-256 (64 digits, `sha256:`) or SHA-512 (128
@@ -269,26 +269,26 @@ public struct Entry: Sendable, Equatable {
     /// pins none itself; see `ChecksumPins`.
     public var digest: String? {
         get { extras?.digest }
-        set { change { $0.digest = newValue } }
+        set { if newValue != digest { change { $0.digest = newValue } } }
     }
 
     /// The name to look the entry up by in its checksum file (`checksum_name:`); nil: the last
     /// segment of the url's path, percent-decoded.
     public var checksumName: String? {
         get { extras?.checksumName }
-        set { change { $0.checksumName = newValue } }
+        set { if newValue != checksumName { change { $0.checksumName = newValue } } }
     }
 
     /// Pinned size in bytes.
     public var size: Int64? {
         get { extras?.size }
-        set { change { $0.size = newValue } }
+        set { if newValue != size { change { $0.size = newValue } } }
     }
 
     /// Where the same url and dest are listed again (harmless repeats, merged into this entry).
     public var repeatLocations: [SourceLocation] {
         get { extras?.repeatLocations ?? [] }
-        set { change { $0.repeatLocations = newValue } }
+        set { if newValue != repeatLocations { change { $0.repeatLocations = newValue } } }
     }
 
     /// The algorithm the entry's files are hashed with: its pin's, else SHA-256.
@@ -309,14 +309,23 @@ public struct Entry: Sendable, Equatable {
         self.extras = extras.isEmpty ? nil : Extras(extras)
     }
 
-    /// Changes the extras as a value: a new reference (or none), never the shared one.
+    /// Changes the extras as a value: in place when this entry holds the only reference (a
+    /// repeat appended to `repeatLocations` does not copy the others), else in a new one; none
+    /// when every field is unset again.
     private mutating func change(_ edit: (inout Extras.Fields) -> Void) {
+        if isKnownUniquelyReferenced(&extras), let unique = extras {
+            edit(&unique.fields)
+            if unique.fields.isEmpty { extras = nil }
+            return
+        }
         var fields = extras?.fields ?? Extras.Fields()
         edit(&fields)
         extras = fields.isEmpty ? nil : Extras(fields)
     }
 
-    private final class Extras: Sendable, Equatable {
+    /// Changed only through `change`, and in place only while one entry holds it: shared, it is
+    /// never written, which is what makes it safe to send.
+    private final class Extras: @unchecked Sendable, Equatable {
         struct Fields: Equatable {
             var mirrors: [RemoteURL] = []
             var digest: String?
@@ -329,7 +338,7 @@ public struct Entry: Sendable, Equatable {
             }
         }
 
-        let fields: Fields
+        var fields: Fields
 
         init(_ fields: Fields) {
             self.fields = fields

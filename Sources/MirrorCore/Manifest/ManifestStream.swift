@@ -239,6 +239,9 @@ enum ManifestStream {
             try Self.refusing { () throws(YAMLTreeBuilder.Refusal) in
                 try builder.openStreamed(start, isSequence: true, isFlow: isFlow)
             }
+            // Where the list starts: what comes before it (comments, `defaults`, `hosts`) says
+            // nothing of the entries' length.
+            let listStart = reader.charactersScanned
             var pipeline: EntryDecodePipeline?
             // On every way out, a syntax error too: the thread ends and the list comes back.
             defer { if let pipeline { list = pipeline.finish() } }
@@ -265,7 +268,7 @@ enum ManifestStream {
                     }
                 }
                 if read == Self.entriesBeforeEstimate {
-                    let estimate = Self.estimatedCount(of: read, in: reader)
+                    let estimate = Self.estimatedCount(of: read, since: listStart, in: reader)
                     if let pipeline { pipeline.reserveCapacity(estimate) } else { list.reserveCapacity(estimate) }
                 }
             }
@@ -304,14 +307,19 @@ enum ManifestStream {
         private static let entriesBeforeEstimate = 1_024
 
         /// How many entries the list will likely hold, from how much of the text `count` of them
-        /// took, with a margin: capacity reserved but never used costs address space, not memory.
-        /// The text so far is counted in Unicode scalars, no more than its bytes, so text that
-        /// is not ASCII makes the estimate larger, not smaller. No more than the text could hold:
-        /// an entry takes at least 16 bytes (`- url: ftp://h/a`).
-        private static func estimatedCount(of count: Int, in reader: borrowing YAMLEventReader) -> Int {
-            let taken = max(reader.charactersScanned, 1)
-            let estimate = Double(count) * Double(reader.inputCount) / Double(taken) * 1.25
-            return Int(min(estimate, Double(reader.inputCount / 16)))
+        /// took since the list's start (`listStart`), with a margin: capacity reserved but never
+        /// used costs address space, not memory. The text is counted in Unicode scalars, no more
+        /// than its bytes, so text that is not ASCII makes the estimate larger, not smaller. No
+        /// more than the text could hold: an entry takes at least 16 bytes (`- url: ftp://h/a`).
+        static func estimatedCount(of count: Int, since listStart: Int, in reader: borrowing YAMLEventReader) -> Int {
+            estimatedCount(of: count, taking: reader.charactersScanned - listStart, of: reader.inputCount - listStart, input: reader.inputCount)
+        }
+
+        /// `estimatedCount` on numbers: `count` entries took `taken` of the `remaining` scalars
+        /// from the list's start, in an input of `input` bytes.
+        static func estimatedCount(of count: Int, taking taken: Int, of remaining: Int, input: Int) -> Int {
+            let estimate = Double(count) * Double(max(remaining, 1)) / Double(max(taken, 1)) * 1.25
+            return Int(min(estimate, Double(input / 16)))
         }
 
         /// The context the top-level `pairs` before `files` give. Problems with them are

@@ -123,8 +123,9 @@ final class EntryLookAhead: Sendable {
     deinit { stop() }
 
     /// Look at the entries from `start` (the run's next) up to `end` (in manifest order), from
-    /// the engine's thread; a sleeping look-ahead is woken at once (woken only for a batch's
-    /// worth, it fell behind the run: a no-op of 2,000 took 128 ms instead of 113). Entries
+    /// the engine's thread; a sleeping look-ahead is woken when a batch fits in its window, or
+    /// at once when it holds less than a batch (woken only for a batch's worth with nothing in
+    /// hand, it fell behind the run: a no-op of 2,000 took 128 ms instead of 113). Entries
     /// below `start` not started yet wait for their host (`hosts:` `concurrency`): they are not
     /// looked at, and what is held for them is let go, so that they do not fill the window
     /// while the run goes on with the entries after them; they look for themselves.

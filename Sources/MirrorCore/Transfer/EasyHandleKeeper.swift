@@ -36,6 +36,8 @@ final class EasyHandleKeeper: @unchecked Sendable {
         /// Handles taken since the keeper last made some: as many are made again.
         var taken = 0
         var stopping = false
+        /// Whether a retired handle not cleaned up yet holds a `file:` source's descriptor.
+        var holdsDescriptor = false
     }
 
     /// Handles kept ready at most: the requests a turn sends eagerly (`eagerSendLimit`) need no
@@ -60,22 +62,27 @@ final class EasyHandleKeeper: @unchecked Sendable {
 
     /// Hands over the handles of finished requests; the keeper cleans them up and makes again
     /// the handles taken since the last call. It is woken a batch at a time (`wakes`), not at
-    /// every turn that finished a request.
-    func exchange(_ retired: [Retired]) {
+    /// every turn that finished a request. `idle`: no request is under way.
+    func exchange(_ retired: [Retired], idle: Bool) {
         let wake = state.withLock { state -> Bool in
             state.retired += retired
-            return Self.wakes(retired: state.retired.count, ready: state.ready.count, taken: state.taken)
+            state.holdsDescriptor = state.holdsDescriptor || retired.contains { $0.fileSource >= 0 }
+            return Self.wakes(
+                retired: state.retired.count, ready: state.ready.count, taken: state.taken,
+                idle: idle, holdsDescriptor: state.holdsDescriptor)
         }
         if wake { work.signal() }
     }
 
-    /// Whether the keeper has a batch's worth to do: handles to clean up, or the ready ones
-    /// running low. Woken at every turn of a plan of 100,000 that finished a request, the
-    /// keeper was woken about as often as a request ended, a `futex` call on the engine's
-    /// thread and a switch to the keeper's each time; retired handles wait at most
-    /// `retiredBatch` - 1 more (`stop` cleans up what is left).
-    static func wakes(retired: Int, ready: Int, taken: Int) -> Bool {
-        retired >= retiredBatch || (taken > 0 && ready <= maxReady / 2)
+    /// Whether the keeper has something worth a wake: a batch of handles to clean up, the
+    /// ready ones running low, or, whatever their number, retired handles once no request is
+    /// under way (the run may be over: they are not kept until the engine goes) or when one
+    /// holds a `file:` source's descriptor. Woken at every turn of a plan of 100,000 that
+    /// finished a request, the keeper was woken about as often as a request ended, a `futex`
+    /// call on the engine's thread and a switch to the keeper's each time.
+    static func wakes(retired: Int, ready: Int, taken: Int, idle: Bool, holdsDescriptor: Bool) -> Bool {
+        if retired >= retiredBatch || (taken > 0 && ready <= maxReady / 2) { return true }
+        return retired > 0 && (idle || holdsDescriptor)
     }
 
     /// Retired handles cleaned up in one wake, at least.
@@ -94,7 +101,10 @@ final class EasyHandleKeeper: @unchecked Sendable {
         while true {
             work.wait()
             let (retired, make, stopping) = state.withLock { state in
-                defer { state.retired.removeAll(keepingCapacity: true) }
+                defer {
+                    state.retired.removeAll(keepingCapacity: true)
+                    state.holdsDescriptor = false
+                }
                 let make = state.stopping ? 0 : min(state.taken, Self.maxReady - state.ready.count)
                 state.taken = 0
                 return (state.retired, max(0, make), state.stopping)

@@ -120,10 +120,10 @@ final class TransferContext {
         return easy
     }
 
-    /// Sets the request's own options (`makeHandle` set the rest). `self` must stay alive (the
-    /// engine holds it) until `finish`.
     private static let httpProtocols = RedirectRule.protocols(forScheme: "http")
 
+    /// Sets the request's own options (`makeHandle` set the rest). `self` must stay alive (the
+    /// engine holds it) until `finish`.
     func configure() throws(CurlSetupError) {
         if let refused = easy.setupError { throw refused }
         let userdata = Unmanaged.passUnretained(self).toOpaque()

@@ -386,7 +386,7 @@ private final class MultiLoop: @unchecked Sendable {
             deferred.removeAll(keepingCapacity: true)
             for item in work { item() }
         }
-        keeper.exchange(retired)
+        keeper.exchange(retired, idle: active.isEmpty)
         retired.removeAll(keepingCapacity: true)
     }
 
