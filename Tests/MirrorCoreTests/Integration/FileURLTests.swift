@@ -22,6 +22,27 @@ struct FileURLTests {
         #expect(directory.contents(of: "out/a.bin")?.fingerprint == data.fingerprint)
     }
 
+    /// A file source has no HTTP reply: its date is the file's time, recorded as its
+    /// Last-Modified, and a same-size change is seen through it (FTP's, from MDTM, in
+    /// `FTPTests`).
+    @Test func aFileSourcesTimeIsItsLastModified() async throws {
+        let scenario = try SyncScenario()
+        let directory = scenario.directory
+        let source = try directory.write(randomData(count: 10_000, seed: 96), to: "src/a.bin")
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_000)], ofItemAtPath: source)
+        let manifest = try scenario.load(ManifestText(root: "root", top: ["allow_file: true"], entries: [.url("file://\(source)")]))
+        let runner = { scenario.runner(manifest, .init(concurrency: 1, retryPolicy: .standard)) }
+
+        #expect(try await runner().sync().map(\.outcome) == [.transferred])
+        #expect(try scenario.record("a.bin")?.complete?.validators.lastModified == "Tue, 14 Nov 2023 22:13:20 GMT")
+        let changed = randomData(count: 10_000, seed: 97)
+        try changed.write(to: URL(fileURLWithPath: source))
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1_700_000_060)], ofItemAtPath: source)
+        let again = try await runner().sync()
+        #expect(again.map(\.outcome) == [.transferred], "\(again.map(\.action))")
+        #expect(directory.contents(of: "root/a.bin")?.fingerprint == changed.fingerprint)
+    }
+
     @Test func aFileSourceIsRefusedWithoutAllowFile() {
         #expect(throws: ManifestError.self) {
             _ = try ManifestLoader.parse(text: "version: 1\nfiles:\n  - url: file:///etc/hostname\n", path: "f.yaml",
