@@ -260,7 +260,7 @@ public struct Entry: Sendable, Equatable {
 
     /// Fallback URLs for the same file, tried in order.
     public var mirrors: [RemoteURL] {
-        get { extras?.mirrors ?? [] }
+        get { extras?.fields.mirrors ?? [] }
         set { if newValue != mirrors { change { $0.mirrors = newValue } } }
     }
 
@@ -268,26 +268,26 @@ public struct Entry: Sendable, Equatable {
     /// digits, `sha512:`). Set from the entry's checksum file (`checksums:`) when the manifest
     /// pins none itself; see `ChecksumPins`.
     public var digest: String? {
-        get { extras?.digest }
+        get { extras?.fields.digest }
         set { if newValue != digest { change { $0.digest = newValue } } }
     }
 
     /// The name to look the entry up by in its checksum file (`checksum_name:`); nil: the last
     /// segment of the url's path, percent-decoded.
     public var checksumName: String? {
-        get { extras?.checksumName }
+        get { extras?.fields.checksumName }
         set { if newValue != checksumName { change { $0.checksumName = newValue } } }
     }
 
     /// Pinned size in bytes.
     public var size: Int64? {
-        get { extras?.size }
+        get { extras?.fields.size }
         set { if newValue != size { change { $0.size = newValue } } }
     }
 
     /// Where the same url and dest are listed again (harmless repeats, merged into this entry).
     public var repeatLocations: [SourceLocation] {
-        get { extras?.repeatLocations ?? [] }
+        get { extras?.fields.repeatLocations ?? [] }
         set { if newValue != repeatLocations { change { $0.repeatLocations = newValue } } }
     }
 
@@ -343,12 +343,6 @@ public struct Entry: Sendable, Equatable {
         init(_ fields: Fields) {
             self.fields = fields
         }
-
-        var mirrors: [RemoteURL] { fields.mirrors }
-        var digest: String? { fields.digest }
-        var checksumName: String? { fields.checksumName }
-        var size: Int64? { fields.size }
-        var repeatLocations: [SourceLocation] { fields.repeatLocations }
 
         static func == (lhs: Extras, rhs: Extras) -> Bool { lhs === rhs || lhs.fields == rhs.fields }
     }

@@ -311,15 +311,11 @@ enum ManifestStream {
         /// used costs address space, not memory. The text is counted in Unicode scalars, no more
         /// than its bytes, so text that is not ASCII makes the estimate larger, not smaller. No
         /// more than the text could hold: an entry takes at least 16 bytes (`- url: ftp://h/a`).
-        static func estimatedCount(of count: Int, since listStart: Int, in reader: borrowing YAMLEventReader) -> Int {
-            estimatedCount(of: count, taking: reader.charactersScanned - listStart, of: reader.inputCount - listStart, input: reader.inputCount)
-        }
-
-        /// `estimatedCount` on numbers: `count` entries took `taken` of the `remaining` scalars
-        /// from the list's start, in an input of `input` bytes.
-        static func estimatedCount(of count: Int, taking taken: Int, of remaining: Int, input: Int) -> Int {
-            let estimate = Double(count) * Double(max(remaining, 1)) / Double(max(taken, 1)) * 1.25
-            return Int(min(estimate, Double(input / 16)))
+        private static func estimatedCount(of count: Int, since listStart: Int, in reader: borrowing YAMLEventReader) -> Int {
+            let taken = max(reader.charactersScanned - listStart, 1)
+            let remaining = max(reader.inputCount - listStart, 1)
+            let estimate = Double(count) * Double(remaining) / Double(taken) * 1.25
+            return Int(min(estimate, Double(reader.inputCount / 16)))
         }
 
         /// The context the top-level `pairs` before `files` give. Problems with them are

@@ -36,8 +36,6 @@ final class EasyHandleKeeper: @unchecked Sendable {
         /// Handles taken since the keeper last made some: as many are made again.
         var taken = 0
         var stopping = false
-        /// Whether a retired handle not cleaned up yet holds a `file:` source's descriptor.
-        var holdsDescriptor = false
     }
 
     /// Handles kept ready at most: the requests a turn sends eagerly (`eagerSendLimit`) need no
@@ -66,10 +64,9 @@ final class EasyHandleKeeper: @unchecked Sendable {
     func exchange(_ retired: [Retired], idle: Bool) {
         let wake = state.withLock { state -> Bool in
             state.retired += retired
-            state.holdsDescriptor = state.holdsDescriptor || retired.contains { $0.fileSource >= 0 }
             return Self.wakes(
                 retired: state.retired.count, ready: state.ready.count, taken: state.taken,
-                idle: idle, holdsDescriptor: state.holdsDescriptor)
+                idle: idle, holdsDescriptor: state.retired.contains { $0.fileSource >= 0 })
         }
         if wake { work.signal() }
     }
@@ -101,10 +98,7 @@ final class EasyHandleKeeper: @unchecked Sendable {
         while true {
             work.wait()
             let (retired, make, stopping) = state.withLock { state in
-                defer {
-                    state.retired.removeAll(keepingCapacity: true)
-                    state.holdsDescriptor = false
-                }
+                defer { state.retired.removeAll(keepingCapacity: true) }
                 let make = state.stopping ? 0 : min(state.taken, Self.maxReady - state.ready.count)
                 state.taken = 0
                 return (state.retired, max(0, make), state.stopping)

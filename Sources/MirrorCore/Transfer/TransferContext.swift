@@ -121,13 +121,14 @@ final class TransferContext {
     }
 
     private static let httpProtocols = RedirectRule.protocols(forScheme: "http")
+    private static let fileProtocols = RedirectRule.protocols(forScheme: "file")
 
     /// Sets the request's own options (`makeHandle` set the rest). `self` must stay alive (the
     /// engine holds it) until `finish`.
     func configure() throws(CurlSetupError) {
         if let refused = easy.setupError { throw refused }
         let userdata = Unmanaged.passUnretained(self).toOpaque()
-        let url = request.protocols == RedirectRule.protocols(forScheme: "file") ? try fileSourceURL() : request.url
+        let url = request.protocols == Self.fileProtocols ? try fileSourceURL() : request.url
         try easy.set(CURLOPT_URL, url, "CURLOPT_URL")
         try easy.set(CURLOPT_PROTOCOLS_STR, request.protocols, "CURLOPT_PROTOCOLS_STR")
         if request.protocols != Self.httpProtocols {
