@@ -62,6 +62,7 @@ static void load(void) {
         {(void **)&mirror_curl_table.global_init, "curl_global_init"},
         {(void **)&mirror_curl_table.easy_init, "curl_easy_init"},
         {(void **)&mirror_curl_table.easy_cleanup, "curl_easy_cleanup"},
+        {(void **)&mirror_curl_table.easy_reset, "curl_easy_reset"},
         {(void **)&mirror_curl_table.easy_setopt, "curl_easy_setopt"},
         {(void **)&mirror_curl_table.easy_getinfo, "curl_easy_getinfo"},
         {(void **)&mirror_curl_table.easy_pause, "curl_easy_pause"},

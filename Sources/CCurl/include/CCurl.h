@@ -15,6 +15,7 @@ struct mirror_curl_functions {
     CURLcode (*global_init)(long flags);
     CURL *(*easy_init)(void);
     void (*easy_cleanup)(CURL *handle);
+    void (*easy_reset)(CURL *handle);
     CURLcode (*easy_setopt)(CURL *handle, CURLoption option, ...);
     CURLcode (*easy_getinfo)(CURL *handle, CURLINFO info, ...);
     CURLcode (*easy_pause)(CURL *handle, int bitmask);
@@ -48,6 +49,7 @@ const char *mirror_curl_load(void);
 static inline CURLcode mirror_curl_global_init(long flags) { return mirror_curl_table.global_init(flags); }
 static inline CURL *mirror_curl_easy_init(void) { return mirror_curl_table.easy_init(); }
 static inline void mirror_curl_easy_cleanup(CURL *handle) { mirror_curl_table.easy_cleanup(handle); }
+static inline void mirror_curl_easy_reset(CURL *handle) { mirror_curl_table.easy_reset(handle); }
 static inline CURLcode mirror_curl_easy_pause(CURL *handle, int bitmask) { return mirror_curl_table.easy_pause(handle, bitmask); }
 static inline CURLM *mirror_curl_multi_init(void) { return mirror_curl_table.multi_init(); }
 static inline CURLMcode mirror_curl_multi_cleanup(CURLM *multi) { return mirror_curl_table.multi_cleanup(multi); }

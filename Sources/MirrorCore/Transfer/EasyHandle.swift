@@ -30,6 +30,12 @@ final class EasyHandle: @unchecked Sendable {
         mirror_curl_easy_cleanup(raw)
     }
 
+    /// Every option back to libcurl's default, as `curl_easy_init` leaves them; what libcurl
+    /// allocated for transfers stays. Only for a handle outside the multi handle.
+    func reset() {
+        mirror_curl_easy_reset(raw)
+    }
+
     func set(_ option: CURLoption, _ value: Int, _ name: String) throws(CurlSetupError) {
         try check(mirror_easy_setopt_long(raw, option, value), name)
     }

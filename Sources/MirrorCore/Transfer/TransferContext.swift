@@ -80,6 +80,13 @@ final class TransferContext {
     /// `configure` fails is retired without a transfer, so no callback runs without it.
     static func makeHandle() -> EasyHandle {
         let easy = EasyHandle()
+        prepare(easy)
+        return easy
+    }
+
+    /// Sets the options every request sets alike on a new or reset handle; one libcurl refuses
+    /// is kept as the handle's `setupError`.
+    static func prepare(_ easy: EasyHandle) {
         do {
             // An empty no-proxy list means no exceptions (see `CURLOPT_PROXY` in `configure`).
             try easy.set(CURLOPT_NOPROXY, "", "CURLOPT_NOPROXY")
@@ -117,7 +124,6 @@ final class TransferContext {
         } catch {
             easy.setupError = error
         }
-        return easy
     }
 
     private static let httpProtocols = RedirectRule.protocols(forScheme: "http")
