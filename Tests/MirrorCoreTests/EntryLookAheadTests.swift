@@ -208,4 +208,16 @@ struct HelperWakeTests {
         #expect(EasyHandleKeeper.wakes(
             retired: row.retired, ready: row.ready, taken: row.taken, idle: row.idle, holdsDescriptor: row.holdsDescriptor) == row.wakes)
     }
+
+    @Test("a finished request's handle is reset for another unless an option was refused or an OS error is left in it",
+          arguments: [
+            (setupFailed: false, osErrno: 0, reusable: true),
+            (setupFailed: true, osErrno: 0, reusable: false),
+            (setupFailed: false, osErrno: Int(ECONNREFUSED), reusable: false),  // kept across a reset by libcurl 7.88
+            (setupFailed: false, osErrno: Int(ETIMEDOUT), reusable: false),
+            (setupFailed: true, osErrno: Int(ECONNREFUSED), reusable: false),
+          ])
+    func keeperReuse(_ row: (setupFailed: Bool, osErrno: Int, reusable: Bool)) {
+        #expect(EasyHandleKeeper.reusable(setupFailed: row.setupFailed, osErrno: row.osErrno) == row.reusable)
+    }
 }

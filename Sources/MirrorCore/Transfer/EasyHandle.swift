@@ -17,6 +17,9 @@ final class EasyHandle: @unchecked Sendable {
     /// An option libcurl refused when the handle was made (`TransferContext.makeHandle`): the
     /// request that takes the handle fails with it.
     var setupError: CurlSetupError?
+    /// Where libcurl writes a failure's message (`CURLOPT_ERRORBUFFER`), for every request the
+    /// handle carries; freed with it.
+    let errorBuffer: UnsafeMutablePointer<CChar>
 
     init() {
         guard let handle = mirror_curl_easy_init() else {
@@ -24,14 +27,18 @@ final class EasyHandle: @unchecked Sendable {
             fatalError("curl_easy_init failed: out of memory")
         }
         raw = handle
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
 
     func cleanup() {
         mirror_curl_easy_cleanup(raw)
+        errorBuffer.deallocate()
     }
 
-    /// Every option back to libcurl's default, as `curl_easy_init` leaves them; what libcurl
-    /// allocated for transfers stays. Only for a handle outside the multi handle.
+    /// Every option back to libcurl's default, as `curl_easy_init` leaves them. Not all state:
+    /// libcurl 7.88 keeps the last OS error (`EasyHandleKeeper.reusable`). Only for a handle
+    /// outside the multi handle.
     func reset() {
         mirror_curl_easy_reset(raw)
     }

@@ -20,7 +20,6 @@ final class EasyHandleKeeper: @unchecked Sendable {
     struct Retired: @unchecked Sendable {
         let handle: EasyHandle
         let headerList: UnsafeMutablePointer<curl_slist>?
-        let errorBuffer: UnsafeMutablePointer<CChar>
         /// A `file:` source's descriptor, or -1.
         let fileSource: Int32
 
@@ -30,13 +29,13 @@ final class EasyHandleKeeper: @unchecked Sendable {
         }
 
         /// The handle, reset to libcurl's defaults and given the options every request sets
-        /// alike, for another request; nil, and the handle cleaned up, when it cannot be.
+        /// alike, for another request; nil, and nothing done, when it may not be
+        /// (`EasyHandleKeeper.reusable`): then it is to be cleaned up.
         fileprivate func reused() -> EasyHandle? {
-            releaseRequest()
-            guard handle.setupError == nil else {
-                handle.cleanup()
+            guard EasyHandleKeeper.reusable(setupFailed: handle.setupError != nil, osErrno: handle.infoLong(CURLINFO_OS_ERRNO)) else {
                 return nil
             }
+            releaseRequest()
             handle.reset()
             TransferContext.prepare(handle)
             return handle
@@ -45,7 +44,6 @@ final class EasyHandleKeeper: @unchecked Sendable {
         /// Frees what the request pointed libcurl at.
         private func releaseRequest() {
             mirror_curl_slist_free_all(headerList)
-            errorBuffer.deallocate()
             if fileSource >= 0 { close(fileSource) }
         }
     }
@@ -102,6 +100,15 @@ final class EasyHandleKeeper: @unchecked Sendable {
         return retired > 0 && (idle || holdsDescriptor)
     }
 
+    /// Whether a finished request's handle may be reset for another. Not one that libcurl
+    /// refused an option of, and not one whose last OS error is set: libcurl 7.88 keeps that
+    /// error (`CURLINFO_OS_ERRNO`) across `curl_easy_reset`, and the next request on the handle
+    /// would report it as its own (a later request that timed out would read "connection
+    /// refused").
+    static func reusable(setupFailed: Bool, osErrno: Int) -> Bool {
+        !setupFailed && osErrno == 0
+    }
+
     /// Retired handles cleaned up in one wake, at least.
     static let retiredBatch = 8
 
@@ -132,9 +139,8 @@ final class EasyHandleKeeper: @unchecked Sendable {
                 for handle in ready { handle.cleanup() }
                 return
             }
-            // Finished requests' handles are reset for the next ones (`curl_easy_reset` keeps
-            // what libcurl allocated for a transfer, such as its buffer), and only what they
-            // do not cover is made anew.
+            // Finished requests' handles are reset for the next ones (no new handle's
+            // allocations and set-up), and only what they do not cover is made anew.
             var made: [EasyHandle] = []
             made.reserveCapacity(make)
             for handle in retired {

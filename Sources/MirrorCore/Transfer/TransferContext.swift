@@ -15,7 +15,9 @@ final class TransferContext {
 
     /// Freed only after the easy handle is cleaned up: libcurl keeps these pointers.
     private var headerList: UnsafeMutablePointer<curl_slist>?
-    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+    /// libcurl's message of a failure (`CURLOPT_ERRORBUFFER`); the handle's, emptied for each
+    /// request.
+    private var errorBuffer: UnsafeMutablePointer<CChar> { easy.errorBuffer }
 
     private var headers = HeaderLineParser()
     private var watchdog: StallWatchdog
@@ -63,14 +65,7 @@ final class TransferContext {
         self.sink = sink
         self.completion = completion
         watchdog = StallWatchdog(timeout: request.timeout, minSpeed: request.minSpeed, minSpeedTime: request.minSpeedTime)
-        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
-    }
-
-    /// Whether the handle was handed on (`retire`), with the buffers libcurl points into.
-    private var retired = false
-
-    deinit {
-        if !retired { errorBuffer.deallocate() }
+        easy.errorBuffer[0] = 0
     }
 
     /// A new easy handle with the options every request sets alike, set on the thread that
@@ -100,15 +95,19 @@ final class TransferContext {
             try easy.set(CURLOPT_NOPROGRESS, 0, "CURLOPT_NOPROGRESS")
             // Called by libcurl at least once a second; a non-zero return aborts the transfer.
             try easy.check(mirror_easy_setopt_xferinfo_callback(easy.raw) { userdata, _, received, _, sent in
-                let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-                let verdict = context.watchdog.observe(
-                    now: MonotonicClock.milliseconds(), received: Int64(received), sent: Int64(sent),
-                    heldByThrottle: context.heldByThrottle)
+                let verdict = Unmanaged<TransferContext>.fromOpaque(userdata!)._withUnsafeGuaranteedRef { context in
+                    context.watchdog.observe(
+                        now: MonotonicClock.milliseconds(), received: Int64(received), sent: Int64(sent),
+                        heldByThrottle: context.heldByThrottle)
+                }
                 return verdict == .keepGoing ? 0 : 1
             }, "CURLOPT_XFERINFOFUNCTION")
+            // The context is held by the engine while libcurl runs its request: borrowed here,
+            // not retained and released again for every call.
             try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
-                let context = Unmanaged<TransferContext>.fromOpaque(userdata!).takeUnretainedValue()
-                context.headers.receive(UnsafeRawBufferPointer(start: data, count: size * count))
+                Unmanaged<TransferContext>.fromOpaque(userdata!)._withUnsafeGuaranteedRef { context in
+                    context.headers.receive(UnsafeRawBufferPointer(start: data, count: size * count))
+                }
                 return size * count
             }, "CURLOPT_HEADERFUNCTION")
             try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
@@ -416,12 +415,11 @@ final class TransferContext {
     /// what libcurl points into, for `EasyHandleKeeper` to clean up; the context uses none of
     /// it again.
     func retire() -> EasyHandleKeeper.Retired {
-        retired = true
         defer {
             fileSource = -1
             headerList = nil
         }
-        return EasyHandleKeeper.Retired(handle: easy, headerList: headerList, errorBuffer: errorBuffer, fileSource: fileSource)
+        return EasyHandleKeeper.Retired(handle: easy, headerList: headerList, fileSource: fileSource)
     }
 }
 

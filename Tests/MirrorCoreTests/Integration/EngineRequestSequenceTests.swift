@@ -3,9 +3,9 @@ import Testing
 @testable import MirrorCore
 
 /// Requests on one engine end as their own, whatever ended before them: libcurl 7.88 keeps
-/// state in an easy handle across `curl_easy_reset` (the receive buffer, after which
-/// `CURLOPT_BUFFERSIZE` is refused, and the last OS error), so an engine that reused handles
-/// failed every request after one that could not connect.
+/// state in an easy handle across `curl_easy_reset` (the last OS error), so a handle reset for
+/// another request after one that could not connect would report that request's error as its
+/// own (`EasyHandleKeeper.reusable`).
 struct EngineRequestSequenceTests {
     @Test func requestsAfterOnesThatFailedBeforeConnectingEndAsTheirOwn() async throws {
         let body = randomData(count: 20_000, seed: 41)
@@ -28,6 +28,34 @@ struct EngineRequestSequenceTests {
         }
         let requests = try scenario.nginxRequests()
         #expect(requests.count == 10 && requests.allSatisfy { $0.status == 200 }, "\(requests)")
+    }
+
+    /// Many requests that could not connect at once, a batch the keeper takes in one wake:
+    /// their handles are cleaned up (each once) rather than reset, and the requests after
+    /// them, on reset or new handles, report no error of theirs.
+    @Test func handlesLeftWithAnOSErrorAreCleanedUpAndNotReused() async throws {
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": randomData(count: 2_000, seed: 42)]))
+        let closed = try ClosedPort()
+        defer { withExtendedLifetime(closed) {} }
+        let engine = TransferEngine()
+        let good = TransferRequest(url: scenario.url("/a.bin"), method: .get)
+        let refused = TransferRequest(url: "http://127.0.0.1:\(closed.port)/a.bin", method: .get)
+        for round in 0..<3 {
+            let failed = await Self.fetchAll(Array(repeating: refused, count: 3 * EasyHandleKeeper.retiredBatch), on: engine)
+            #expect(failed.allSatisfy { $0.curlCode == 7 && $0.osErrno == ECONNREFUSED }, "round \(round): \(failed)")
+            let fetched = await Self.fetchAll(Array(repeating: good, count: 3 * EasyHandleKeeper.retiredBatch), on: engine)
+            #expect(fetched.allSatisfy { $0.succeeded && $0.head?.status == 200 && $0.osErrno == 0 }, "round \(round): \(fetched)")
+        }
+    }
+
+    /// Sends `requests` at once on the engine's thread and waits for all their outcomes.
+    private static func fetchAll(_ requests: [TransferRequest], on engine: TransferEngine) async -> [TransferOutcome] {
+        await withTaskGroup(of: TransferOutcome.self) { group in
+            for request in requests { group.addTask { await fetch(request, on: engine) } }
+            var outcomes: [TransferOutcome] = []
+            for await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
     }
 
     /// Sends `request` on the engine's thread and waits for its outcome.
