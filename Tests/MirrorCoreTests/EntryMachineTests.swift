@@ -22,7 +22,7 @@ struct EntryMachineTests {
         var retries = 2
         var pins = Pins()
         /// The sources that answer HTTP conditions; nil: all of them (http and https URLs).
-        var conditional: Set<Int>?
+        var conditional: SourceIndexSet?
         var steps: [Step]
         var testDescription: String { name }
     }
@@ -894,6 +894,6 @@ struct EntryMachineTests {
 extension EntryMachineTests.Row {
     var machine: EntryMachine {
         EntryMachine(mode: mode, sourceCount: sources, retries: retries, pins: pins, sizePin: pins.size,
-                     conditionalSources: conditional ?? Set(0..<sources))
+                     conditionalSources: conditional ?? SourceIndexSet(0..<sources))
     }
 }

@@ -48,9 +48,14 @@ final class DownloadDriver: @unchecked Sendable {
     /// What inspection found: the store's map of the `.part` (nil: none), and whether it
     /// describes the `.part`; returns the partial file's facts as the map says them.
     func inspected(_ partial: LocalFacts.FileState, record: RemoteValidators?) -> LocalFacts.FileState {
+        inspected(partial, record: record, map: try? store?.segmentMap(for: entry.dest))
+    }
+
+    /// `inspected(_:record:)` with the store's map already read.
+    func inspected(_ partial: LocalFacts.FileState, record: RemoteValidators?, map: SegmentMap?) -> LocalFacts.FileState {
         segmentMap = nil
         segmentMapSeen = false
-        guard let map = try? store?.segmentMap(for: entry.dest) else { return partial }
+        guard let map else { return partial }
         // The map, not the size, says what a segmented `.part` holds.
         segmentMapSeen = true
         let resumable = SegmentMap.resumable(map, partial: partial, record: record)

@@ -56,8 +56,9 @@ struct RemoteProbe: Sendable {
             return .known(.unavailable(.contradictoryReply(contradiction)))
         }
         let headLength = response.isSuccess ? response.contentLength : nil
-        if let headLength, response.validators.namesVersion {
-            return .known(.available(RemoteFile(size: headLength, etag: response.etag, lastModified: response.lastModified)))
+        let validators = response.validators
+        if let headLength, validators.namesVersion {
+            return .known(.available(RemoteFile(size: headLength, etag: validators.etag, lastModified: validators.lastModified)))
         }
         if !response.isSuccess && ![403, 405, 501].contains(response.status) {
             return .known(.unavailable(.httpStatus(response.status, retryAfter: response["retry-after"])))

@@ -40,8 +40,15 @@ final class EntryDriver: @unchecked Sendable {
     /// `RunEvent.started` was sent, at the first attempt.
     private var announcedStart = false
     private let onFinish: (EntryResult) -> Void
-    /// Carries out the download's effects.
-    private var download: DownloadDriver!
+    /// Carries out the download's effects; made when first needed (a plan, and an entry found
+    /// up to date, need none).
+    private var download: DownloadDriver {
+        if let madeDownload { return madeDownload }
+        let made = DownloadDriver(host: self)
+        madeDownload = made
+        return made
+    }
+    private var madeDownload: DownloadDriver?
 
     /// What was found for the entry ahead of its turn (`EntryLookAhead`), for its first
     /// inspection; nil once that was made.
@@ -60,7 +67,6 @@ final class EntryDriver: @unchecked Sendable {
         entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0) }
         machine = EntryMachine(mode: run.mode, sourceCount: prepared.sources.count, retries: entry.settings.retries, pins: entry.pins,
                                sizePin: entry.size, conditionalSources: prepared.conditional)
-        download = DownloadDriver(host: self)
     }
 
     /// What an entry's driver is made with that depends on the entry and the run's settings
@@ -70,9 +76,9 @@ final class EntryDriver: @unchecked Sendable {
         let sources: [Source]
         /// The sources that answer conditions: http and https URLs (ftp and file URLs keep the
         /// probe).
-        let conditional: Set<Int>
+        let conditional: SourceIndexSet
 
-        init(paths: DestinationPaths, sources: [Source], conditional: Set<Int>) {
+        init(paths: DestinationPaths, sources: [Source], conditional: SourceIndexSet) {
             self.paths = paths
             self.sources = sources
             self.conditional = conditional
@@ -85,7 +91,10 @@ final class EntryDriver: @unchecked Sendable {
             sources.append(Source(entry.url, entry: entry, context: context))
             for mirror in entry.mirrors { sources.append(Source(mirror, entry: entry, context: context)) }
             self.sources = sources
-            conditional = Set(sources.indices.filter { sources[$0].protocols == RedirectRule.protocols(forScheme: "http") })
+            var conditional = SourceIndexSet()
+            let http = RedirectRule.protocols(forScheme: "http")
+            for index in sources.indices where sources[index].protocols == http { conditional.insert(index) }
+            self.conditional = conditional
         }
     }
 
@@ -110,8 +119,9 @@ final class EntryDriver: @unchecked Sendable {
     /// The entry's download in progress, as its machine stands.
     var downloadMachine: DownloadMachine? { machine.download }
 
-    /// A source URL and what is derived from it, parsed once.
-    struct Source: Sendable {
+    /// A source URL and what is derived from it, parsed once. A class: a step that uses the
+    /// entry's source takes it with one retain, where a copy retained each of its fields.
+    final class Source: Sendable {
         let url: RemoteURL
         /// `url.display`, made once: messages, events and the record name the source by it.
         let display: String
@@ -168,7 +178,7 @@ final class EntryDriver: @unchecked Sendable {
     /// Stops what the entry waits for; the machine hears of it as a cancelled step.
     func cancel() {
         deliver(.runCancelled)
-        download.cancel()
+        madeDownload?.cancel()
         if let transferID { env.fetcher.engine.cancel(transferID) }
         if let slotRequest {
             // A request still in the queue is answered here; one granted meanwhile is answered
@@ -213,7 +223,13 @@ final class EntryDriver: @unchecked Sendable {
             return awaitHost(sources[index])
         case .acquireSlot:
             if run.isCancelled { return .slotDenied }
-            let (granted, id) = env.slots.acquire(sources[machine.source].want(.light)) { [self] slot in
+            let want = sources[machine.source].want(.light)
+            // Nearly always free at once: then no closure is made for a later grant.
+            if let granted = env.slots.acquireNow(want) {
+                slot = granted
+                return .slotGranted(hostTroubled: isTroubled(sources[machine.source]))
+            }
+            let (granted, id) = env.slots.acquire(want) { [self] slot in
                 env.fetcher.engine.post { [self] in
                     slotRequest = nil
                     if run.isCancelled {
@@ -433,7 +449,11 @@ final class EntryDriver: @unchecked Sendable {
         if let problem = found.record.problem { env.emit(problem) }
         let record = found.record.record
         var local = found.local
-        local.partial = download.inspected(local.partial, record: record?.partial)
+        if let madeDownload {
+            local.partial = madeDownload.inspected(local.partial, record: record?.partial)
+        } else if let map = try? store?.segmentMap(for: entry.dest) {
+            local.partial = download.inspected(local.partial, record: record?.partial, map: map)
+        }
         return .inspected(local, record: record, recordUnreadable: found.record.unreadable)
     }
 

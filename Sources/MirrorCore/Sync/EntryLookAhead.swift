@@ -20,11 +20,19 @@ struct EntryLook: Sendable {
 
 /// What was made and found for an entry ahead of its start (`EntryLookAhead`): what its driver
 /// is made with, and what its first inspection would find (or why it could not look).
-struct LookedAhead: Sendable {
+/// A class: it is handed from the look-ahead's table to the entry's driver, and as a struct
+/// each hand-over copied it and retained everything it holds.
+final class LookedAhead: Sendable {
     let prepared: EntryDriver.Prepared
     let look: Result<EntryLook, TransferFailure>
     /// When it was looked at (`MonotonicClock.milliseconds`).
     let at: Int64
+
+    init(prepared: EntryDriver.Prepared, look: Result<EntryLook, TransferFailure>, at: Int64) {
+        self.prepared = prepared
+        self.look = look
+        self.at = at
+    }
 
     /// Facts found longer ago than this are looked at again at the entry's first inspection:
     /// an entry that waited that long for its turn (behind large downloads) decides on what

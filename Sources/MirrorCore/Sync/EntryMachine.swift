@@ -237,7 +237,7 @@ struct EntryMachine {
     let sizePin: Int64?
     /// The sources that answer HTTP conditions (http and https URLs; not ftp or file): an
     /// attempt on one of them whose `DEST` the store vouches for is one conditional GET.
-    let conditionalSources: Set<Int>
+    let conditionalSources: SourceIndexSet
     /// Outages waited out without spending a retry, at most: a server that keeps vanishing
     /// and coming back must still run out of attempts.
     static let maxForgivenOutages = 20
@@ -283,7 +283,7 @@ struct EntryMachine {
     /// the same wrong file per retry).
     private var segmentsRefused = false
 
-    init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: Set<Int> = []) {
+    init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: SourceIndexSet = []) {
         self.mode = mode
         self.conditionalSources = conditionalSources
         self.sourceCount = max(1, sourceCount)
@@ -350,9 +350,9 @@ struct EntryMachine {
                 action = .skip
                 if mode == .plan {
                     let size = local.destination.size ?? local.partial.size
-                    return [.announce(.decided(.skip))] + end(.planned(.skip, localSize: size, remoteSize: size))
+                    return end(.planned(.skip, localSize: size, remoteSize: size), after: .announce(.decided(.skip)))
                 }
-                return [.announce(.decided(.skip))] + succeed(.skipped, size: local.destination.size, sha256: pins.digest)
+                return succeed(.skipped, size: local.destination.size, sha256: pins.digest, after: .announce(.decided(.skip)))
             }
             if local.isEmpty, mode == .sync {
                 // Nothing on disk: the probe would only repeat what the GET's headers say.
@@ -680,7 +680,7 @@ struct EntryMachine {
     /// `plan`: the decision is all there is.
     private mutating func planned() -> [Effect] {
         let localSize = local?.destination.size ?? local?.partial.size
-        return [.announce(.decided(action))] + end(.planned(action, localSize: localSize, remoteSize: remoteFile?.size))
+        return end(.planned(action, localSize: localSize, remoteSize: remoteFile?.size), after: .announce(.decided(action)))
     }
 
     private mutating func recordFirstSight() -> [Effect] {
@@ -846,18 +846,29 @@ struct EntryMachine {
         }
     }
 
-    private mutating func succeed(_ outcome: EntryReport.Outcome, size: Int64?, sha256: String?) -> [Effect] {
+    private mutating func succeed(_ outcome: EntryReport.Outcome, size: Int64?, sha256: String?, after first: Effect? = nil) -> [Effect] {
         lastAction = action
-        return releaseSlot() + end(.succeeded(outcome, action: action, size: size, sha256: sha256))
+        return end(.succeeded(outcome, action: action, size: size, sha256: sha256), after: first)
     }
 
-    private mutating func end(_ outcome: Outcome) -> [Effect] {
+    /// The entry's end: `first` (when given), the slot given back, and `outcome`, in one list
+    /// made at its size (every entry ends here: joining lists took four allocations).
+    private mutating func end(_ outcome: Outcome, after first: Effect? = nil) -> [Effect] {
         phase = .done
+        var effects: [Effect] = []
+        effects.reserveCapacity(3)
+        if let first { effects.append(first) }
+        if holdsSlot {
+            holdsSlot = false
+            effects.append(.releaseSlot)
+        }
         if mode == .plan, case .failed(let failure, _, _) = outcome {
             // A plan reports every entry as a decision, an interrupted one included.
-            return releaseSlot() + [.finish(.planned(.fail(failure), localSize: nil, remoteSize: nil))]
+            effects.append(.finish(.planned(.fail(failure), localSize: nil, remoteSize: nil)))
+        } else {
+            effects.append(.finish(outcome))
         }
-        return releaseSlot() + [.finish(outcome)]
+        return effects
     }
 
     /// An event the current phase does not expect: a driver bug. The entry fails rather than

@@ -2,7 +2,9 @@
 /// (`ManifestRunner.environment(…)`): the engine and its permits, the disk and the store, the
 /// hosts' rules and rate limits, and the options an entry reads. `SyncRun`, `EntryDriver` and
 /// `DownloadDriver` take what they need from it, not from the runner; a test can build one.
-struct SyncEnvironment {
+/// A class: every entry's driver holds it, and a reference is one retain where a copy of the
+/// struct it was retained each of its twenty fields.
+final class SyncEnvironment {
     /// The entries, their `root` (`Manifest.paths(for:)`) and their `hosts:` rules.
     let manifest: Manifest
     let fetcher: Fetcher
@@ -38,6 +40,37 @@ struct SyncEnvironment {
     /// with what the caller is to tell of a store that could not be read. Called from the
     /// look-ahead's thread too, which tells nothing itself: the entry that takes its facts does.
     let readRecord: @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup
+
+    init(
+        manifest: Manifest, fetcher: Fetcher, probe: RemoteProbe, rootDirectory: RootDirectory, blocking: BlockingPool,
+        slots: TransferSlots, runBucket: RateBucket?, hostBuckets: [String: RateBucket], store: StateStore?,
+        siblings: SiblingStores, conditions: HostConditions, concurrency: Int, durable: Bool, progress: SyncProgress?,
+        proxies: ProxyEnvironment, retryPolicy: RetryPolicy, retryAfterCap: Duration, segmentMin: Int64?,
+        emit: @escaping @Sendable (RunEvent) -> Void, storeWriteFailed: @escaping @Sendable (String) -> Void,
+        readRecord: @escaping @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup
+    ) {
+        self.manifest = manifest
+        self.fetcher = fetcher
+        self.probe = probe
+        self.rootDirectory = rootDirectory
+        self.blocking = blocking
+        self.slots = slots
+        self.runBucket = runBucket
+        self.hostBuckets = hostBuckets
+        self.store = store
+        self.siblings = siblings
+        self.conditions = conditions
+        self.concurrency = concurrency
+        self.durable = durable
+        self.progress = progress
+        self.proxies = proxies
+        self.retryPolicy = retryPolicy
+        self.retryAfterCap = retryAfterCap
+        self.segmentMin = segmentMin
+        self.emit = emit
+        self.storeWriteFailed = storeWriteFailed
+        self.readRecord = readRecord
+    }
 }
 
 /// An entry's record as the stores hold it, and the problem to tell when the run's own store

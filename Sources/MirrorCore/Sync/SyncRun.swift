@@ -211,10 +211,18 @@ final class SyncRun: @unchecked Sendable {
         if remaining == 0 { return finishRun() }
         // Not from inside the finishing driver's own step: the next one starts on a clean stack,
         // once the loop has sent the requests that this turn's finished transfers made way for.
-        if hasMoreToStart {
-            environment.fetcher.engine.afterSends { [self] in startMore() }
+        // One `startMore` a turn starts entries for all the turn's finished ones.
+        if hasMoreToStart, !startMoreDeferred {
+            startMoreDeferred = true
+            environment.fetcher.engine.afterSends { [self] in
+                startMoreDeferred = false
+                startMore()
+            }
         }
     }
+
+    /// A `startMore` waits for the turn's sends (`entryFinished`).
+    private var startMoreDeferred = false
 
     /// The result of an entry that fails for want of its checksum file's pin.
     private func unpinnedResult(_ entry: Entry, _ failure: TransferFailure) -> EntryResult {

@@ -23,6 +23,9 @@ struct HeaderLineParser {
         "accept-ranges", "date",
     ]
     static let wantedHeaders: [[UInt8]] = wantedNames.map { Array($0.utf8) }
+    /// Wanted fields a reply usually has (an nginx file: length, ETag, Last-Modified, ranges,
+    /// date).
+    static let usualFields = 6
 
     /// The head of the last response, once a status line came.
     var head: ResponseHead? {
@@ -36,9 +39,13 @@ struct HeaderLineParser {
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
         guard end > 0 else { return }
         let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
-        if line.starts(with: "HTTP/".utf8) {
+        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+           line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
             status = Self.statusCode(ofStatusLine: line)
             fields.removeAll(keepingCapacity: true)
+            // Room for what most replies send of the wanted headers, in one allocation rather
+            // than one at each doubling.
+            fields.reserveCapacity(Self.usualFields)
             sawStatusLine = true
             keptLastHeader = false
             return

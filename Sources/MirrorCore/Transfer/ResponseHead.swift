@@ -27,6 +27,16 @@ public struct ResponseHead: Sendable, Equatable {
         fields.last(where: { $0.name == lowercasedName })?.value
     }
 
+    /// The value of the one field of that name; nil when there is none or more than one.
+    private func onlyField(_ lowercasedName: String) -> String? {
+        var found: String?
+        for field in fields where field.name == lowercasedName {
+            if found != nil { return nil }
+            found = field.value
+        }
+        return found
+    }
+
     public var isSuccess: Bool { (200..<300).contains(status) }
     public var isRedirect: Bool { [301, 302, 303, 307, 308].contains(status) }
 
@@ -38,6 +48,9 @@ public struct ResponseHead: Sendable, Equatable {
     public var contentLength: Int64? {
         // Every value must be the same valid number; checked without building a set (this runs
         // for every reply).
+        if let only = onlyField("content-length"), !Self.holdsList(only) {
+            return HeaderLength.parse(Substring(only).trimmingSpaces)
+        }
         var length: Int64?
         var seen = false
         var agree = true
@@ -70,6 +83,17 @@ public struct ResponseHead: Sendable, Equatable {
     /// which bytes came, and whether all of them did, is not known.
     public var contradiction: String? {
         if let unreadable = unreadableLength { return unreadable }
+        // Nearly every reply: one value of each at most, nothing to compare.
+        var lengths = 0
+        var ranges = 0
+        for field in fields {
+            if field.name == "content-length" {
+                lengths += Self.holdsList(field.value) ? 2 : 1
+            } else if field.name == "content-range" {
+                ranges += Self.holdsList(field.value) ? 2 : 1
+            }
+        }
+        if lengths <= 1, ranges <= 1 { return nil }
         for name in ["content-length", "content-range"] {
             let asNumber = name == "content-length"
             var distinct: [Substring] = []
@@ -92,8 +116,17 @@ public struct ResponseHead: Sendable, Equatable {
     /// Content-Range of a 206 or a 416 (on other statuses it describes nothing that is kept).
     private var unreadableLength: String? {
         var unreadable: Substring?
-        forEachValue("content-length") { value in
-            if unreadable == nil, HeaderLength.parse(value) == nil { unreadable = value }
+        for field in fields where field.name == "content-length" {
+            if !Self.holdsList(field.value) {
+                // One value, trimmed already (`HeaderLineParser`) or trimmed here.
+                let value = Substring(field.value).trimmingSpaces
+                if HeaderLength.parse(value) == nil { unreadable = value }
+            } else {
+                forEachValue(in: field.value) { value in
+                    if unreadable == nil, HeaderLength.parse(value) == nil { unreadable = value }
+                }
+            }
+            if unreadable != nil { break }
         }
         if let unreadable {
             return "Content-Length \(Self.quoted(unreadable)) is not a number of bytes from 0 to \(HeaderLength.maximum)"
@@ -114,17 +147,28 @@ public struct ResponseHead: Sendable, Equatable {
     /// trimmed, in order. Only for headers whose values hold no commas of their own.
     private func forEachValue(_ lowercasedName: String, _ body: (Substring) -> Void) {
         for field in fields where field.name == lowercasedName {
-            var rest = Substring(field.value)
-            while true {
-                if let comma = rest.firstIndex(of: ",") {
-                    body(rest[..<comma].trimmingSpaces)
-                    rest = rest[rest.index(after: comma)...]
-                } else {
-                    body(rest.trimmingSpaces)
-                    break
-                }
+            forEachValue(in: field.value, body)
+        }
+    }
+
+    /// `forEachValue` for one field's value.
+    private func forEachValue(in value: String, _ body: (Substring) -> Void) {
+        var rest = Substring(value)
+        while true {
+            if let comma = rest.firstIndex(of: ",") {
+                body(rest[..<comma].trimmingSpaces)
+                rest = rest[rest.index(after: comma)...]
+            } else {
+                body(rest.trimmingSpaces)
+                break
             }
         }
+    }
+
+    /// Whether a value holds a comma, so more than one list item.
+    private static func holdsList(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { $0.contains(UInt8(ascii: ",")) }
     }
 
     /// A Content-Encoding other than identity: the server sent a coded representation.

@@ -159,6 +159,9 @@ private final class MultiLoop: @unchecked Sendable {
     /// The handles of the turn's finished requests, handed to the keeper after the sends.
     /// Touched only on the loop thread.
     private var retired: [EasyHandleKeeper.Retired] = []
+    /// Finished requests' contexts, retired (`TransferContext.retire`) after the turn's
+    /// deferred work, so after its sends. Touched only on the loop thread.
+    private var retiring: [TransferContext] = []
     /// Connections opened before the engine (`EarlyConnections`), and the requests that wait
     /// for them to their origin, in the order they came: configured, not yet added. Touched
     /// only on the loop thread.
@@ -295,7 +298,7 @@ private final class MultiLoop: @unchecked Sendable {
     /// A held request's end before it was added: cancelled.
     private func completeHeld(_ context: TransferContext) {
         context.finish(code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
-        deferred.append { [self] in retired.append(context.retire()) }
+        retiring.append(context)
     }
 
     /// Resumes the first held transfer (longest since its last turn) whose rate limits let it
@@ -379,13 +382,16 @@ private final class MultiLoop: @unchecked Sendable {
     }
 
     /// Runs the work deferred so far (`afterSends`); what it defers in turn waits for the next
-    /// turn, after that turn's sends. Then hands the keeper the turn's finished handles.
+    /// turn, after that turn's sends. Then retires the finished requests' contexts and hands
+    /// the keeper their handles.
     private func runDeferred() {
         if !deferred.isEmpty {
             let work = deferred
             deferred.removeAll(keepingCapacity: true)
             for item in work { item() }
         }
+        for context in retiring { retired.append(context.retire()) }
+        retiring.removeAll(keepingCapacity: true)
         keeper.exchange(retired, idle: active.isEmpty)
         retired.removeAll(keepingCapacity: true)
     }
@@ -463,7 +469,7 @@ private final class MultiLoop: @unchecked Sendable {
         overTLS.remove(handle)
         mirror_curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
-        deferred.append { [self] in retired.append(context.retire()) }
+        retiring.append(context)
     }
 }
 
