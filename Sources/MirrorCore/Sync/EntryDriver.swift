@@ -223,13 +223,7 @@ final class EntryDriver: @unchecked Sendable {
             return awaitHost(sources[index])
         case .acquireSlot:
             if run.isCancelled { return .slotDenied }
-            let want = sources[machine.source].want(.light)
-            // Nearly always free at once: then no closure is made for a later grant.
-            if let granted = env.slots.acquireNow(want) {
-                slot = granted
-                return .slotGranted(hostTroubled: isTroubled(sources[machine.source]))
-            }
-            let (granted, id) = env.slots.acquire(want) { [self] slot in
+            let (granted, id) = env.slots.acquire(sources[machine.source].want(.light)) { [self] slot in
                 env.fetcher.engine.post { [self] in
                     slotRequest = nil
                     if run.isCancelled {
