@@ -157,16 +157,20 @@ struct HelperWakeTests {
         var testDescription: String { "looked \(looked) wanted \(wanted) found \(found) window \(window) → \(wakes)" }
     }
 
+    /// A run of width 16: its window is 16 and two batches.
+    static let b = EntryLookAhead.batch
+    static let w = EntryLookAhead.window(width: 16)
     static let lookRows: [LookRow] = [
-        LookRow(looked: 100, wanted: 100, found: 0, window: 48, wakes: false),   // nothing wanted beyond what was looked at
-        LookRow(looked: 90, wanted: 100, found: 48, window: 48, wakes: false),   // the window is full
-        LookRow(looked: 90, wanted: 148, found: 47, window: 48, wakes: false),   // room for one: not yet
-        LookRow(looked: 90, wanted: 148, found: 33, window: 48, wakes: false),   // room for 15
-        LookRow(looked: 90, wanted: 148, found: 32, window: 48, wakes: true),    // room for a batch
-        LookRow(looked: 90, wanted: 148, found: 0, window: 48, wakes: true),
-        LookRow(looked: 99, wanted: 100, found: 20, window: 48, wakes: true),    // the end of the manifest: the last entry
-        LookRow(looked: 90, wanted: 148, found: 15, window: 20, wakes: true),    // fewer than a batch held: wake though the room is small
-        LookRow(looked: 0, wanted: 8, found: 7, window: 8, wakes: true),         // a window smaller than a batch: every entry
+        LookRow(looked: 100, wanted: 100, found: 0, window: w, wakes: false),            // nothing wanted beyond what was looked at
+        LookRow(looked: 90, wanted: 100, found: w, window: w, wakes: false),             // the window is full
+        LookRow(looked: 90, wanted: 90 + w, found: w - 1, window: w, wakes: false),      // room for one: not yet
+        LookRow(looked: 90, wanted: 90 + w, found: w - b + 1, window: w, wakes: false),  // room for a batch less one
+        LookRow(looked: 90, wanted: 90 + w, found: w - b, window: w, wakes: true),       // room for a batch
+        LookRow(looked: 90, wanted: 90 + w, found: 0, window: w, wakes: true),
+        LookRow(looked: 99, wanted: 100, found: w - 1, window: w, wakes: false),         // the last entry, a batch and more held
+        LookRow(looked: 99, wanted: 100, found: b - 1, window: w, wakes: true),          // the last entry, less than a batch held
+        LookRow(looked: 90, wanted: 90 + w, found: b - 1, window: b + 4, wakes: true),   // fewer than a batch held: wake though the room is small
+        LookRow(looked: 0, wanted: 8, found: 7, window: 8, wakes: true),                 // a window smaller than a batch: every entry
     ]
 
     @Test("the look-ahead is woken for a batch, or when what it holds runs low", arguments: lookRows)
@@ -190,17 +194,19 @@ struct HelperWakeTests {
         var testDescription: String { "retired \(retired) ready \(ready) taken \(taken) idle \(idle) descriptor \(holdsDescriptor) → \(wakes)" }
     }
 
+    static let ready = EasyHandleKeeper.maxReady
+    static let batch = EasyHandleKeeper.retiredBatch
     static let keeperRows: [KeeperRow] = [
-        KeeperRow(retired: 0, ready: 16, taken: 0, wakes: false),
-        KeeperRow(retired: 1, ready: 15, taken: 1, wakes: false),               // one handle to clean, plenty ready
-        KeeperRow(retired: EasyHandleKeeper.retiredBatch - 1, ready: 9, taken: 7, wakes: false),
-        KeeperRow(retired: EasyHandleKeeper.retiredBatch, ready: 16, taken: 0, wakes: true),
-        KeeperRow(retired: 0, ready: EasyHandleKeeper.maxReady / 2, taken: 8, wakes: true),  // running low
+        KeeperRow(retired: 0, ready: ready, taken: 0, wakes: false),
+        KeeperRow(retired: 1, ready: ready - 1, taken: 1, wakes: false),                 // one handle to clean, plenty ready
+        KeeperRow(retired: batch - 1, ready: ready / 2 + 1, taken: batch - 1, wakes: false),
+        KeeperRow(retired: batch, ready: ready, taken: 0, wakes: true),
+        KeeperRow(retired: 0, ready: ready / 2, taken: ready / 2, wakes: true),          // running low
         KeeperRow(retired: 0, ready: 0, taken: 1, wakes: true),
-        KeeperRow(retired: 0, ready: 0, taken: 0, wakes: false),                // nothing taken: nothing to make again
-        KeeperRow(retired: 1, ready: 15, taken: 1, idle: true, wakes: true),    // the run may be over: not kept until the engine goes
-        KeeperRow(retired: 0, ready: 16, taken: 0, idle: true, wakes: false),
-        KeeperRow(retired: 1, ready: 15, taken: 1, holdsDescriptor: true, wakes: true),  // a file: source's descriptor
+        KeeperRow(retired: 0, ready: 0, taken: 0, wakes: false),                         // nothing taken: nothing to make again
+        KeeperRow(retired: 1, ready: ready - 1, taken: 1, idle: true, wakes: true),      // the run may be over: not kept until the engine goes
+        KeeperRow(retired: 0, ready: ready, taken: 0, idle: true, wakes: false),
+        KeeperRow(retired: 1, ready: ready - 1, taken: 1, holdsDescriptor: true, wakes: true),  // a file: source's descriptor
     ]
 
     @Test("the keeper is woken for a batch of handles to clean up, when few are ready, or when the engine is idle", arguments: keeperRows)

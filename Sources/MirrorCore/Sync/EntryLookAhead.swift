@@ -150,8 +150,9 @@ final class EntryLookAhead: Sendable {
         if wake { shared.work.signal() }
     }
 
-    /// Entries looked at between two publications of what was found.
-    static let batch = 16
+    /// Entries looked at between two publications of what was found, and the room that wakes
+    /// the look-ahead: a wake is a `futex` call on the engine's thread (`EasyHandleKeeper.maxReady`).
+    static let batch = 64
 
     /// Whether a sleeping look-ahead is to be woken: entries are wanted that it has not looked
     /// at, and either a batch of them fits in the window beside the `found` held, or what is

@@ -2,8 +2,8 @@
 /// (`ManifestRunner.environment(…)`): the engine and its permits, the disk and the store, the
 /// hosts' rules and rate limits, and the options an entry reads. `SyncRun`, `EntryDriver` and
 /// `DownloadDriver` take what they need from it, not from the runner; a test can build one.
-/// A class: every entry's driver holds it, and a reference is one retain where a copy of the
-/// struct it was retained each of its twenty fields.
+/// A class: every entry's driver holds it, and a reference is one retain where a copy of a
+/// struct retained each of its 21 fields.
 final class SyncEnvironment {
     /// The entries, their `root` (`Manifest.paths(for:)`) and their `hosts:` rules.
     let manifest: Manifest
