@@ -182,11 +182,12 @@ final class SyncRun: @unchecked Sendable {
 
     private func start(_ index: Int, countedAgainst host: String?) {
         let looked = lookAhead.take(index)
-        let pinnedEntry = pinned.removeValue(forKey: index)
+        // Most runs have neither pinned nor unpinned entries: an empty table is not hashed into.
+        let pinnedEntry = pinned.isEmpty ? nil : pinned.removeValue(forKey: index)
         let entry = pinnedEntry ?? entries[index]
         // An emptied table keeps its room: let it go once every pinned entry has started.
         if pinned.isEmpty, pinned.capacity > 0 { pinned = [:] }
-        if let failure = unpinned.removeValue(forKey: index) { return entryFinished(index, unpinnedResult(entry, failure)) }
+        if !unpinned.isEmpty, let failure = unpinned.removeValue(forKey: index) { return entryFinished(index, unpinnedResult(entry, failure)) }
         if let host {
             runningPerHost[host, default: 0] += 1
             hostOfRunning[index] = host
@@ -201,7 +202,7 @@ final class SyncRun: @unchecked Sendable {
 
     private func entryFinished(_ index: Int, _ result: EntryResult) {
         running[index] = nil
-        if let host = hostOfRunning.removeValue(forKey: index) { runningPerHost[host, default: 1] -= 1 }
+        if !hostOfRunning.isEmpty, let host = hostOfRunning.removeValue(forKey: index) { runningPerHost[host, default: 1] -= 1 }
         results[index] = result
         if case .synced(let report) = result {
             environment.progress?.entryFinished(dest: report.dest)

@@ -465,8 +465,8 @@ private final class MultiLoop: @unchecked Sendable {
     /// the context with what its completion holds, wait until the turn's requests are sent.
     private func complete(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
         guard let context = active.removeValue(forKey: handle) else { return }
-        throttled.removeAll { $0 == handle }
-        overTLS.remove(handle)
+        if !throttled.isEmpty { throttled.removeAll { $0 == handle } }
+        if !overTLS.isEmpty { overTLS.remove(handle) }
         mirror_curl_multi_remove_handle(multi, handle)
         context.finish(code: code, cancelled: cancelled)
         retiring.append(context)
