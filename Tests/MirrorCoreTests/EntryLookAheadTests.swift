@@ -215,15 +215,16 @@ struct HelperWakeTests {
             retired: row.retired, ready: row.ready, taken: row.taken, idle: row.idle, holdsDescriptor: row.holdsDescriptor) == row.wakes)
     }
 
-    @Test("a finished request's handle is reset for another unless an option was refused or an OS error is left in it",
+    @Test("a finished request's handle is reset for another unless an option was refused, an OS error is left in it or it may have shared its connection",
           arguments: [
-            (setupFailed: false, osErrno: 0, reusable: true),
-            (setupFailed: true, osErrno: 0, reusable: false),
-            (setupFailed: false, osErrno: Int(ECONNREFUSED), reusable: false),  // kept across a reset by libcurl 7.88
-            (setupFailed: false, osErrno: Int(ETIMEDOUT), reusable: false),
-            (setupFailed: true, osErrno: Int(ECONNREFUSED), reusable: false),
+            (setupFailed: false, osErrno: 0, shared: false, reusable: true),
+            (setupFailed: true, osErrno: 0, shared: false, reusable: false),
+            (setupFailed: false, osErrno: Int(ECONNREFUSED), shared: false, reusable: false),  // kept across a reset by libcurl 7.88
+            (setupFailed: false, osErrno: Int(ETIMEDOUT), shared: false, reusable: false),
+            (setupFailed: true, osErrno: Int(ECONNREFUSED), shared: false, reusable: false),
+            (setupFailed: false, osErrno: 0, shared: true, reusable: false),  // an HTTP/2 stream's buffer outlives the reset
           ])
-    func keeperReuse(_ row: (setupFailed: Bool, osErrno: Int, reusable: Bool)) {
-        #expect(EasyHandleKeeper.reusable(setupFailed: row.setupFailed, osErrno: row.osErrno) == row.reusable)
+    func keeperReuse(_ row: (setupFailed: Bool, osErrno: Int, shared: Bool, reusable: Bool)) {
+        #expect(EasyHandleKeeper.reusable(setupFailed: row.setupFailed, osErrno: row.osErrno, sharedConnection: row.shared) == row.reusable)
     }
 }

@@ -22,6 +22,8 @@ final class EasyHandleKeeper: @unchecked Sendable {
         let headerList: UnsafeMutablePointer<curl_slist>?
         /// A `file:` source's descriptor, or -1.
         let fileSource: Int32
+        /// The request may have shared its connection (`EasyHandleKeeper.reusable`).
+        let mayHaveSharedConnection: Bool
 
         fileprivate func cleanUp() {
             releaseRequest()
@@ -32,7 +34,9 @@ final class EasyHandleKeeper: @unchecked Sendable {
         /// alike, for another request; nil, and nothing done, when it may not be
         /// (`EasyHandleKeeper.reusable`): then it is to be cleaned up.
         fileprivate func reused() -> EasyHandle? {
-            guard EasyHandleKeeper.reusable(setupFailed: handle.setupError != nil, osErrno: handle.infoLong(CURLINFO_OS_ERRNO)) else {
+            guard EasyHandleKeeper.reusable(
+                setupFailed: handle.setupError != nil, osErrno: handle.infoLong(CURLINFO_OS_ERRNO), sharedConnection: mayHaveSharedConnection)
+            else {
                 return nil
             }
             releaseRequest()
@@ -104,12 +108,15 @@ final class EasyHandleKeeper: @unchecked Sendable {
     }
 
     /// Whether a finished request's handle may be reset for another. Not one that libcurl
-    /// refused an option of, and not one whose last OS error is set: libcurl 7.88 keeps that
-    /// error (`CURLINFO_OS_ERRNO`) across `curl_easy_reset`, and the next request on the handle
-    /// would report it as its own (a later request that timed out would read "connection
-    /// refused").
-    static func reusable(setupFailed: Bool, osErrno: Int) -> Bool {
-        !setupFailed && osErrno == 0
+    /// refused an option of. Not one whose last OS error is set: libcurl 7.88 keeps that error
+    /// (`CURLINFO_OS_ERRNO`) across `curl_easy_reset`, and the next request on the handle would
+    /// report it as its own (a later request that timed out would read "connection refused").
+    /// And not one whose request may have shared its connection (an HTTP/2 stream): libcurl
+    /// 7.88 ends such a transfer without freeing its receive buffer while the connection is
+    /// still in use, a reset keeps the buffer, and setting `CURLOPT_BUFFERSIZE` on the handle
+    /// is then refused (a 2,000-file sync over HTTP/2 failed 576 files so).
+    static func reusable(setupFailed: Bool, osErrno: Int, sharedConnection: Bool) -> Bool {
+        !setupFailed && osErrno == 0 && !sharedConnection
     }
 
     /// Retired handles cleaned up in one wake, at least.

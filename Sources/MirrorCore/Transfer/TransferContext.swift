@@ -419,7 +419,14 @@ final class TransferContext {
             fileSource = -1
             headerList = nil
         }
-        return EasyHandleKeeper.Retired(handle: easy, headerList: headerList, fileSource: fileSource)
+        return EasyHandleKeeper.Retired(handle: easy, headerList: headerList, fileSource: fileSource, mayHaveSharedConnection: mayShareConnection)
+    }
+
+    /// Whether the request may have gone on a connection other requests used at the same time:
+    /// an HTTPS request libcurl was free to put on an HTTP/2 connection (one not limited to
+    /// HTTP/1.1, see `configure`).
+    private var mayShareConnection: Bool {
+        request.usesTLS && request.throttle == nil && !request.ownConnection
     }
 }
 

@@ -48,6 +48,33 @@ struct EngineRequestSequenceTests {
         }
     }
 
+    /// Batches of requests over HTTPS to an HTTP/2 nginx, streams of one connection, one batch
+    /// after another through one engine: every request is answered. A handle whose request was
+    /// a stream of a connection still in use keeps libcurl's receive buffer across a reset, and
+    /// set on it again `CURLOPT_BUFFERSIZE` is refused, so such handles are not reset for
+    /// another request (`EasyHandleKeeper.reusable`).
+    @Test func requestsAfterStreamsOfASharedConnectionEndAsTheirOwn() async throws {
+        let ca = try PrivateCA()
+        let site = Dictionary(uniqueKeysWithValues: (0..<8).map { ("f\($0).bin", randomData(count: 3_000, seed: 43 + UInt64($0))) })
+        let scenario = try SyncScenario(.nginx(site: site, options: NginxOptions(tls: ca.serverTLS, http2: true)))
+        let engine = TransferEngine()
+        var request = TransferRequest(url: scenario.url("/f0.bin"), method: .get)
+        request.certificateAuthorities = CertificateAuthorities(file: ca.caCertificate)
+        let batch = 3 * EasyHandleKeeper.retiredBatch
+        for round in 0..<4 {
+            let requests = (0..<batch).map { index -> TransferRequest in
+                var each = request
+                each.url = scenario.url("/f\(index % 8).bin")
+                return each
+            }
+            let outcomes = await Self.fetchAll(requests, on: engine)
+            let failed = outcomes.filter { !($0.succeeded && $0.head?.status == 200) }
+            #expect(failed.count == 0, "round \(round): \(failed.count) of \(batch) failed: \(failed.prefix(3))")
+        }
+        let served = try scenario.nginxRequests()
+        #expect(served.count == 4 * batch && served.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(served.count) requests")
+    }
+
     /// Sends `requests` at once on the engine's thread and waits for all their outcomes.
     private static func fetchAll(_ requests: [TransferRequest], on engine: TransferEngine) async -> [TransferOutcome] {
         await withTaskGroup(of: TransferOutcome.self) { group in
