@@ -43,9 +43,10 @@ public final class ManifestRunner: Sendable {
         self.options = options
         let slots = TransferSlots(options.concurrency, hostLimits: manifest.hosts.concurrencyLimits)
         self.slots = slots
-        var fetcher = Fetcher(engine: TransferEngine(maxHostConnections: options.concurrency, early: options.earlyConnections), proxies: options.proxies)
-        fetcher.onOriginProtocol = { origin, heard in slots.learn(origin, speaks: heard) }
-        fetcher.waitsForConnection = { origin in slots.waitsForConnection(to: origin) }
+        let fetcher = Fetcher(
+            engine: TransferEngine(maxHostConnections: options.concurrency, early: options.earlyConnections), proxies: options.proxies,
+            onOriginProtocol: { origin, heard in slots.learn(origin, speaks: heard) },
+            waitsForConnection: { origin in slots.waitsForConnection(to: origin) })
         self.fetcher = fetcher
         probe = RemoteProbe(fetcher: fetcher)
         entryWidth = options.concurrency * Self.entriesPerTransfer

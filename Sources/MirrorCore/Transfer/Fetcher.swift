@@ -7,16 +7,30 @@ import FoundationEssentials
 /// ports filled in): to that same origin they go along, to any other none. A GET's conditions
 /// (`If-None-Match`, `If-Modified-Since`, `Range` with `If-Range`) go to every hop. Each hop
 /// goes through the proxy that `proxies` chooses for its URL.
-struct Fetcher: Sendable {
+///
+/// A class: every probe and download captures it in its completion, and a reference is one
+/// retain where the struct retained its engine, proxy environment and two closures.
+final class Fetcher: Sendable {
     let engine: TransferEngine
     let proxies: ProxyEnvironment
     /// Told which protocol each hop's origin (through its proxy) answered with, when the hop
     /// could have shared a connection (`RequestBudget.multiplexes`).
-    var onOriginProtocol: (@Sendable (OriginKey, RequestBudget.OriginProtocol) -> Void)?
+    let onOriginProtocol: (@Sendable (OriginKey, RequestBudget.OriginProtocol) -> Void)?
     /// Asked, for each such hop, whether it waits for a connection being set up to its origin
     /// rather than opening its own (`TransferRequest.waitsForConnection`); nil: it waits.
-    var waitsForConnection: (@Sendable (OriginKey) -> Bool)?
+    let waitsForConnection: (@Sendable (OriginKey) -> Bool)?
     static let maxRedirects = 10
+
+    init(
+        engine: TransferEngine, proxies: ProxyEnvironment,
+        onOriginProtocol: (@Sendable (OriginKey, RequestBudget.OriginProtocol) -> Void)? = nil,
+        waitsForConnection: (@Sendable (OriginKey) -> Bool)? = nil
+    ) {
+        self.engine = engine
+        self.proxies = proxies
+        self.onOriginProtocol = onOriginProtocol
+        self.waitsForConnection = waitsForConnection
+    }
 
     struct Result: Sendable {
         var outcome: TransferOutcome
