@@ -45,13 +45,8 @@ final class DownloadDriver: @unchecked Sendable {
 
     // MARK: Segment maps
 
-    /// What inspection found: the store's map of the `.part` (nil: none), and whether it
+    /// What inspection found: the store's map of the `.part` (`map`, nil: none), and whether it
     /// describes the `.part`; returns the partial file's facts as the map says them.
-    func inspected(_ partial: LocalFacts.FileState, record: RemoteValidators?) -> LocalFacts.FileState {
-        inspected(partial, record: record, map: try? store?.segmentMap(for: entry.dest))
-    }
-
-    /// `inspected(_:record:)` with the store's map already read.
     func inspected(_ partial: LocalFacts.FileState, record: RemoteValidators?, map: SegmentMap?) -> LocalFacts.FileState {
         segmentMap = nil
         segmentMapSeen = false

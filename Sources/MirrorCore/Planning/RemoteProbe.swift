@@ -110,9 +110,8 @@ struct RemoteProbe: Sendable {
                 if scheme.count == 4 { return "http" }
                 if scheme.count == 5, scheme[4] == 0x73 { return "https" }
             }
-            let isUpper = { (byte: UInt8) in (0x41...0x5A).contains(byte) }
-            if !scheme.contains(where: isUpper) { return String(decoding: scheme, as: UTF8.self) }
-            return String(decoding: scheme.map { isUpper($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+            if !scheme.contains(where: { $0.asciiLowercased != $0 }) { return String(decoding: scheme, as: UTF8.self) }
+            return String(decoding: scheme.map(\.asciiLowercased), as: UTF8.self)
         }
         if let ascii { return ascii ?? "" }
         guard let colon = url.firstIndex(of: ":") else { return "" }

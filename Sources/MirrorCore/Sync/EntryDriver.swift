@@ -443,9 +443,9 @@ final class EntryDriver: @unchecked Sendable {
         if let problem = found.record.problem { env.emit(problem) }
         let record = found.record.record
         var local = found.local
-        if let madeDownload {
-            local.partial = madeDownload.inspected(local.partial, record: record?.partial)
-        } else if let map = try? store?.segmentMap(for: entry.dest) {
+        // The download driver is made for a segment map, or when an earlier attempt made it.
+        let map = try? store?.segmentMap(for: entry.dest)
+        if madeDownload != nil || map != nil {
             local.partial = download.inspected(local.partial, record: record?.partial, map: map)
         }
         return .inspected(local, record: record, recordUnreadable: found.record.unreadable)

@@ -14,7 +14,7 @@ struct CurlSetupError: Error, CustomStringConvertible {
 /// makes it and cleans it up on its thread; the transfer engine's thread uses it in between.
 final class EasyHandle: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
-    /// An option libcurl refused when the handle was made (`TransferContext.makeHandle`): the
+    /// An option libcurl refused when the handle was made or reset (`TransferContext.prepare`): the
     /// request that takes the handle fails with it.
     var setupError: CurlSetupError?
     /// Where libcurl writes a failure's message (`CURLOPT_ERRORBUFFER`), for every request the

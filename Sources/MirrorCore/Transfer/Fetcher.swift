@@ -52,7 +52,7 @@ final class Fetcher: Sendable {
             request.onReplyProtocol = nil
             // A request forced to HTTP/1.1 (a rate limit, a segment on its own connection) says
             // nothing of what its origin would speak.
-            if let onOriginProtocol, !request.ownConnection, RequestBudget.multiplexes(url: request.url, rateLimited: request.throttle != nil),
+            if let onOriginProtocol, !request.heldToHTTP1, RequestBudget.multiplexes(url: request.url, rateLimited: false),
                let origin = OriginKey(url: request.url, proxy: request.proxy) {
                 request.onReplyProtocol = { onOriginProtocol(origin, $0) }
                 request.waitsForConnection = waitsForConnection?(origin) ?? true

@@ -23,11 +23,6 @@ struct HeaderLineParser {
         "accept-ranges", "date",
     ]
     static let wantedHeaders: [[UInt8]] = wantedNames.map { Array($0.utf8) }
-    /// An ASCII letter lowercased, any other byte as it is: `| 0x20` alone would take a CR
-    /// (0x0D) for a hyphen (0x2D).
-    private static func lowercased(_ byte: UInt8) -> UInt8 {
-        (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
-    }
     /// Wanted fields a reply usually has (an nginx file: length, ETag, Last-Modified, ranges,
     /// date).
     static let usualFields = 6
@@ -65,7 +60,7 @@ struct HeaderLineParser {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = line[..<colon]
         let wanted = Self.wantedHeaders.firstIndex { wanted in
-            wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == Self.lowercased($1) }
+            wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == $1.asciiLowercased }
         }
         keptLastHeader = wanted != nil
         guard let wanted else { return }

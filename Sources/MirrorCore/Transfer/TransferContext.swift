@@ -128,7 +128,7 @@ final class TransferContext {
     private static let httpProtocols = RedirectRule.protocols(forScheme: "http")
     private static let fileProtocols = RedirectRule.protocols(forScheme: "file")
 
-    /// Sets the request's own options (`makeHandle` set the rest). `self` must stay alive (the
+    /// Sets the request's own options (`prepare` set the rest). `self` must stay alive (the
     /// engine holds it) until `finish`.
     func configure() throws(CurlSetupError) {
         if let refused = easy.setupError { throw refused }
@@ -153,7 +153,7 @@ final class TransferContext {
         // connections (`RequestBudget.waitsForConnection`). Only over TLS, the one way HTTP/2 is
         // offered here (ALPN): to an http:// host libcurl would hold every request after the
         // first until that one ended, a connection at a time.
-        if request.throttle != nil || request.ownConnection {
+        if request.heldToHTTP1 {
             // A paused HTTP/2 stream (libcurl 7.88) keeps its flow-control window open: the
             // server would go on sending at full speed into memory, and the limit would hold
             // back only the disk. Over HTTP/1.1 a pause stops reading the socket, and TCP stops
@@ -423,10 +423,9 @@ final class TransferContext {
     }
 
     /// Whether the request may have gone on a connection other requests used at the same time:
-    /// an HTTPS request libcurl was free to put on an HTTP/2 connection (one not limited to
-    /// HTTP/1.1, see `configure`).
+    /// an HTTPS request libcurl was free to put on an HTTP/2 connection.
     private var mayShareConnection: Bool {
-        request.usesTLS && request.throttle == nil && !request.ownConnection
+        request.usesTLS && !request.heldToHTTP1
     }
 }
 

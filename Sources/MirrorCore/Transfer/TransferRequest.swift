@@ -22,6 +22,9 @@ struct TransferRequest: Sendable {
     /// A segment of a segmented download: over a connection of its own (HTTP/1.1), never
     /// multiplexed onto an HTTP/2 connection with the others.
     var ownConnection = false
+    /// The request goes over HTTP/1.1, never as a stream of a shared HTTP/2 connection: a
+    /// segment (`ownConnection`), or one under rate limits (see `TransferContext.configure`).
+    var heldToHTTP1: Bool { throttle != nil || ownConnection }
     var timeout: Duration
     /// Stall guard: abandon the transfer when it averages under `minSpeed` bytes/s over a
     /// `minSpeedTime` window.
