@@ -17,11 +17,11 @@ struct mirror_crypto_functions {
     int (*digest_update)(EVP_MD_CTX *context, const void *data, size_t count);
     int (*digest_final_ex)(EVP_MD_CTX *context, unsigned char *digest, unsigned int *length);
     int (*digest)(const void *data, size_t count, unsigned char *digest, unsigned int *length, const EVP_MD *type, ENGINE *engine);
-    // Fetched from the default provider once, when the library is loaded: OpenSSL 3 fetches
-    // the algorithm behind `EVP_sha256()` again at every digest's start (about 5,000
-    // instructions; most of the cost of hashing a dest for `--shard`).
-    const EVP_MD *sha256;
-    const EVP_MD *sha512;
+    // For `mirror_EVP_sha256` and `mirror_EVP_sha512`: OpenSSL 3's fetch (NULL in an older
+    // libcrypto) and the legacy getters it falls back on.
+    EVP_MD *(*fetch)(OSSL_LIB_CTX *context, const char *algorithm, const char *properties);
+    const EVP_MD *(*legacy_sha256)(void);
+    const EVP_MD *(*legacy_sha512)(void);
 };
 
 extern struct mirror_crypto_functions mirror_crypto_table;
@@ -45,7 +45,10 @@ static inline int mirror_EVP_DigestFinal_ex(EVP_MD_CTX *context, unsigned char *
 static inline int mirror_EVP_Digest(const void *data, size_t count, unsigned char *digest, unsigned int *length, const EVP_MD *type) {
     return mirror_crypto_table.digest(data, count, digest, length, type, NULL);
 }
-static inline const EVP_MD *mirror_EVP_sha256(void) { return mirror_crypto_table.sha256; }
-static inline const EVP_MD *mirror_EVP_sha512(void) { return mirror_crypto_table.sha512; }
+// The algorithm, fetched from the default provider once, at the first call (see CryptoLibrary.c):
+// OpenSSL 3 fetches the one behind `EVP_sha256()` again at every digest's start (about 5,000
+// instructions; most of the cost of hashing a dest for `--shard`).
+const EVP_MD *mirror_EVP_sha256(void);
+const EVP_MD *mirror_EVP_sha512(void);
 
 #endif

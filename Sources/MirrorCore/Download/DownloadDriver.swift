@@ -160,7 +160,7 @@ final class DownloadDriver: @unchecked Sendable {
             writer = makeWriter(order, fd: fd, hasher: hasher, firstByte: get.firstByte, startedFrom: get.startedFrom, overlap: overlap)
         }
         let source = host.sources[order.source]
-        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        var request = TransferRequest(get: source.url, parsed: source.parsed, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.rangeFirst = get.asksRange ? get.firstByte : nil
         request.ifRange = get.ifRange
         request.throttle = host.throttle(for: order.source)
@@ -258,7 +258,7 @@ final class DownloadDriver: @unchecked Sendable {
         let source = host.sources[order.source]
         let missing = ByteRanges.gaps(in: durable, total: version.total).reduce(0) { $0 + $1.count }
         let ticket = env.progress?.startTransfer(dest: entry.dest, total: missing)
-        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        var request = TransferRequest(get: source.url, parsed: source.parsed, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.throttle = host.throttle(for: order.source)
         let transfer = segmentedTransfer(version, source: source, request: request, fd: partial.fd, hasher: partial.hasher,
                                          ticket: ticket, leadBytes: { 0 })
@@ -347,7 +347,7 @@ final class DownloadDriver: @unchecked Sendable {
     func conditionalGet(_ index: Int, ifNoneOf recorded: RemoteValidators) {
         let source = host.sources[index]
         let throttle = host.throttle(for: index)
-        var request = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+        var request = TransferRequest(get: source.url, parsed: source.parsed, settings: entry.settings, headers: source.headers, protocols: source.protocols)
         request.ifNoneMatch = recorded.etag
         // Most such requests are answered 304; a new version is most often about as long.
         request.expectedBody = recorded.size
@@ -378,7 +378,7 @@ final class DownloadDriver: @unchecked Sendable {
             watched = leading
             // The range requests of the other segments ask for this version only (`If-Match`),
             // not on the condition this GET carried.
-            var template = TransferRequest(get: source.url, settings: entry.settings, headers: source.headers, protocols: source.protocols)
+            var template = TransferRequest(get: source.url, parsed: source.parsed, settings: entry.settings, headers: source.headers, protocols: source.protocols)
             template.throttle = throttle
             lead = Lead(stream: leading, request: template, ticket: body.progress, source: source, requestedAt: requestedAt)
             return leading

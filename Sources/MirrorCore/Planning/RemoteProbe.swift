@@ -12,10 +12,11 @@ struct RemoteProbe: Sendable {
     /// Call on the engine's thread; `completion` runs there. `onStart` is told each request's
     /// transfer id, for cancelling it.
     func probe(
-        _ url: RemoteURL, settings: TransferSettings, headers: [HTTPHeader]? = nil,
+        _ url: RemoteURL, parsed: ParsedURL? = nil, settings: TransferSettings, headers: [HTTPHeader]? = nil,
         onStart: @escaping (UInt64) -> Void = { _ in }, completion: @escaping (RemoteFacts) -> Void
     ) {
         var head = Self.headRequest(url, settings: settings)
+        head.parsed = parsed
         if let headers { head.headers = headers }
         fetcher.fetch(head, sink: nil, onStart: onStart) { [fetcher] result in
             switch Self.afterHead(result, of: head, url: url) {

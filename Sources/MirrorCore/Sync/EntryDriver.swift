@@ -140,6 +140,8 @@ final class EntryDriver: @unchecked Sendable {
         let origin: OriginKey?
         /// Its requests may share a connection (`RequestBudget.multiplexes`).
         let multiplexable: Bool
+        /// The URL parsed for libcurl, when it is http or https (`ParsedURL`).
+        let parsed: ParsedURL?
 
         init(_ url: RemoteURL, entry: Entry, context: SourceContext) {
             self.url = url
@@ -157,7 +159,10 @@ final class EntryDriver: @unchecked Sendable {
             origin = OriginKey(url: url.string, proxy: context.proxies.proxy(for: url.string)?.url)
             let rateLimited = context.runLimited || hostBucket != nil || entry.settings.rateLimit != nil
             multiplexable = RequestBudget.multiplexes(url: url.string, rateLimited: rateLimited)
+            parsed = protocols == Self.httpProtocols ? ParsedURL(url.string) : nil
         }
+
+        private static let httpProtocols = RedirectRule.protocols(forScheme: "http")
 
         /// What a permit for `request` to this source is asked for.
         func want(_ request: RequestBudget.Request) -> TransferSlots.Want {
@@ -348,7 +353,7 @@ final class EntryDriver: @unchecked Sendable {
     /// Probes `source`, cancellable while it runs, and hands the machine what `answer` makes of
     /// the facts.
     private func probe(_ source: Source, answer: @escaping (RemoteFacts) -> EntryMachine.Event) {
-        env.probe.probe(source.url, settings: entry.settings, headers: source.headers, onStart: { [self] in transferID = $0 }) { [self] facts in
+        env.probe.probe(source.url, parsed: source.parsed, settings: entry.settings, headers: source.headers, onStart: { [self] in transferID = $0 }) { [self] facts in
             transferID = nil
             deliver(answer(facts))
         }

@@ -20,6 +20,8 @@ final class EasyHandleKeeper: @unchecked Sendable {
     struct Retired: @unchecked Sendable {
         let handle: EasyHandle
         let headerList: UnsafeMutablePointer<curl_slist>?
+        /// The request's parsed URL (`CURLOPT_CURLU`), or nil.
+        let parsedURL: OpaquePointer?
         /// A `file:` source's descriptor, or -1.
         let fileSource: Int32
         /// The request may have shared its connection (`EasyHandleKeeper.reusable`).
@@ -48,6 +50,7 @@ final class EasyHandleKeeper: @unchecked Sendable {
         /// Frees what the request pointed libcurl at.
         private func releaseRequest() {
             mirror_curl_slist_free_all(headerList)
+            if let parsedURL { mirror_curl_url_cleanup(parsedURL) }
             if fileSource >= 0 { close(fileSource) }
         }
     }

@@ -91,6 +91,7 @@ final class Fetcher: Sendable {
         case .follow(let url, let sameOrigin):
             var next = request
             next.url = url
+            next.parsed = nil
             if !sameOrigin {
                 next.headers = []
                 next.login = nil

@@ -122,7 +122,7 @@ public struct NetworkLibraryUnavailable: Error, CustomStringConvertible, Sendabl
 /// libcurl, loaded and set up: `curl_global_init` must run once, before any other thread uses
 /// libcurl. Swift initialises globals exactly once, under a lock. Nil when it is ready;
 /// otherwise why it cannot be loaded.
-private let curlGlobalInitialization: String? = {
+let curlGlobalInitialization: String? = {
     // libcurl's libssl needs libcrypto, loaded and set up first.
     if let failure = OpenSSLSetup.failure { return failure }
     if let failure = mirror_curl_load() { return String(cString: failure) }

@@ -3,6 +3,8 @@ struct TransferRequest: Sendable {
     enum Method: Sendable { case head, get }
 
     var url: String
+    /// `url` as libcurl parses it, made ahead (`ParsedURL`); used only while it is `url`'s.
+    var parsed: ParsedURL?
     var method: Method
     /// Headers from the manifest. They may hold secrets and are dropped on cross-origin redirects.
     var headers: [HTTPHeader]
@@ -94,12 +96,13 @@ struct TransferRequest: Sendable {
     /// A GET of `url` with an entry's transfer settings: its timeout, stall guard, TLS and FTP
     /// settings, and the URL's own netrc login.
     /// - Parameter headers: the request's headers; nil: those of `settings`.
-    init(get url: RemoteURL, settings: TransferSettings, headers: [HTTPHeader]? = nil, protocols: String) {
+    init(get url: RemoteURL, parsed: ParsedURL? = nil, settings: TransferSettings, headers: [HTTPHeader]? = nil, protocols: String) {
         self.init(
             url: url.string, method: .get, headers: headers ?? settings.headers, timeout: settings.timeout,
             minSpeed: settings.minSpeed, minSpeedTime: settings.minSpeedTime, insecure: settings.insecure,
             certificateAuthorities: settings.certificateAuthorities, login: url.login, ftpTLS: settings.ftpTLS,
             protocols: protocols)
+        self.parsed = parsed
     }
 
     /// An ftp or ftps URL: no HTTP headers come back, and the file's time needs asking for.

@@ -75,6 +75,32 @@ struct EngineRequestSequenceTests {
         #expect(served.count == 4 * batch && served.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(served.count) requests")
     }
 
+    /// A request hands libcurl the URL parsed ahead (`ParsedURL`, `CURLOPT_CURLU`) only when it
+    /// is that request's URL: one whose URL changed since (a redirect's next hop) goes where its
+    /// URL says, as does one that came with none. libcurl takes the host, port and path from
+    /// the parsed URL, so a parse of another URL would send the request there.
+    @Test func requestsGoWhereTheirURLSaysWhateverWasParsedAhead() async throws {
+        let a = randomData(count: 3_000, seed: 44)
+        let b = randomData(count: 4_000, seed: 45)
+        let scenario = try SyncScenario(.nginx(site: ["a.bin": a, "b.bin": b]))
+        let engine = TransferEngine()
+        let parsedA = try #require(ParsedURL(scenario.url("/a.bin")))
+        var own = TransferRequest(url: scenario.url("/a.bin"), method: .get)
+        own.parsed = parsedA
+        var moved = TransferRequest(url: scenario.url("/b.bin"), method: .get)
+        moved.parsed = parsedA
+        let plain = TransferRequest(url: scenario.url("/b.bin?x=1"), method: .get)
+        for (request, expected) in [(own, a), (moved, b), (plain, b)] {
+            let sink = CollectingSink()
+            let outcome = await Self.fetch(request, sink: sink, on: engine)
+            #expect(outcome.succeeded && outcome.head?.status == 200, "\(request.url): \(outcome)")
+            #expect(sink.bytes == expected, "\(request.url): \(sink.bytes.count) bytes")
+        }
+        let served = try scenario.nginxRequests().map(\.uri)
+        #expect(served == ["/a.bin", "/b.bin", "/b.bin?x=1"], "\(served)")
+        #expect(ParsedURL("http://[::1") == nil, "libcurl refuses it: the request lets libcurl say so")
+    }
+
     /// Sends `requests` at once on the engine's thread and waits for all their outcomes.
     private static func fetchAll(_ requests: [TransferRequest], on engine: TransferEngine) async -> [TransferOutcome] {
         await withTaskGroup(of: TransferOutcome.self) { group in
@@ -86,11 +112,23 @@ struct EngineRequestSequenceTests {
     }
 
     /// Sends `request` on the engine's thread and waits for its outcome.
-    private static func fetch(_ request: TransferRequest, on engine: TransferEngine) async -> TransferOutcome {
+    private static func fetch(_ request: TransferRequest, sink: (any ResponseBodySink)? = nil, on engine: TransferEngine) async -> TransferOutcome {
         await withCheckedContinuation { continuation in
             engine.post {
-                engine.start(request, sink: nil) { continuation.resume(returning: $0) }
+                engine.start(request, sink: sink) { continuation.resume(returning: $0) }
             }
         }
+    }
+}
+
+/// Keeps a reply's body, on the engine's thread; read once the request ended.
+private final class CollectingSink: ResponseBodySink, @unchecked Sendable {
+    private(set) var bytes = Data()
+
+    func begin(_ head: ResponseHead) -> BodyDisposition { .write }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        self.bytes.append(contentsOf: bytes)
+        return true
     }
 }
