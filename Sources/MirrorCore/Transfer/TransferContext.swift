@@ -57,6 +57,14 @@ final class TransferContext {
     /// What a reply's status line and header fields usually take, at most.
     static let replyHeadAllowance = 4 * 1024
     static let userAgent = "mirror/\(MirrorVersion.string)"
+    /// The User-Agent line, sent as one of the request's own headers rather than through
+    /// `CURLOPT_USERAGENT`: libcurl 7.88 formats that option into a line of its own for every
+    /// request, a character at a time, and then copies the line into the request the same way
+    /// (about 2,000 instructions); a header of the list it copies once.
+    static let userAgentLine = "User-Agent: \(userAgent)"
+    /// A list of that line alone, for the requests with no header of their own (a plan's HEAD,
+    /// a download's first GET): made once, never freed, never handed to the keeper.
+    private static let userAgentOnly = UncheckedList(mirror_curl_slist_append(nil, userAgentLine))
 
     init(
         id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?, easy: EasyHandle,
@@ -91,7 +99,6 @@ final class TransferContext {
             // Redirects are followed by `Fetcher`, which decides per hop which headers may go along.
             try easy.set(CURLOPT_FOLLOWLOCATION, 0, "CURLOPT_FOLLOWLOCATION")
             try easy.set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
-            try easy.set(CURLOPT_USERAGENT, userAgent, "CURLOPT_USERAGENT")
             try easy.set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
             // A silent peer is caught by the progress callback: libcurl's own low-speed check
             // averages over several seconds, so a stall right after a burst would go unnoticed.
@@ -227,13 +234,19 @@ final class TransferContext {
             lines.append("If-Range: \(ifRange)")
         }
         if let etag = request.ifNoneMatch { lines.append("If-None-Match: \(etag)") }
-        for line in lines {
-            guard let appended = mirror_curl_slist_append(headerList, line) else {
-                throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)
+        // mirror's User-Agent, unless the manifest names one (libcurl sends a header of the
+        // list in place of its own).
+        let ownAgent = request.headers.contains { $0.name.utf8.count == 10 && $0.name.lowercased() == "user-agent" }
+        if lines.isEmpty, !ownAgent, let shared = Self.userAgentOnly.list {
+            try easy.set(CURLOPT_HTTPHEADER, list: shared, "CURLOPT_HTTPHEADER")
+        } else {
+            if !ownAgent { lines.append(Self.userAgentLine) }
+            for line in lines {
+                guard let appended = mirror_curl_slist_append(headerList, line) else {
+                    throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)
+                }
+                headerList = appended
             }
-            headerList = appended
-        }
-        if headerList != nil {
             try easy.set(CURLOPT_HTTPHEADER, list: headerList, "CURLOPT_HTTPHEADER")
         }
         try easy.set(CURLOPT_HEADERDATA, pointer: userdata, "CURLOPT_HEADERDATA")
@@ -461,4 +474,10 @@ extension Duration {
         let parts = components
         return parts.seconds.saturatingMultiplied(by: 1000).saturatingAdding(parts.attoseconds / 1_000_000_000_000_000)
     }
+}
+
+/// A libcurl header list made once and shared by every request that sends it as it is.
+private struct UncheckedList: @unchecked Sendable {
+    let list: UnsafeMutablePointer<curl_slist>?
+    init(_ list: UnsafeMutablePointer<curl_slist>?) { self.list = list }
 }

@@ -13,6 +13,35 @@ struct FaultTests {
         scenario = try SyncScenario(.faultServer)
     }
 
+    /// Every request names mirror and its version as its User-Agent, once: a download, a plan's
+    /// probe, a re-check's conditional GET, with and without headers of the entry's own. A
+    /// User-Agent of the manifest's goes instead of it, once, whatever its case.
+    @Test func everyRequestNamesMirrorOnceUnlessTheManifestNamesAnAgent() async throws {
+        let files = ["/a.bin": randomData(count: 3_000, seed: 81), "/b.bin": randomData(count: 3_000, seed: 82),
+                     "/c.bin": randomData(count: 3_000, seed: 83)]
+        for (path, data) in files { server.route(path, reply: .file(data, etag: "\"\(path.dropFirst())\"")) }
+        let manifest = ManifestText.files(
+            .url(server.url("/a.bin")),
+            .url(server.url("/b.bin"), "headers:", "  X-Test: b"),
+            .url(server.url("/c.bin"), "headers:", "  user-agent: fetcher/2", "  X-Test: c"))
+        for _ in 0..<2 {
+            let reports = try await scenario.sync(manifest)
+            #expect(reports.allSatisfy { $0.outcome == .transferred || $0.outcome == .skipped }, "\(reports.map(\.outcome))")
+        }
+        let planned = await scenario.runner(try scenario.load(manifest)).plan()
+        #expect(planned.allSatisfy { $0.action == .skip }, "\(planned.map(\.action))")
+
+        let mirror = "mirror/\(MirrorVersion.string)"
+        for (path, agent) in [("/a.bin", mirror), ("/b.bin", mirror), ("/c.bin", "fetcher/2")] {
+            let requests = server.requests(for: path)
+            #expect(Set(requests.map(\.method)) == ["GET", "HEAD"], "\(path): \(requests)")
+            #expect(requests.contains { $0.headers.contains("If-None-Match") }, "\(path): a conditional GET among them")
+            for request in requests {
+                #expect(request.headers.values("User-Agent") == [agent], "\(path): \(request)")
+            }
+        }
+    }
+
     @Test func serviceUnavailableThenSuccessIsRetried() async throws {
         let data = randomData(count: 50_000, seed: 1)
         server.route("/a.bin", method: "GET", replies: [.status(503, headers: ["Retry-After": "0"]), .file(data)])
