@@ -141,7 +141,8 @@ final class TransferSlots: Sendable {
 
         /// The budget `want` is granted from now; nil: it waits.
         func grantable(_ want: Want) -> RequestBudget? {
-            let origin = want.origin.flatMap { protocols[$0] } ?? .unknown
+            // No origin's protocol is known in most runs over plain HTTP: no key hashed then.
+            let origin = protocols.isEmpty ? .unknown : want.origin.flatMap { protocols[$0] } ?? .unknown
             switch RequestBudget.choose(want.request, origin: origin, multiplexable: want.multiplexable) {
             case .stream:
                 let connections = want.host.flatMap { hostLimits[$0] }.map { min($0, total) } ?? total
@@ -190,6 +191,19 @@ final class TransferSlots: Sendable {
         mutating func grantWaiters() -> [(@Sendable (RequestBudget?) -> Void, RequestBudget)] {
             var granted: [(@Sendable (RequestBudget?) -> Void, RequestBudget)] = []
             guard waitingCount > 0 else { return granted }
+            if queues.count == 1 {
+                // One class waits, as in most runs: its waiters in turn while its first can be
+                // granted, with no pass over the classes.
+                let position = queues.startIndex
+                while let first = queues.values[position].first, let budget = grantable(first.want) {
+                    let waiter = queues.values[position].removeFirst()
+                    waitingCount -= 1
+                    take(budget, for: waiter.want)
+                    granted.append((waiter.answer, budget))
+                }
+                if queues.values[position].first == nil { queues.remove(at: position) }
+                return granted
+            }
             // By position in `queues`, which holds while no class is added or removed: a queue
             // emptied here goes only after the pass. Nothing is hashed, and each queue is
             // changed in place.
