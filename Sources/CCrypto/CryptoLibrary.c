@@ -73,14 +73,17 @@ static pthread_once_t fetching_sha512 = PTHREAD_ONCE_INIT;
 static const EVP_MD *sha256;
 static const EVP_MD *sha512;
 
+// Called only once the library is loaded (`mirror_crypto_load` returned NULL); otherwise NULL.
 static void fetch_sha256(void) {
     const EVP_MD *fetched = mirror_crypto_table.fetch != NULL ? mirror_crypto_table.fetch(NULL, "SHA256", NULL) : NULL;
-    sha256 = fetched != NULL ? fetched : mirror_crypto_table.legacy_sha256();
+    if (fetched == NULL && mirror_crypto_table.legacy_sha256 != NULL) fetched = mirror_crypto_table.legacy_sha256();
+    sha256 = fetched;
 }
 
 static void fetch_sha512(void) {
     const EVP_MD *fetched = mirror_crypto_table.fetch != NULL ? mirror_crypto_table.fetch(NULL, "SHA512", NULL) : NULL;
-    sha512 = fetched != NULL ? fetched : mirror_crypto_table.legacy_sha512();
+    if (fetched == NULL && mirror_crypto_table.legacy_sha512 != NULL) fetched = mirror_crypto_table.legacy_sha512();
+    sha512 = fetched;
 }
 
 const EVP_MD *mirror_EVP_sha256(void) {

@@ -151,7 +151,9 @@ final class TransferContext {
             // nor rebuilds it from the parts, which it formats a character at a time (about
             // 11,000 instructions a request; see docs/PERFORMANCE.md). Parsed ahead with the
             // entry's source, or here (a redirect's next hop).
-            if let parsed = request.parsed, parsed.text == url {
+            // Byte for byte: two texts `==` calls equal may be two URLs (a precomposed é and a
+            // decomposed one are percent-encoded differently).
+            if let parsed = request.parsed, SameBytes.of(parsed.text, url) {
                 try easy.set(CURLOPT_CURLU, pointer: UnsafeMutableRawPointer(parsed.handle), "CURLOPT_CURLU")
             } else if let parsed = ParsedURL.parse(url) {
                 parsedURL = parsed
@@ -248,6 +250,12 @@ final class TransferContext {
                 headerList = appended
             }
             try easy.set(CURLOPT_HTTPHEADER, list: headerList, "CURLOPT_HTTPHEADER")
+        }
+        if let proxy = request.proxy, !proxy.isEmpty {
+            // A proxy's CONNECT names the client by `CURLOPT_USERAGENT` alone: libcurl 7.88
+            // sends the request's own header list to the server only (separate lists are its
+            // default). The request itself still sends the list's line (or the manifest's).
+            try easy.set(CURLOPT_USERAGENT, Self.userAgent, "CURLOPT_USERAGENT")
         }
         try easy.set(CURLOPT_HEADERDATA, pointer: userdata, "CURLOPT_HEADERDATA")
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")

@@ -101,6 +101,28 @@ struct EngineRequestSequenceTests {
         #expect(ParsedURL("http://[::1") == nil, "libcurl refuses it: the request lets libcurl say so")
     }
 
+    /// Through a proxy, an https request's CONNECT names mirror as its User-Agent, with or
+    /// without a User-Agent of the manifest's (which goes to the server only): libcurl sends
+    /// the request's own header lines to the server, not to the proxy. The fault server plays
+    /// the proxy here, records the CONNECT, and refuses it.
+    @Test func aProxysConnectNamesMirror() async throws {
+        let proxy = try FaultServer.start()
+        let engine = TransferEngine()
+        var plain = TransferRequest(url: "https://origin.mirror.test:8443/a.bin", method: .get)
+        plain.proxy = "http://127.0.0.1:\(proxy.port)"
+        var named = plain
+        named.headers = [HTTPHeader(name: "User-Agent", value: "fetcher/2")]
+        for request in [plain, named] {
+            let outcome = await Self.fetch(request, on: engine)
+            #expect(!outcome.succeeded, "the proxy refuses the tunnel: \(outcome)")
+        }
+        let connects = proxy.requests.filter { $0.method == "CONNECT" }
+        #expect(connects.count == 2, "\(proxy.requests)")
+        for connect in connects {
+            #expect(connect.headers.values("User-Agent") == ["mirror/\(MirrorVersion.string)"], "\(connect)")
+        }
+    }
+
     /// Sends `requests` at once on the engine's thread and waits for all their outcomes.
     private static func fetchAll(_ requests: [TransferRequest], on engine: TransferEngine) async -> [TransferOutcome] {
         await withTaskGroup(of: TransferOutcome.self) { group in

@@ -15,15 +15,17 @@ struct FaultTests {
 
     /// Every request names mirror and its version as its User-Agent, once: a download, a plan's
     /// probe, a re-check's conditional GET, with and without headers of the entry's own. A
-    /// User-Agent of the manifest's goes instead of it, once, whatever its case.
+    /// User-Agent of the manifest's goes instead of it, once, whatever its case; an empty one
+    /// goes empty.
     @Test func everyRequestNamesMirrorOnceUnlessTheManifestNamesAnAgent() async throws {
         let files = ["/a.bin": randomData(count: 3_000, seed: 81), "/b.bin": randomData(count: 3_000, seed: 82),
-                     "/c.bin": randomData(count: 3_000, seed: 83)]
+                     "/c.bin": randomData(count: 3_000, seed: 83), "/d.bin": randomData(count: 3_000, seed: 84)]
         for (path, data) in files { server.route(path, reply: .file(data, etag: "\"\(path.dropFirst())\"")) }
         let manifest = ManifestText.files(
             .url(server.url("/a.bin")),
             .url(server.url("/b.bin"), "headers:", "  X-Test: b"),
-            .url(server.url("/c.bin"), "headers:", "  user-agent: fetcher/2", "  X-Test: c"))
+            .url(server.url("/c.bin"), "headers:", "  user-agent: fetcher/2", "  X-Test: c"),
+            .url(server.url("/d.bin"), "headers:", "  User-Agent: \"\""))
         for _ in 0..<2 {
             let reports = try await scenario.sync(manifest)
             #expect(reports.allSatisfy { $0.outcome == .transferred || $0.outcome == .skipped }, "\(reports.map(\.outcome))")
@@ -32,7 +34,7 @@ struct FaultTests {
         #expect(planned.allSatisfy { $0.action == .skip }, "\(planned.map(\.action))")
 
         let mirror = "mirror/\(MirrorVersion.string)"
-        for (path, agent) in [("/a.bin", mirror), ("/b.bin", mirror), ("/c.bin", "fetcher/2")] {
+        for (path, agent) in [("/a.bin", mirror), ("/b.bin", mirror), ("/c.bin", "fetcher/2"), ("/d.bin", "")] {
             let requests = server.requests(for: path)
             #expect(Set(requests.map(\.method)) == ["GET", "HEAD"], "\(path): \(requests)")
             #expect(requests.contains { $0.headers.contains("If-None-Match") }, "\(path): a conditional GET among them")
