@@ -516,8 +516,9 @@ private final class Connection {
         if logDescriptor >= 0 { Glibc.close(logDescriptor) }
         if !readOnly, checkpointed, closed, !sawDamage { markClosed() }
         Glibc.close(directory)
-        // A closed store may be kept (the runner keeps its last run's): not its rows.
-        records = nil
+        // The rows are let go with the store, not here: the runner keeps its last run's store
+        // until it is released, and a command line that exits once it has the reports does
+        // not spend its end freeing them (20,000 rows: about 3.5 ms). A closed store reads none.
     }
 
     /// Marks the file as this clean close leaves it (`StoreCloseMark`), when every record is

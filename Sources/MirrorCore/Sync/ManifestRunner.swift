@@ -237,11 +237,15 @@ public final class ManifestRunner: Sendable {
     /// `results`' payloads, in order, taken out of `results` (left empty) one at a time, each
     /// result let go once its payload is out: at no point are all of them held twice (a run of
     /// a million entries would hold a quarter of a GB more).
+    /// In order, each taken out where it lies (`Optional.take`): reversing the list first, to
+    /// pop from its end, moved every result once more (20,000 of them: about 1 ms).
     private static func unwrap<Payload>(_ results: inout [EntryResult?], _ payload: (EntryResult) -> Payload) -> [Payload] {
-        results.reverse()
         var payloads: [Payload] = []
         payloads.reserveCapacity(results.count)
-        while let result = results.popLast() { payloads.append(payload(result!)) }
+        results.withUnsafeMutableBufferPointer { results in
+            for index in results.indices { payloads.append(payload(results[index].take()!)) }
+        }
+        results = []
         return payloads
     }
 
