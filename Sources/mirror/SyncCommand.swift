@@ -122,7 +122,13 @@ struct SyncCommand: AsyncParsableCommand {
         let early = options.openEarlyConnections(for: manifest)
         try options.finishNetworkPreparation(console: console)
         ran.manifest = manifest
-        let progress = SyncProgress()
+        // A progress block would break the one-object-a-line log.
+        let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
+            stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])
+        // Kept only for a display to draw: without one (--quiet, a log, stderr not a terminal:
+        // cron, CI) the run does not count its entries and bytes for nobody (every dest put in a
+        // table at the start, taken out as its entry ends, a lock each time).
+        let progress = style.map { _ in SyncProgress() }
         var runOptions = options.runOptions(for: manifest, console: console, progress: progress, early: early)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
@@ -131,10 +137,7 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         KeptUntilExit.keep(runner)
-        // A progress block would break the one-object-a-line log.
-        let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
-            stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])
-        let display = style.map { ProgressDisplay(progress: progress, console: console, style: $0) }
+        let display = style.flatMap { style in progress.map { ProgressDisplay(progress: $0, console: console, style: style) } }
 
         let started = ContinuousClock.now
         display?.start()
