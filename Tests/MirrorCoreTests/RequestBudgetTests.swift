@@ -82,6 +82,16 @@ struct RequestBudgetTests {
         #expect(!RequestBudget.multiplexes(url: "file:///tmp/a", rateLimited: false))
     }
 
+    /// The six-byte check answers as the scheme's text does, for every case and near miss.
+    @Test(arguments: [
+        "https://example.org/a", "HTTPS://example.org/a", "hTtPs://x", "https:", "https:x", "https", "http://x",
+        "httpsx://x", "http:s//x", "ht:tps://x", "ftps://x", "", ":https://x", "https\u{301}://x", "\u{FF48}ttps://x",
+        "Https://[::1]:8443/", "https//x", " https://x",
+    ])
+    func theHTTPSCheckAgreesWithTheScheme(url: String) {
+        #expect(RequestBudget.isHTTPS(url) == (RemoteProbe.scheme(of: url) == "https"), "\(url)")
+    }
+
     @Test func anOriginIsItsSchemeHostPortAndProxy() throws {
         let plain = try #require(OriginKey(url: "https://Example.org/a", proxy: nil))
         #expect(plain == OriginKey(url: "https://example.org:443/b", proxy: nil), "default port and case")
