@@ -60,7 +60,7 @@ struct PlanCommand: AsyncParsableCommand {
             for kept in pruning.plan.kept { console.notice("mirror: prune: would keep \(TerminalText.escaped(kept.path)): \(TerminalText.escaped(kept.reason))") }
             if let refusal = pruning.refusal { console.error("mirror: prune: \(TerminalText.escaped(refusal))") }
         }
-        let failures = plan.compactMap { entry -> (String, TransferFailure)? in
+        let failures = plan.entries { if case .fail = $0 { true } else { false } }.compactMap { entry -> (String, TransferFailure)? in
             if case .fail(let failure) = entry.action { return (entry.dest, failure) }
             return nil
         }
@@ -70,7 +70,7 @@ struct PlanCommand: AsyncParsableCommand {
             }
             throw ExitWith(status: .entriesFailed)
         }
-        if exitCode && (plan.contains(where: { $0.action.changesSomething }) || !(pruning?.plan.deletions.isEmpty ?? true)) {
+        if exitCode && (plan.indices.contains(where: { plan.action(at: $0).changesSomething }) || !(pruning?.plan.deletions.isEmpty ?? true)) {
             throw ExitWith(status: .changesPending)
         }
     }

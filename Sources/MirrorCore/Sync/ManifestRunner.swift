@@ -281,10 +281,30 @@ public struct PlannedEntries: RandomAccessCollection, Sendable {
     public var endIndex: Int { results.count }
 
     public subscript(index: Int) -> PlannedEntry {
-        guard case .planned(let outcome) = results[index] else { preconditionFailure("a plan ended in a sync report") }
         let entry = entries[index]
+        let outcome = self.outcome(index)
         return PlannedEntry(
             dest: entry.dest, url: entry.url.display, action: outcome.action,
             localSize: outcome.localSize, remoteSize: outcome.remoteSize)
+    }
+
+    /// Entry `index`'s action, without its printable URL (which a whole entry makes, by
+    /// looking for userinfo to redact: a command that only counts or finds actions in a plan
+    /// of 100,000 made 100,000 of them for nothing).
+    public func action(at index: Int) -> Action {
+        outcome(index).action
+    }
+
+    /// The dest of every entry whose action satisfies `isIncluded`, with that action.
+    public func entries(where isIncluded: (Action) -> Bool) -> [(dest: String, action: Action)] {
+        indices.compactMap { index in
+            let action = action(at: index)
+            return isIncluded(action) ? (entries[index].dest, action) : nil
+        }
+    }
+
+    private func outcome(_ index: Int) -> PlanOutcome {
+        guard case .planned(let outcome) = results[index] else { preconditionFailure("a plan ended in a sync report") }
+        return outcome
     }
 }

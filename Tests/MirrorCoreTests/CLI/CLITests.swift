@@ -111,6 +111,21 @@ struct CLITests {
         #expect(clean.stdout.contains("skip"))
     }
 
+    /// A plan whose entry cannot be planned exits 1, and under --quiet names the entry and why
+    /// on stderr (the table, which says it otherwise, is not printed); --exit-code does not
+    /// turn that into 5.
+    @Test func aPlanWithAFailedEntryExitsOneAndNamesIt() throws {
+        let scenario = try Self.setUp(withMissingEntry: true)
+        let quiet = try scenario.run(["plan", "--quiet", "--exit-code", "mirror.yaml"])
+        #expect(quiet.status == 1, "\(quiet)")
+        #expect(quiet.stdout.isEmpty)
+        let failed = quiet.stderr.split(separator: "\n").filter { $0.hasPrefix("FAILED ") }
+        #expect(failed.count == 1 && failed[0].contains("404"), "\(quiet)")
+        let shown = try scenario.run(["plan", "mirror.yaml"])
+        #expect(shown.status == 1, "\(shown)")
+        #expect(shown.stdout.contains("fail") && shown.stdout.contains("404"), "\(shown)")
+    }
+
     @Test func syncJSONReportsEveryEntry() throws {
         let scenario = try Self.setUp(withMissingEntry: true)
         let result = try scenario.run(["sync", "--json", "mirror.yaml"])
