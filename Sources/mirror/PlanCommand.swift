@@ -60,9 +60,8 @@ struct PlanCommand: AsyncParsableCommand {
             for kept in pruning.plan.kept { console.notice("mirror: prune: would keep \(TerminalText.escaped(kept.path)): \(TerminalText.escaped(kept.reason))") }
             if let refusal = pruning.refusal { console.error("mirror: prune: \(TerminalText.escaped(refusal))") }
         }
-        let failures = plan.entries { if case .fail = $0 { true } else { false } }.compactMap { entry -> (String, TransferFailure)? in
-            if case .fail(let failure) = entry.action { return (entry.dest, failure) }
-            return nil
+        let failures = plan.entries { action -> TransferFailure? in
+            if case .fail(let failure) = action { failure } else { nil }
         }
         if !failures.isEmpty {
             if options.quiet || options.json {

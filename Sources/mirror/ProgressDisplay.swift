@@ -17,7 +17,8 @@ final class ProgressDisplay: Sendable {
         case plainLines
     }
 
-    private let progress: SyncProgress
+    /// What it draws, which the run counts into.
+    let progress: SyncProgress
     private let console: Console
     private let style: Style
     private let task = Mutex<Task<Void, Never>?>(nil)

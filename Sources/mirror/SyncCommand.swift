@@ -125,11 +125,11 @@ struct SyncCommand: AsyncParsableCommand {
         // A progress block would break the one-object-a-line log.
         let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
             stderrIsTerminal: console.stderrIsTerminal, term: ProcessInfo.processInfo.environment["TERM"])
-        // Kept only for a display to draw: without one (--quiet, a log, stderr not a terminal:
-        // cron, CI) the run does not count its entries and bytes for nobody (every dest put in a
-        // table at the start, taken out as its entry ends, a lock each time).
-        let progress = style.map { _ in SyncProgress() }
-        var runOptions = options.runOptions(for: manifest, console: console, progress: progress, early: early)
+        // Progress is kept only for a display to draw: without one (--quiet, a log, stderr not a
+        // terminal: cron, CI) the run does not count its entries and bytes for nobody (every dest
+        // put in a table at the start, taken out as its entry ends, a lock each time).
+        let display = style.map { ProgressDisplay(progress: SyncProgress(), console: console, style: $0) }
+        var runOptions = options.runOptions(for: manifest, console: console, progress: display?.progress, early: early)
         runOptions.lockWait = lockWait.duration
         runOptions.durable = !noFsync
         runOptions.rateLimit = rateLimit.limit
@@ -137,7 +137,6 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         KeptUntilExit.keep(runner)
-        let display = style.flatMap { style in progress.map { ProgressDisplay(progress: $0, console: console, style: style) } }
 
         let started = ContinuousClock.now
         display?.start()
