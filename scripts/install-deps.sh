@@ -13,6 +13,7 @@ build=(
     libyaml-dev            # libyaml (CYAML)
     libssl-dev             # libcrypto, SHA-256 (CCrypto)
     libsqlite3-dev         # state store
+    libmimalloc-dev        # mimalloc, the command's allocator (CMimalloc)
     pkg-config             # SwiftPM finds the libraries through it
 )
 demo=(

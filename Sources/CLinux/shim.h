@@ -4,7 +4,6 @@
 
 #define _GNU_SOURCE 1
 #include <fcntl.h>
-#include <malloc.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -106,18 +105,6 @@ static inline int mirror_thread_scheduling(unsigned int *policy, int *nice, unsi
     *nice = attr.sched_nice;
     *slice = attr.sched_runtime;
     return 0;
-}
-
-/// Fixes the size from which malloc maps a block of its own (mallopt's M_MMAP_THRESHOLD),
-/// which also stops glibc from raising it as blocks are freed. Returns 1 on success.
-static inline int mirror_fix_mmap_threshold(int bytes) {
-    return mallopt(M_MMAP_THRESHOLD, bytes);
-}
-
-/// Gives the heap's free pages back to the system (malloc_trim(0)), in every arena. Returns 1
-/// when some were.
-static inline int mirror_malloc_trim(void) {
-    return malloc_trim(0);
 }
 
 #endif

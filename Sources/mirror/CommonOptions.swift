@@ -1,5 +1,6 @@
 import ArgumentParser
 import CLinux
+import CMimalloc
 import FoundationEssentials
 import Glibc
 import MirrorCore
@@ -64,9 +65,10 @@ struct CommonOptions: ParsableArguments {
             throw refused(error, console: console)
         }
         // Reading made and freed far more than it kept (libyaml's nodes, each entry's scratch,
-        // the conflict check's keys): their pages go back now, not at exit, since the run
-        // holds the entries from here to its end. 1.5 MB of a plan of 100,000 (make bench (e)).
-        _ = mirror_malloc_trim()
+        // the conflict check's keys): their pages go back now, not after the allocator's delay,
+        // since the run holds the entries from here to its end. 0.3-0.5 MB of the peak of a plan
+        // of 100,000 (make bench (e)).
+        mirror_heap_collect()
         if let refusal = StateDirectory(for: loaded).refusal() {
             let diagnostic = ManifestDiagnostic(location: nil, key: stateDir == nil ? "state_dir" : "--state-dir", message: refusal)
             if json { console.json(ErrorJSON.manifest([diagnostic])) }

@@ -1,5 +1,4 @@
 import ArgumentParser
-import CLinux
 import FoundationEssentials
 import Glibc
 import MirrorCore
@@ -34,12 +33,6 @@ struct MirrorCommand: AsyncParsableCommand {
     /// Parses and runs, mapping every outcome onto the documented exit codes: argument errors
     /// exit 2 (not ArgumentParser's 64), so scripts see one code for every usage problem.
     static func main() async {
-        // A fixed threshold: glibc's own rises to the largest block it unmapped (up to 32 MiB),
-        // after which the arrays of a large manifest grow by doubling inside the heap, and the
-        // copies they leave behind stay in the process. Loading 1,000,000 entries peaked at
-        // 595-628 MiB with it (the fingerprints of the dests freed early raised it), 440-450 MiB
-        // with 1 MiB fixed; the bytes in use are the same.
-        _ = mirror_fix_mmap_threshold(1 << 20)
         // The parser reads COLUMNS itself, for the help and also to work out an exit code: it
         // must lay out at the width the EXIT STATUS list was wrapped for, and never at one it
         // cannot lay its option list out in (below 40 columns, it has no room left for the text).

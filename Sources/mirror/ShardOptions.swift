@@ -1,5 +1,5 @@
 import ArgumentParser
-import CLinux
+import CMimalloc
 import FoundationEssentials
 import MirrorCore
 
@@ -70,7 +70,7 @@ struct ShardOptions: ParsableArguments {
         case .bytes:
             let shard = try options.loadManifest(console: console, hashingContent: hashingContent).selecting(selection, by: .bytes).manifest
             // The other shards' entries were freed only now: their pages go back too.
-            _ = mirror_malloc_trim()
+            mirror_heap_collect()
             return shard
         }
     }

@@ -2,7 +2,8 @@ import Testing
 @testable import MirrorCore
 
 /// What a run holds for every entry, kept compactly (`PlanOutcome`, `Entry`'s extras,
-/// `RemoteURL`'s login): each gives back exactly what it was given.
+/// `RemoteURL`'s written form and login, `SourceLocation`'s line and column): each gives back
+/// exactly what it was given.
 struct CompactEntryTests {
     struct OutcomeRow: CustomTestStringConvertible, Sendable {
         var action: Action
@@ -112,5 +113,46 @@ struct CompactEntryTests {
         #expect(url != RemoteURL(string: "https://h/a"))
         url.login = nil
         #expect(url == RemoteURL(string: "https://h/a") && url.login == nil)
+    }
+
+    @Test("a URL's written form is its string unless made with another, whatever else changes")
+    func writtenForm() {
+        let plain = RemoteURL(string: "https://h/a")
+        #expect(plain.written == "https://h/a")
+        #expect(plain == RemoteURL(string: "https://h/a", written: "https://h/a"), "written as sent is no difference")
+        var expanded = RemoteURL(string: "https://h/a", written: "https://${HOST}/a")
+        #expect(expanded.written == "https://${HOST}/a" && expanded.string == "https://h/a")
+        #expect(expanded != plain)
+        let login = NetrcLogin(user: "u", password: "p")
+        expanded.login = login
+        #expect(expanded.written == "https://${HOST}/a" && expanded.login == login, "a login set keeps the written form")
+        expanded.login = nil
+        #expect(expanded.written == "https://${HOST}/a")
+        expanded.written = "https://h/a"
+        #expect(expanded == plain && expanded.hashValue == plain.hashValue)
+        var logged = RemoteURL(string: "https://h/a", login: login)
+        logged.written = "https://${HOST}/a"
+        #expect(logged.login == login && logged.written == "https://${HOST}/a")
+        #expect(logged == RemoteURL(string: "https://h/a", written: "https://${HOST}/a", login: login))
+    }
+
+    @Test("a location gives back its line and column, and clamps what 32 bits cannot hold")
+    func location() {
+        var location = SourceLocation(file: "m.yaml", line: 4_000_000_000, column: 7)
+        #expect(location.line == 4_000_000_000 && location.column == 7 && location.description == "m.yaml:4000000000:7")
+        location.column = Int.max
+        #expect(location.column == Int(UInt32.max))
+        location.line = -1
+        #expect(location.line == 0)
+        #expect(SourceLocation(file: "m.yaml", line: 3, column: 5) == Self.location)
+    }
+
+    /// A run holds one entry for every file of its manifest (or shard) to its end, and (e)'s
+    /// peak memory is mostly its entries: what they hold in place is part of that target.
+    @Test("an entry, its URL and its location are as small in place as they are meant to be")
+    func sizesInPlace() {
+        #expect(MemoryLayout<RemoteURL>.size == 24)
+        #expect(MemoryLayout<MirrorCore.SourceLocation>.size == 24)
+        #expect(MemoryLayout<Entry>.size <= 80, "Entry is \(MemoryLayout<Entry>.size) bytes")
     }
 }

@@ -247,8 +247,8 @@ public struct HTTPHeader: Sendable, Equatable, CustomStringConvertible {
 ///
 /// A run holds every entry of its manifest (or shard) for its whole length, so the fields most
 /// entries leave unset (mirrors, pins, the checksum file's name, repeats) are kept together
-/// behind one reference that is nil when all are unset: an entry is 104 bytes in place, not
-/// 184 (`Extras`).
+/// behind one reference that is nil when all are unset (`Extras`), as are a URL's rare parts
+/// (`RemoteURL`): an entry is 80 bytes in place, not 184.
 public struct Entry: Sendable, Equatable {
     public var url: RemoteURL
     /// Path relative to the manifest's root, normalised (no `.`, no empty components).
@@ -351,38 +351,53 @@ public struct Entry: Sendable, Equatable {
 /// A URL as it goes on the wire, with a form that is safe to print.
 public struct RemoteURL: Sendable, Hashable, CustomStringConvertible {
     /// The URL with `${VAR}` references expanded. May hold secrets: use only for requests.
-    public var string: String
+    /// Set only when made: `written` reads it when the two are the same.
+    public private(set) var string: String
     /// The URL exactly as the manifest wrote it (`${VAR}` unexpanded). Holds a user name or
     /// password written in it: never print it; it is only for writing a manifest back
     /// (`ManifestWriter.WrittenEntry`).
-    public var written: String
+    public var written: String {
+        get { rare?.written ?? string }
+        set { setRare(written: newValue, login: login) }
+    }
     /// The netrc login for this URL's host, sent with requests to this URL and to redirects
     /// that keep its scheme, host and port. A secret: use only for requests.
     public var login: NetrcLogin? {
-        get { loginBox?.login }
-        set { loginBox = newValue.map(LoginBox.init) }
+        get { rare?.login }
+        set { setRare(written: written, login: newValue) }
     }
 
-    /// Behind a reference: most URLs have none, and every entry holds one URL (8 bytes in
-    /// place, not 32).
-    private var loginBox: LoginBox?
+    /// What most URLs lack, behind one reference: a written form other than `string` (a
+    /// `${VAR}` expanded) and a login. Every entry holds a URL: 24 bytes in place, not 40.
+    /// Nil exactly when the URL has neither, so that the synthesized equality and hash hold.
+    private var rare: Rare?
 
     /// - Parameter written: the manifest's text of the URL; `string` when nil.
     public init(string: String, written: String? = nil, login: NetrcLogin? = nil) {
         self.string = string
-        self.written = written ?? string
-        self.loginBox = login.map(LoginBox.init)
+        setRare(written: written ?? string, login: login)
     }
 
-    private final class LoginBox: Sendable, Hashable {
-        let login: NetrcLogin
+    private mutating func setRare(written: String, login: NetrcLogin?) {
+        let differs = written != string
+        rare = differs || login != nil ? Rare(written: differs ? written : nil, login: login) : nil
+    }
 
-        init(_ login: NetrcLogin) {
+    private final class Rare: Sendable, Hashable {
+        /// Nil when the URL was written as it is sent.
+        let written: String?
+        let login: NetrcLogin?
+
+        init(written: String?, login: NetrcLogin?) {
+            self.written = written
             self.login = login
         }
 
-        static func == (lhs: LoginBox, rhs: LoginBox) -> Bool { lhs.login == rhs.login }
-        func hash(into hasher: inout Hasher) { hasher.combine(login) }
+        static func == (lhs: Rare, rhs: Rare) -> Bool { lhs.written == rhs.written && lhs.login == rhs.login }
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(written)
+            hasher.combine(login)
+        }
     }
 
     /// The URL as the manifest wrote it (`${VAR}` unexpanded) with any userinfo replaced by
@@ -393,15 +408,26 @@ public struct RemoteURL: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A place in a manifest file; `line` and `column` count from 1.
+///
+/// Every entry holds one for the whole run: the line and column are kept in 32 bits each (a
+/// larger one is clamped), 24 bytes in place, not 32.
 public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
     public var file: String
-    public var line: Int
-    public var column: Int
+    public var line: Int {
+        get { Int(storedLine) }
+        set { storedLine = UInt32(clamping: newValue) }
+    }
+    public var column: Int {
+        get { Int(storedColumn) }
+        set { storedColumn = UInt32(clamping: newValue) }
+    }
+    private var storedLine: UInt32
+    private var storedColumn: UInt32
 
     public init(file: String, line: Int, column: Int) {
         self.file = file
-        self.line = line
-        self.column = column
+        self.storedLine = UInt32(clamping: line)
+        self.storedColumn = UInt32(clamping: column)
     }
 
     public var description: String { "\(file):\(line):\(column)" }

@@ -12,7 +12,7 @@ import Testing
 /// `dpkg-query` then asks the real one, the others fail, as they would without a network.
 @Suite(.serialized)
 struct DependencyProfileTests {
-    static let buildPackages: Set = ["libcurl4-openssl-dev", "libyaml-dev", "libssl-dev", "libsqlite3-dev", "pkg-config"]
+    static let buildPackages: Set = ["libcurl4-openssl-dev", "libyaml-dev", "libssl-dev", "libsqlite3-dev", "libmimalloc-dev", "pkg-config"]
 
     /// A checkout copy, the logging stand-ins and a log folder, all readable by any user.
     struct Rig {

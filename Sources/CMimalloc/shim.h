@@ -1,0 +1,14 @@
+// mimalloc (headers from libmimalloc-dev): the allocator of the `mirror` command. Linked before
+// libc, its malloc and free are every library's in the process.
+#ifndef MIRROR_CMIMALLOC_SHIM_H
+#define MIRROR_CMIMALLOC_SHIM_H
+
+#include <mimalloc.h>
+
+/// Gives the free pages of the calling thread's heap, and of the heaps of threads that have
+/// ended, back to the system now rather than after mimalloc's delay.
+static inline void mirror_heap_collect(void) {
+    mi_collect(true);
+}
+
+#endif
