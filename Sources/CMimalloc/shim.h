@@ -5,8 +5,9 @@
 
 #include <mimalloc.h>
 
-/// Gives the free pages of the calling thread's heap, and of the heaps of threads that have
-/// ended, back to the system now rather than after mimalloc's delay.
+/// Gives the free pages of the calling thread's heap back to the system now rather than after
+/// mimalloc's delay (mimalloc 2.0 collects the heaps of ended threads only when called on the
+/// main thread, which the commands do not run on).
 static inline void mirror_heap_collect(void) {
     mi_collect(true);
 }

@@ -65,9 +65,9 @@ struct CommonOptions: ParsableArguments {
             throw refused(error, console: console)
         }
         // Reading made and freed far more than it kept (libyaml's nodes, each entry's scratch,
-        // the conflict check's keys): their pages go back now, not after the allocator's delay,
-        // since the run holds the entries from here to its end. 0.3-0.5 MB of the peak of a plan
-        // of 100,000 (make bench (e)).
+        // the conflict check's keys): the pages this thread freed go back now, not after the
+        // allocator's delay, since the run holds the entries from here to its end. 0.3-0.5 MB
+        // of the peak of a plan of 100,000 (make bench (e)).
         mirror_heap_collect()
         if let refusal = StateDirectory(for: loaded).refusal() {
             let diagnostic = ManifestDiagnostic(location: nil, key: stateDir == nil ? "state_dir" : "--state-dir", message: refusal)

@@ -87,6 +87,22 @@ struct InstallTests {
         #expect(left == [], "make uninstall left files behind")
     }
 
+    /// mimalloc serves every allocation of the process only while the dynamic loader meets it
+    /// before libc: the binary's NEEDED list is the order symbols are looked up in.
+    @Test func theReleaseBinaryAllocatesWithMimallocAheadOfLibc() throws {
+        let binary = try Self.releaseBinary()
+        let readelf = try ExternalCommand.executable("readelf", package: "binutils")
+        let dynamic = try ExternalCommand.run(readelf, ["--dynamic", binary], in: "/")
+        try #require(dynamic.status == 0, "\(dynamic)")
+        let needed = dynamic.stdout.split(separator: "\n").filter { $0.contains("(NEEDED)") }
+        let mimalloc = try #require(needed.firstIndex { $0.contains("[libmimalloc.so") }, "no libmimalloc in \(needed)")
+        let libc = try #require(needed.firstIndex { $0.contains("[libc.so") }, "no libc in \(needed)")
+        #expect(mimalloc < libc, "libmimalloc comes after libc: glibc's malloc would serve the process\n\(needed.joined(separator: "\n"))")
+        // And it is the allocator set up in the running process.
+        let run = try ExternalCommand.run(binary, ["--version"], in: "/", environment: ["MIMALLOC_VERBOSE": "1"])
+        #expect(run.status == 0 && run.stderr.contains("mimalloc: process init"), "\(run)")
+    }
+
     @Test func installedManPagesRenderWithManFromThePrefix() throws {
         let prefix = try Self.installed()
         let man = try ExternalCommand.executable("man", package: "man-db")
