@@ -7,6 +7,10 @@ import Glibc
 final class TransferContext {
     let id: UInt64
     let request: TransferRequest
+    /// `request.usesTLS` and `request.isFTP`, worked out once: asked when the request is added,
+    /// configured and retired.
+    let usesTLS: Bool
+    let isFTP: Bool
     let sink: (any ResponseBodySink)?
     let easy: EasyHandle
     /// Called once, on the engine's thread, when the request ends, with the request itself (so
@@ -73,6 +77,8 @@ final class TransferContext {
         self.id = id
         self.easy = easy
         self.request = request
+        usesTLS = request.usesTLS
+        isFTP = request.isFTP
         self.sink = sink
         self.completion = completion
         watchdog = StallWatchdog(timeout: request.timeout, minSpeed: request.minSpeed, minSpeedTime: request.minSpeedTime)
@@ -208,7 +214,7 @@ final class TransferContext {
         if let directory = request.certificateAuthorities.directory {
             try easy.set(CURLOPT_CAPATH, directory, "CURLOPT_CAPATH")
         }
-        if request.onHandshakeProtocol != nil, request.usesTLS, HandshakeWatch.isAvailable {
+        if request.onHandshakeProtocol != nil, usesTLS, HandshakeWatch.isAvailable {
             // Called for each connection the request opens, before its handshake. Refused, the
             // request goes on without it: its reply tells the protocol then.
             let refused = mirror_easy_setopt_ssl_ctx_callback(easy.raw) { _, sslContext, userdata in
@@ -225,7 +231,7 @@ final class TransferContext {
             try easy.set(CURLOPT_USERNAME, login.user, "CURLOPT_USERNAME")
             try easy.set(CURLOPT_PASSWORD, login.password, "CURLOPT_PASSWORD")
         }
-        if request.isFTP {
+        if isFTP {
             try easy.set(CURLOPT_USE_SSL, Self.useSSL(request.ftpTLS), "CURLOPT_USE_SSL")
             // AUTH TLS, the command RFC 4217 names; libcurl would try the older AUTH SSL first.
             try easy.set(CURLOPT_FTPSSLAUTH, Int(CURLFTPAUTH_TLS.rawValue), "CURLOPT_FTPSSLAUTH")
@@ -464,7 +470,7 @@ final class TransferContext {
     /// Whether the request may have gone on a connection other requests used at the same time:
     /// an HTTPS request libcurl was free to put on an HTTP/2 connection.
     private var mayShareConnection: Bool {
-        request.usesTLS && !request.heldToHTTP1
+        usesTLS && !request.heldToHTTP1
     }
 }
 

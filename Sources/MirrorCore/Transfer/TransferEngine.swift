@@ -369,7 +369,7 @@ private final class MultiLoop: @unchecked Sendable {
         guard mirror_curl_multi_add_handle(multi, context.easy.raw) == CURLM_OK else { return failLater(context, CURLE_FAILED_INIT) }
         active[context.easy.raw] = context
         if context.request.throttle != nil { throttled.append(context.easy.raw) }
-        if context.request.usesTLS { overTLS.insert(context.easy.raw) }
+        if context.usesTLS { overTLS.insert(context.easy.raw) }
     }
 
     /// Ends `context`'s request, refused before it was under way, on the loop's next turn.

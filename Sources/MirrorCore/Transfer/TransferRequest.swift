@@ -63,11 +63,12 @@ struct TransferRequest: Sendable {
     /// Whether the request's bytes may pass through TLS: its URL's scheme or its proxy's, or
     /// an `ftp:` URL asked to `AUTH TLS` (`ftp_tls`).
     var usesTLS: Bool {
-        func tls(_ url: String) -> Bool {
-            let scheme = RemoteProbe.scheme(of: url)
-            return scheme == "https" || scheme == "ftps"
-        }
-        return tls(url) || (isFTP && ftpTLS != .no) || proxy.map(tls) == true
+        let scheme = RemoteProbe.scheme(of: url)
+        if scheme == "https" || scheme == "ftps" { return true }
+        if scheme == "ftp" && ftpTLS != .no { return true }
+        guard let proxy else { return false }
+        let proxyScheme = RemoteProbe.scheme(of: proxy)
+        return proxyScheme == "https" || proxyScheme == "ftps"
     }
 
     init(
