@@ -41,7 +41,7 @@ final class Fetcher: Sendable {
     /// Call on the engine's thread: each hop starts there at once, and `completion` runs there.
     /// `onStart` is told each hop's transfer id, for cancelling it.
     func fetch(
-        _ original: TransferRequest, sink: (any ResponseBodySink)?, onStart: @escaping (UInt64) -> Void = { _ in },
+        _ original: consuming TransferRequest, sink: (any ResponseBodySink)?, onStart: @escaping (UInt64) -> Void = { _ in },
         completion: @escaping (Result) -> Void
     ) {
         var hops = 0

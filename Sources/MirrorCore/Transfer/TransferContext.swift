@@ -71,17 +71,18 @@ final class TransferContext {
     private static let userAgentOnly = UncheckedList(mirror_curl_slist_append(nil, userAgentLine))
 
     init(
-        id: UInt64, request: TransferRequest, sink: (any ResponseBodySink)?, easy: EasyHandle,
+        id: UInt64, request: consuming TransferRequest, sink: (any ResponseBodySink)?, easy: EasyHandle,
         completion: @escaping (TransferOutcome, TransferRequest) -> Void
     ) {
         self.id = id
         self.easy = easy
-        self.request = request
         usesTLS = request.usesTLS
         isFTP = request.isFTP
         self.sink = sink
         self.completion = completion
         watchdog = StallWatchdog(timeout: request.timeout, minSpeed: request.minSpeed, minSpeedTime: request.minSpeedTime)
+        // Last: moved in, not copied.
+        self.request = request
         easy.errorBuffer[0] = 0
     }
 

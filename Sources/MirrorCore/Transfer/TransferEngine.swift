@@ -55,7 +55,7 @@ final class TransferEngine: Sendable {
     /// turn of the loop, never inside this call: the caller has stored the id first.
     @discardableResult
     func start(
-        _ request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void
+        _ request: consuming TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome) -> Void
     ) -> UInt64 {
         loop.start(request: request, sink: sink) { outcome, _ in completion(outcome) }
     }
@@ -63,7 +63,7 @@ final class TransferEngine: Sendable {
     /// The same, `completion` told the request too.
     @discardableResult
     func start(
-        _ request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome, TransferRequest) -> Void
+        _ request: consuming TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome, TransferRequest) -> Void
     ) -> UInt64 {
         loop.start(request: request, sink: sink, completion: completion)
     }
@@ -325,7 +325,8 @@ private final class MultiLoop: @unchecked Sendable {
 
     /// See `TransferEngine.start`. A request refused before it is under way completes on the
     /// loop's next turn, never inside this call.
-    func start(request: TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome, TransferRequest) -> Void) -> UInt64 {
+    /// `request` is moved into its context, not copied: a request holds a dozen references.
+    func start(request: consuming TransferRequest, sink: (any ResponseBodySink)?, completion: @escaping (TransferOutcome, TransferRequest) -> Void) -> UInt64 {
         let id = nextID
         nextID += 1
         let easy = keeper.take() ?? TransferContext.makeHandle()
@@ -342,7 +343,7 @@ private final class MultiLoop: @unchecked Sendable {
         }
         // Once the early connections are taken or given up and nothing waits, a request goes
         // on as without them.
-        if let early, !(held.isEmpty && early.isSettled), request.proxy == nil, let host = HostKey(url: request.url) {
+        if let early, !(held.isEmpty && early.isSettled), context.request.proxy == nil, let host = HostKey(url: context.request.url) {
             // Behind the requests to its origin that wait already, in the order they came.
             let (admitted, resolve) = held.contains { $0.host == host } ? (false, nil) : early.admit(host: host.host, port: host.port)
             if admitted {
