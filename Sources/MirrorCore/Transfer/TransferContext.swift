@@ -237,25 +237,22 @@ final class TransferContext {
             // AUTH TLS, the command RFC 4217 names; libcurl would try the older AUTH SSL first.
             try easy.set(CURLOPT_FTPSSLAUTH, Int(CURLFTPAUTH_TLS.rawValue), "CURLOPT_FTPSSLAUTH")
         }
-        // libcurl drops a header written "Name:" with no value; "Name;" is how it sends one empty.
-        var lines = request.headers.map { $0.value.isEmpty ? "\($0.name);" : "\($0.name): \($0.value)" }
-        if let ifRange = request.ifRange, request.rangeFirst != nil {
-            lines.append("If-Range: \(ifRange)")
-        }
-        if let etag = request.ifNoneMatch { lines.append("If-None-Match: \(etag)") }
         // mirror's User-Agent, unless the manifest names one (libcurl sends a header of the
         // list in place of its own).
         let ownAgent = request.headers.contains { $0.name.utf8.count == 10 && $0.name.lowercased() == "user-agent" }
-        if lines.isEmpty, !ownAgent, let shared = Self.userAgentOnly.list {
+        let ifRange = request.rangeFirst != nil ? request.ifRange : nil
+        if request.headers.isEmpty, ifRange == nil, request.ifNoneMatch == nil, !ownAgent, let shared = Self.userAgentOnly.list {
             try easy.set(CURLOPT_HTTPHEADER, list: shared, "CURLOPT_HTTPHEADER")
         } else {
-            if !ownAgent { lines.append(Self.userAgentLine) }
-            for line in lines {
-                guard let appended = mirror_curl_slist_append(headerList, line) else {
-                    throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)
-                }
-                headerList = appended
+            // Each line handed to libcurl as it is made (it copies it), not gathered first.
+            for header in request.headers {
+                // libcurl drops a header written "Name:" with no value; "Name;" is how it sends
+                // one empty.
+                try appendHeader(header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)")
             }
+            if let ifRange { try appendHeader("If-Range: \(ifRange)") }
+            if let etag = request.ifNoneMatch { try appendHeader("If-None-Match: \(etag)") }
+            if !ownAgent { try appendHeader(Self.userAgentLine) }
             try easy.set(CURLOPT_HTTPHEADER, list: headerList, "CURLOPT_HTTPHEADER")
         }
         if let proxy = request.proxy, !proxy.isEmpty {
@@ -266,6 +263,14 @@ final class TransferContext {
         }
         try easy.set(CURLOPT_HEADERDATA, pointer: userdata, "CURLOPT_HEADERDATA")
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
+    }
+
+    /// Appends `line` to the request's header list, which libcurl copies it into.
+    private func appendHeader(_ line: String) throws(CurlSetupError) {
+        guard let appended = line.withCString({ mirror_curl_slist_append(headerList, $0) }) else {
+            throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)
+        }
+        headerList = appended
     }
 
     /// Lets libcurl take a connection of `early` where it would open a socket to the same
