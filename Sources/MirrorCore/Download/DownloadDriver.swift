@@ -24,6 +24,12 @@ final class DownloadDriver: @unchecked Sendable {
     private var bodyOrder: EntryMachine.TransferOrder?
     /// The machine takes that body (`takeBody`): as a lead of segments, or not.
     private var bodyTakenAsLead: Bool?
+    /// The conditional GET's body, once the machine takes it, and the segments' lead it became,
+    /// if it did: kept here rather than in variables its two closures would share, which each
+    /// conditional GET would box in two allocations of their own. One GET at a time; each
+    /// `conditionalGet` starts them afresh.
+    private var conditionalWriter: PartialFileWriter?
+    private var conditionalLead: SegmentLead?
 
     private struct Lead {
         let stream: SegmentLead
@@ -352,8 +358,8 @@ final class DownloadDriver: @unchecked Sendable {
         // Most such requests are answered 304; a new version is most often about as long.
         request.expectedBody = recorded.size
         request.throttle = throttle
-        var writer: PartialFileWriter?
-        var watched: SegmentLead?
+        conditionalWriter = nil
+        conditionalLead = nil
         // Sent just below, once its sink is made.
         let requestedAt = MonotonicClock.milliseconds()
         let sink = ConditionalBodySink { [self] head throws(TransferFailure) -> (any ResponseBodySink)? in
@@ -372,10 +378,10 @@ final class DownloadDriver: @unchecked Sendable {
             bodyTakenAsLead = nil
             let (fd, hasher) = try openPartial(truncate: true)
             let body = makeWriter(order, fd: fd, hasher: hasher, firstByte: 0, startedFrom: nil, overlap: [])
-            writer = body
+            conditionalWriter = body
             guard asLead else { return body }
             let leading = segmentLead(writer: body, source: source)
-            watched = leading
+            conditionalLead = leading
             // The range requests of the other segments ask for this version only (`If-Match`),
             // not on the condition this GET carried.
             var template = TransferRequest(get: source.url, parsed: source.parsed, settings: entry.settings, headers: source.headers, protocols: source.protocols)
@@ -391,8 +397,8 @@ final class DownloadDriver: @unchecked Sendable {
             if guarded?.needsConnection == true {
                 return host.sendAgainOnAConnection { [self] in conditionalGet(index, ifNoneOf: recorded) }
             }
-            if let writer {
-                return streamEnded(fetched, writer: writer, watched: watched, needsConnection: false, source: source.url)
+            if let writer = conditionalWriter {
+                return streamEnded(fetched, writer: writer, watched: conditionalLead, needsConnection: false, source: source.url)
             }
             if let failure = fetched.redirectFailure ?? sink.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source.url) {
                 return host.deliver(.transferEnded(.failed(failure, bytes: 0)))
