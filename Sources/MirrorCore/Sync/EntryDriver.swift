@@ -39,7 +39,8 @@ final class EntryDriver: @unchecked Sendable {
     private var finished = false
     /// `RunEvent.started` was sent, at the first attempt.
     private var announcedStart = false
-    private let onFinish: (EntryResult) -> Void
+    /// The entry's place in its run, which its result goes to (`SyncRun.entryFinished`).
+    private let index: Int
     /// Carries out the download's effects; made when first needed (a plan, and an entry found
     /// up to date, need none).
     private var download: DownloadDriver {
@@ -54,13 +55,15 @@ final class EntryDriver: @unchecked Sendable {
     /// inspection; nil once that was made.
     private var lookedAhead: LookedAhead?
 
-    /// - Parameter lookedAhead: what was made and found for the entry ahead of its start.
-    init(entry: Entry, run: SyncRun, lookedAhead: LookedAhead? = nil, onFinish: @escaping (EntryResult) -> Void) {
+    /// - Parameters:
+    ///   - index: the entry's place in `run`, which is told its result.
+    ///   - lookedAhead: what was made and found for the entry ahead of its start.
+    init(entry: Entry, index: Int, run: SyncRun, lookedAhead: LookedAhead? = nil) {
         self.entry = entry
+        self.index = index
         self.lookedAhead = lookedAhead
         self.run = run
         env = run.environment
-        self.onFinish = onFinish
         let prepared = lookedAhead?.prepared ?? Prepared(entry, manifest: env.manifest, context: run.sourceContext)
         paths = prepared.paths
         sources = prepared.sources
@@ -372,9 +375,9 @@ final class EntryDriver: @unchecked Sendable {
         slot?.release()
         slot = nil
         if case .planned(let action, let localSize, let remoteSize) = outcome {
-            onFinish(.planned(PlanOutcome(action: action, localSize: localSize, remoteSize: remoteSize)))
+            run.entryFinished(index, .planned(PlanOutcome(action: action, localSize: localSize, remoteSize: remoteSize)))
         } else {
-            onFinish(.synced(report(outcome)))
+            run.entryFinished(index, .synced(report(outcome)))
         }
     }
 

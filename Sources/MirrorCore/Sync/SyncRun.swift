@@ -198,14 +198,13 @@ final class SyncRun: @unchecked Sendable {
             hostOfRunning[index] = host
         }
         // What was looked at ahead was made of the manifest's entry: a pinned one starts afresh.
-        let driver = EntryDriver(entry: entry, run: self, lookedAhead: pinnedEntry == nil ? looked : nil) { [self] result in
-            entryFinished(index, result)
-        }
+        let driver = EntryDriver(entry: entry, index: index, run: self, lookedAhead: pinnedEntry == nil ? looked : nil)
         running[index] = driver
         driver.start()
     }
 
-    private func entryFinished(_ index: Int, _ result: EntryResult) {
+    /// The entry at `index` ended (told by its driver, or here when it never needed one).
+    func entryFinished(_ index: Int, _ result: EntryResult) {
         running[index] = nil
         if !hostOfRunning.isEmpty, let host = hostOfRunning.removeValue(forKey: index) { runningPerHost[host, default: 1] -= 1 }
         results[index] = result
