@@ -265,7 +265,7 @@ final class TransferContext {
         try easy.set(CURLOPT_WRITEDATA, pointer: userdata, "CURLOPT_WRITEDATA")
     }
 
-    /// Appends `line` to the request's header list, which libcurl copies it into.
+    /// Appends a copy of `line` to the request's header list (`curl_slist_append` copies it).
     private func appendHeader(_ line: String) throws(CurlSetupError) {
         guard let appended = line.withCString({ mirror_curl_slist_append(headerList, $0) }) else {
             throw CurlSetupError(option: "CURLOPT_HTTPHEADER", code: CURLE_OUT_OF_MEMORY)
