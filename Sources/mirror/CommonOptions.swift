@@ -1,5 +1,4 @@
 import ArgumentParser
-import CLinux
 import CMimalloc
 import FoundationEssentials
 import Glibc

@@ -35,8 +35,8 @@ final class EntryDecodePipeline: @unchecked Sendable {
     /// entry) and the readings that keep none (a streamed verify's first, the second for
     /// meeting fingerprints). Not a list kept whole: there the requests that follow bound the
     /// run, and the two threads' heaps held 3.5 MB more for 100,000 entries (a plan 48.6 → 52.1
-    /// MB at an unchanged 3.36 s, on glibc's allocator). Not a stream's entries either: they go to a body that runs on
-    /// the reading thread.
+    /// MB at an unchanged 3.36 s, on glibc's allocator). Not a stream's entries either: they go
+    /// to a body that runs on the reading thread.
     static func applies(to purpose: EntryListDecoder.Purpose) -> Bool {
         switch purpose {
         case .entries(let shard): return shard != nil

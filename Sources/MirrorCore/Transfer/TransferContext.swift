@@ -7,8 +7,9 @@ import Glibc
 final class TransferContext {
     let id: UInt64
     let request: TransferRequest
-    /// `request.usesTLS` and `request.isFTP`, worked out once: asked when the request is added,
-    /// configured and retired.
+    /// Whether the request goes over TLS (`TransferRequest.usesTLS`) and is FTP, worked out once
+    /// from one reading of its URL's scheme: asked when the request is added, configured and
+    /// retired.
     let usesTLS: Bool
     let isFTP: Bool
     let sink: (any ResponseBodySink)?
@@ -76,8 +77,9 @@ final class TransferContext {
     ) {
         self.id = id
         self.easy = easy
-        usesTLS = request.usesTLS
-        isFTP = request.isFTP
+        let scheme = RemoteProbe.scheme(of: request.url)
+        usesTLS = request.usesTLS(scheme: scheme)
+        isFTP = TransferRequest.isFTP(scheme: scheme)
         self.sink = sink
         self.completion = completion
         watchdog = StallWatchdog(timeout: request.timeout, minSpeed: request.minSpeed, minSpeedTime: request.minSpeedTime)

@@ -62,13 +62,12 @@ struct TransferRequest: Sendable {
 
     /// Whether the request's bytes may pass through TLS: its URL's scheme or its proxy's, or
     /// an `ftp:` URL asked to `AUTH TLS` (`ftp_tls`).
-    var usesTLS: Bool {
-        let scheme = RemoteProbe.scheme(of: url)
-        if scheme == "https" || scheme == "ftps" { return true }
-        if scheme == "ftp" && ftpTLS != .no { return true }
-        guard let proxy else { return false }
-        let proxyScheme = RemoteProbe.scheme(of: proxy)
-        return proxyScheme == "https" || proxyScheme == "ftps"
+    var usesTLS: Bool { usesTLS(scheme: RemoteProbe.scheme(of: url)) }
+
+    /// `usesTLS`, `url`'s scheme (`RemoteProbe.scheme(of:)`) read already.
+    func usesTLS(scheme: String) -> Bool {
+        func tls(_ scheme: String) -> Bool { scheme == "https" || scheme == "ftps" }
+        return tls(scheme) || (Self.isFTP(scheme: scheme) && ftpTLS != .no) || proxy.map { tls(RemoteProbe.scheme(of: $0)) } == true
     }
 
     init(
@@ -106,10 +105,10 @@ struct TransferRequest: Sendable {
         self.parsed = parsed
     }
 
-    /// An ftp or ftps URL: no HTTP headers come back, and the file's time needs asking for.
-    var isFTP: Bool {
-        let scheme = RemoteProbe.scheme(of: url)
-        return scheme == "ftp" || scheme == "ftps"
+    /// Whether a URL of `scheme` is ftp or ftps: no HTTP headers come back, and the file's time
+    /// needs asking for.
+    static func isFTP(scheme: String) -> Bool {
+        scheme == "ftp" || scheme == "ftps"
     }
 }
 
