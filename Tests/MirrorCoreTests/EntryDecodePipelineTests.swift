@@ -1,10 +1,13 @@
+import Dispatch
+import Glibc
+import Synchronization
 import Testing
 @testable import MirrorCore
 
-/// A shard's long list is decoded on a thread of its own past its first batch
-/// (`EntryDecodePipeline`): the entries, their problems and a syntax error come out as a list
-/// read on one thread gives them, in file order, whatever the batch they fall in. The one shard
-/// of one (`all`) keeps every entry, so each can be checked.
+/// A long list is decoded on a thread of its own past its first batch (`EntryDecodePipeline`),
+/// once no library is being loaded: the entries, their problems and a syntax error come out as
+/// a list read on one thread gives them, in file order, whatever the batch they fall in. The
+/// one shard of one (`all`) keeps every entry, so each can be checked.
 struct EntryDecodePipelineTests {
     private static let resolution = ManifestDecoder.RootResolution(manifestDirectory: "/srv", override: nil, currentDirectory: "/")
     static let all = ShardSelection(index: 0, count: 1)!
@@ -55,10 +58,35 @@ struct EntryDecodePipelineTests {
     @Test("which lists are decoded on a thread of their own")
     func whichLists() throws {
         #expect(EntryDecodePipeline.applies(to: .entries(shard: Self.all)))
-        #expect(!EntryDecodePipeline.applies(to: .entries(shard: nil)), "a list kept whole: the requests bound the run")
+        #expect(EntryDecodePipeline.applies(to: .entries(shard: nil)), "a list kept whole: its decoding is the run's start")
         #expect(EntryDecodePipeline.applies(to: .nothing))
         #expect(EntryDecodePipeline.applies(to: .claims(suspects: [])))
         #expect(!EntryDecodePipeline.applies(to: .stream(skipping: [], body: { _ in })), "a stream's body runs on the reading thread")
+    }
+
+    @Test("a list read while a library loads is decoded on the reading thread until the load ends, and comes out the same")
+    func whileALibraryLoads() throws {
+        let text = Self.text(20_000)
+        // Read while a load is under way throughout: on the reading thread alone.
+        let alone = try LibraryLoading.during { () throws(ManifestError) in try Self.decode(text, shard: nil) }
+        #expect(alone.entries.count == 20_000)
+        #expect(alone.entries.map(\.dest) == (0..<20_000).map { "d/f\($0)" })
+        // A load that ends while the list is read: the second thread starts at a later batch.
+        let loading = Mutex(true)
+        let loader = JoinableThread {
+            LibraryLoading.during {
+                while loading.withLock({ $0 }) { usleep(200) }
+            }
+        }
+        var late: Manifest?
+        var failure: ManifestError?
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { loading.withLock { $0 = false } }
+        do { late = try Self.decode(text, shard: nil) } catch { failure = error }
+        loading.withLock { $0 = false }
+        loader.join()
+        #expect(failure.map { "\($0)" } == nil)
+        #expect(late?.entries == alone.entries)
+        #expect(!LibraryLoading.inProgress)
     }
 
     @Test("a shard read on its own is the shard chosen from the whole, however long")

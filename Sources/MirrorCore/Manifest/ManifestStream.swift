@@ -263,7 +263,9 @@ enum ManifestStream {
                     pipeline.add(node)
                 } else {
                     list.add(node)
-                    if read == EntryDecodePipeline.batch, EntryDecodePipeline.applies(to: purpose) {
+                    // From the first full batch on, once no library is being loaded: the
+                    // thread made during libcurl's load would wait for it, and the reading with it.
+                    if read % EntryDecodePipeline.batch == 0, EntryDecodePipeline.applies(to: purpose), !LibraryLoading.inProgress {
                         pipeline = EntryDecodePipeline(list: list)
                     }
                 }

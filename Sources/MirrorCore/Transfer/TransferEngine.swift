@@ -96,7 +96,7 @@ public enum NetworkPreparation {
     /// Starts the preparation, once; later calls do nothing.
     public static func start() {
         started.withLock { thread in
-            if thread == nil { thread = JoinableThread { _ = curlGlobalInitialization } }
+            if thread == nil { thread = JoinableThread { LibraryLoading.during { _ = curlGlobalInitialization } } }
         }
     }
 
