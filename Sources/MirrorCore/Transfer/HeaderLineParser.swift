@@ -4,32 +4,28 @@
 /// Each status line starts a new response (after a 1xx, or on a redirect hop) and forgets the
 /// last one's fields, so what is left at the end is the final response's. Names are
 /// lowercased; values are trimmed of spaces and tabs; an obsolete folded continuation is
-/// appended to the header it continues. Headers not in `wantedHeaders` are skipped before
-/// any string is made of them.
+/// appended to the header it continues. Headers mirror does not read (`KnownHeader`) are skipped
+/// before any string is made of them.
 struct HeaderLineParser {
     /// The last status line's code; 0 before one, or when it had none.
     private(set) var status = 0
-    /// The wanted fields of the last response, names lowercased, in the order received.
-    private(set) var fields: [(name: String, value: String)] = []
+    /// The wanted fields of the last response, in the order received.
+    private(set) var known: [ResponseHead.Field] = []
     /// Whether an HTTP status line came: protocols without headers (file, ftp) send none.
     private(set) var sawStatusLine = false
     /// Whether the last header line was kept, so that a continuation of it is too.
     private var keptLastHeader = false
 
-    /// The response headers mirror reads, lowercased.
-    static let wantedNames: [String] = [
-        "content-length", "content-range", "content-encoding", "etag", "last-modified", "retry-after", "transfer-encoding",
-        // A segmented download asks whether ranges are offered and how old the version is.
-        "accept-ranges", "date",
-    ]
-    static let wantedHeaders: [[UInt8]] = wantedNames.map { Array($0.utf8) }
     /// Wanted fields a reply usually has (an nginx file: length, ETag, Last-Modified, ranges,
     /// date).
     static let usualFields = 6
 
+    /// The wanted fields, names lowercased.
+    var fields: [(name: String, value: String)] { known.map { (name: $0.name, value: $0.value) } }
+
     /// The head of the last response, once a status line came.
     var head: ResponseHead? {
-        sawStatusLine ? ResponseHead(status: status, lowercasedFields: fields) : nil
+        sawStatusLine ? ResponseHead(status: status, known: known) : nil
     }
 
     /// Takes one raw header line.
@@ -42,35 +38,35 @@ struct HeaderLineParser {
         if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
             status = Self.statusCode(ofStatusLine: line)
-            fields.removeAll(keepingCapacity: true)
+            known.removeAll(keepingCapacity: true)
             // Room for what most replies send of the wanted headers, in one allocation rather
             // than one at each doubling.
-            fields.reserveCapacity(Self.usualFields)
+            known.reserveCapacity(Self.usualFields)
             sawStatusLine = true
             keptLastHeader = false
             return
         }
         if line[0] == 0x20 || line[0] == 0x09 {
-            if keptLastHeader, !fields.isEmpty {
-                fields[fields.count - 1].value += " " + String(Substring(String(decoding: line, as: UTF8.self)).trimmingSpaces)
+            if keptLastHeader, !known.isEmpty {
+                known[known.count - 1].value += " " + String(Substring(String(decoding: line, as: UTF8.self)).trimmingSpaces)
             }
             return
         }
         // A line with no colon is no header: skipped, and it changes nothing.
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = line[..<colon]
-        let wanted = Self.wantedHeaders.firstIndex { wanted in
-            wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == $1.asciiLowercased }
-        }
-        keptLastHeader = wanted != nil
-        guard let wanted else { return }
-        var value = line[(colon + 1)...]
-        while let first = value.first, first == 0x20 || first == 0x09 { value = value.dropFirst() }
-        while let last = value.last, last == 0x20 || last == 0x09 { value = value.dropLast() }
+        var colon = 0
+        while colon < line.count, line[colon] != UInt8(ascii: ":") { colon += 1 }
+        guard colon < line.count else { return }
+        let header = KnownHeader(name: UnsafeRawBufferPointer(rebasing: line[..<colon]))
+        keptLastHeader = header != nil
+        guard let header else { return }
+        var first = colon + 1
+        var last = line.count
+        while first < last, line[first] == 0x20 || line[first] == 0x09 { first += 1 }
+        while last > first, line[last - 1] == 0x20 || line[last - 1] == 0x09 { last -= 1 }
         // The name as listed (it matched it, lowercased), and the value from a buffer of bytes:
         // a string made from a lazily lowercased slice went through a protocol cast that the
         // runtime looked up again for every header, about 3 µs each.
-        fields.append((name: Self.wantedNames[wanted], value: String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)))
+        known.append(ResponseHead.Field(header, value: String(decoding: UnsafeRawBufferPointer(rebasing: line[first..<last]), as: UTF8.self)))
     }
 
     /// The code in "HTTP/1.1 200 OK" or "HTTP/2 200"; 0 when there is none.

@@ -1,40 +1,142 @@
+/// The response headers mirror reads. A response's fields carry which of them they are, so
+/// that finding one compares a byte, not a name: a reply's head is read a dozen ways (its
+/// length, whether it contradicts itself, its validators), each looking through its fields.
+enum KnownHeader: UInt8, CaseIterable, Sendable {
+    case contentLength, contentRange, contentEncoding, etag, lastModified, retryAfter, transferEncoding
+    // A segmented download asks whether ranges are offered and how old the version is.
+    case acceptRanges, date
+
+    /// The names, lowercased, in the order of the cases.
+    static let names: [String] = allCases.map { $0.lowercasedName.description }
+
+    var name: String { Self.names[Int(rawValue)] }
+
+    private var lowercasedName: StaticString {
+        switch self {
+        case .contentLength: "content-length"
+        case .contentRange: "content-range"
+        case .contentEncoding: "content-encoding"
+        case .etag: "etag"
+        case .lastModified: "last-modified"
+        case .retryAfter: "retry-after"
+        case .transferEncoding: "transfer-encoding"
+        case .acceptRanges: "accept-ranges"
+        case .date: "date"
+        }
+    }
+
+    /// The header named `lowercasedName`, if mirror reads it.
+    init?(lowercasedName: String) {
+        guard let index = Self.names.firstIndex(of: lowercasedName) else { return nil }
+        self.init(rawValue: UInt8(index))
+    }
+
+    /// The header a field's name (in any case, as it came) is, if mirror reads it: told apart by
+    /// length first, then compared byte by byte.
+    init?(name: UnsafeRawBufferPointer) {
+        let candidates: (KnownHeader, KnownHeader?, KnownHeader?)
+        switch name.count {
+        case 4: candidates = (.etag, .date, nil)
+        case 11: candidates = (.retryAfter, nil, nil)
+        case 13: candidates = (.contentRange, .lastModified, .acceptRanges)
+        case 14: candidates = (.contentLength, nil, nil)
+        case 16: candidates = (.contentEncoding, nil, nil)
+        case 17: candidates = (.transferEncoding, nil, nil)
+        default: return nil
+        }
+        if candidates.0.isNamed(name) {
+            self = candidates.0
+        } else if let second = candidates.1, second.isNamed(name) {
+            self = second
+        } else if let third = candidates.2, third.isNamed(name) {
+            self = third
+        } else {
+            return nil
+        }
+    }
+
+    /// Whether `name`, lowercased, is this header's name.
+    private func isNamed(_ name: UnsafeRawBufferPointer) -> Bool {
+        lowercasedName.withUTF8Buffer { wanted in
+            guard wanted.count == name.count else { return false }
+            var index = 0
+            while index < wanted.count, name[index].asciiLowercased == wanted[index] { index += 1 }
+            return index == wanted.count
+        }
+    }
+}
+
 /// The status and headers of one response (the last one, after any 1xx or redirect hop).
 public struct ResponseHead: Sendable, Equatable {
+    /// A header field, name lowercased, with the header it is when mirror reads it.
+    struct Field: Sendable {
+        let name: String
+        var value: String
+        let known: KnownHeader?
+
+        init(_ known: KnownHeader, value: String) {
+            self.name = known.name
+            self.value = value
+            self.known = known
+        }
+
+        init(lowercasedName name: String, value: String) {
+            self.name = name
+            self.value = value
+            self.known = KnownHeader(lowercasedName: name)
+        }
+    }
+
     public var status: Int
+    private var known: [Field]
+
     /// Header fields in arrival order; names lowercased.
-    public var fields: [(name: String, value: String)]
+    public var fields: [(name: String, value: String)] { known.map { (name: $0.name, value: $0.value) } }
 
     public init(status: Int, fields: [(name: String, value: String)] = []) {
         self.init(status: status, lowercasedFields: fields.map { (name: $0.name.lowercased(), value: $0.value) })
     }
 
-    /// For fields whose names are lowercase already, as the transfer engine makes them.
+    /// For fields whose names are lowercase already.
     init(status: Int, lowercasedFields: [(name: String, value: String)]) {
+        self.init(status: status, known: lowercasedFields.map { Field(lowercasedName: $0.name, value: $0.value) })
+    }
+
+    /// For the fields the transfer engine keeps (`HeaderLineParser`).
+    init(status: Int, known: [Field]) {
         self.status = status
-        self.fields = lowercasedFields
+        self.known = known
     }
 
     public static func == (lhs: ResponseHead, rhs: ResponseHead) -> Bool {
-        lhs.status == rhs.status && lhs.fields.elementsEqual(rhs.fields, by: { $0 == $1 })
+        lhs.status == rhs.status && lhs.known.elementsEqual(rhs.known, by: { $0.name == $1.name && $0.value == $1.value })
     }
 
     /// The last value of a header, by case-insensitive name.
     public subscript(_ name: String) -> String? {
-        field(name.lowercased())
+        let lowercased = name.lowercased()
+        if let header = KnownHeader(lowercasedName: lowercased) { return self[header] }
+        return known.last(where: { $0.name == lowercased })?.value
     }
 
-    private func field(_ lowercasedName: String) -> String? {
-        fields.last(where: { $0.name == lowercasedName })?.value
-    }
-
-    /// The value of the one field of that name; nil when there is none or more than one.
-    private func onlyField(_ lowercasedName: String) -> String? {
-        var found: String?
-        for field in fields where field.name == lowercasedName {
-            if found != nil { return nil }
-            found = field.value
+    /// The last value of a header mirror reads.
+    subscript(_ header: KnownHeader) -> String? {
+        var index = known.count
+        while index > 0 {
+            index -= 1
+            if known[index].known == header { return known[index].value }
         }
-        return found
+        return nil
+    }
+
+    /// The value of the one field of that header; nil when there is none or more than one.
+    private func onlyField(_ header: KnownHeader) -> String? {
+        var found: Int?
+        for index in known.indices where known[index].known == header {
+            if found != nil { return nil }
+            found = index
+        }
+        return found.map { known[$0].value }
     }
 
     public var isSuccess: Bool { (200..<300).contains(status) }
@@ -48,13 +150,13 @@ public struct ResponseHead: Sendable, Equatable {
     public var contentLength: Int64? {
         // Every value must be the same valid number; checked without building a set (this runs
         // for every reply).
-        if let only = onlyField("content-length"), !Self.holdsList(only) {
+        if let only = onlyField(.contentLength), !Self.holdsList(only) {
             return HeaderLength.parse(Substring(only).trimmingSpaces)
         }
         var length: Int64?
         var seen = false
         var agree = true
-        forEachValue("content-length") { value in
+        forEachValue(.contentLength) { value in
             let parsed = HeaderLength.parse(value)
             if !seen {
                 seen = true
@@ -86,19 +188,19 @@ public struct ResponseHead: Sendable, Equatable {
         // Nearly every reply: one value of each at most, nothing to compare.
         var lengths = 0
         var ranges = 0
-        for field in fields {
-            if field.name == "content-length" {
-                lengths += Self.holdsList(field.value) ? 2 : 1
-            } else if field.name == "content-range" {
-                ranges += Self.holdsList(field.value) ? 2 : 1
+        for index in known.indices {
+            switch known[index].known {
+            case .contentLength?: lengths += Self.holdsList(known[index].value) ? 2 : 1
+            case .contentRange?: ranges += Self.holdsList(known[index].value) ? 2 : 1
+            default: break
             }
         }
         if lengths <= 1, ranges <= 1 { return nil }
-        for name in ["content-length", "content-range"] {
-            let asNumber = name == "content-length"
+        for header in [KnownHeader.contentLength, .contentRange] {
+            let asNumber = header == .contentLength
             var distinct: [Substring] = []
             var keys: [ComparedValue] = []
-            forEachValue(name) { value in
+            forEachValue(header) { value in
                 let key = ComparedValue(value, asNumber: asNumber)
                 if !keys.contains(key) {
                     keys.append(key)
@@ -116,13 +218,14 @@ public struct ResponseHead: Sendable, Equatable {
     /// Content-Range of a 206 or a 416 (on other statuses it describes nothing that is kept).
     private var unreadableLength: String? {
         var unreadable: Substring?
-        for field in fields where field.name == "content-length" {
-            if !Self.holdsList(field.value) {
+        for index in known.indices where known[index].known == .contentLength {
+            let field = known[index].value
+            if !Self.holdsList(field) {
                 // One value, trimmed already (`HeaderLineParser`) or trimmed here.
-                let value = Substring(field.value).trimmingSpaces
+                let value = Substring(field).trimmingSpaces
                 if HeaderLength.parse(value) == nil { unreadable = value }
             } else {
-                forEachValue(in: field.value) { value in
+                forEachValue(in: field) { value in
                     if unreadable == nil, HeaderLength.parse(value) == nil { unreadable = value }
                 }
             }
@@ -132,8 +235,8 @@ public struct ResponseHead: Sendable, Equatable {
             return "Content-Length \(Self.quoted(unreadable)) is not a number of bytes from 0 to \(HeaderLength.maximum)"
         }
         guard status == 206 || status == 416 else { return nil }
-        for field in fields where field.name == "content-range" && ContentRange(field.value) == nil {
-            return "Content-Range \(Self.quoted(Substring(field.value))) is not `bytes FIRST-LAST/TOTAL` or `bytes */TOTAL` with FIRST <= LAST < TOTAL <= \(HeaderLength.maximum)"
+        for index in known.indices where known[index].known == .contentRange && ContentRange(known[index].value) == nil {
+            return "Content-Range \(Self.quoted(Substring(known[index].value))) is not `bytes FIRST-LAST/TOTAL` or `bytes */TOTAL` with FIRST <= LAST < TOTAL <= \(HeaderLength.maximum)"
         }
         return nil
     }
@@ -145,9 +248,9 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// Calls `body` with every value of a header, fields and comma-separated list items alike,
     /// trimmed, in order. Only for headers whose values hold no commas of their own.
-    private func forEachValue(_ lowercasedName: String, _ body: (Substring) -> Void) {
-        for field in fields where field.name == lowercasedName {
-            forEachValue(in: field.value, body)
+    private func forEachValue(_ header: KnownHeader, _ body: (Substring) -> Void) {
+        for index in known.indices where known[index].known == header {
+            forEachValue(in: known[index].value, body)
         }
     }
 
@@ -173,24 +276,24 @@ public struct ResponseHead: Sendable, Equatable {
 
     /// A Content-Encoding other than identity: the server sent a coded representation.
     public var isEncoded: Bool {
-        guard let encoding = field("content-encoding").map({ Substring($0).trimmingSpaces.lowercased() }) else { return false }
+        guard let encoding = self[.contentEncoding].map({ Substring($0).trimmingSpaces.lowercased() }) else { return false }
         return !encoding.isEmpty && encoding != "identity"
     }
 
     /// The body came in chunks, whose end libcurl checks: a cut one is an error, not a short file.
     var isChunked: Bool {
         var chunked = false
-        forEachValue("transfer-encoding") { if $0.lowercased() == "chunked" { chunked = true } }
+        forEachValue(.transferEncoding) { if $0.lowercased() == "chunked" { chunked = true } }
         return chunked
     }
 
-    var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init) }
+    var contentRange: ContentRange? { self[.contentRange].flatMap(ContentRange.init) }
 
     /// The reply's ETag and Last-Modified (no size: which size applies depends on the status).
     var validators: RemoteValidators { RemoteValidators(etag: etag, lastModified: lastModified, size: nil) }
 
-    public var etag: String? { validator("etag") }
-    public var lastModified: String? { validator("last-modified") }
+    public var etag: String? { validator(.etag) }
+    public var lastModified: String? { validator(.lastModified) }
 
     /// A validator as the server sent it, or nil when it is absent or its bytes were not UTF-8.
     /// Header values are decoded as UTF-8 with U+FFFD in place of what is not (RFC 9110 lets a
@@ -199,14 +302,21 @@ public struct ResponseHead: Sendable, Equatable {
     /// the server sent. Such a validator names no version mirror can compare or send back, so
     /// it is treated as absent, as from a server that sends none (a U+FFFD the server really
     /// sent as UTF-8 is taken the same way: it cannot be told apart).
-    private func validator(_ name: String) -> String? {
-        guard let field = field(name) else { return nil }
-        let trimmed = Substring(field).trimmingSpaces
+    private func validator(_ header: KnownHeader) -> String? {
+        guard let field = self[header] else { return nil }
+        var value = field
         // Most values come trimmed already (`HeaderLineParser`): no copy of those.
-        var value = trimmed.utf8.count == field.utf8.count ? field : String(trimmed)
+        if let first = value.utf8.first, let last = value.utf8.last, first == 0x20 || first == 0x09 || last == 0x20 || last == 0x09 {
+            value = String(Substring(field).trimmingSpaces)
+        }
         // U+FFFD is EF BF BD in UTF-8; looked for in the bytes, not by decoding scalars.
         let replaced = value.withUTF8 { bytes in
-            bytes.count >= 3 && (0...bytes.count - 3).contains { bytes[$0] == 0xEF && bytes[$0 + 1] == 0xBF && bytes[$0 + 2] == 0xBD }
+            var index = 0
+            while index + 2 < bytes.count {
+                if bytes[index] == 0xEF, bytes[index + 1] == 0xBF, bytes[index + 2] == 0xBD { return true }
+                index += 1
+            }
+            return false
         }
         return replaced ? nil : value
     }
