@@ -47,6 +47,35 @@ struct GroupCommitTests {
         }
     }
 
+    /// Dated and synced one after another, each fsync committed the file system's journal
+    /// again for its file's new date; every file dated first, one commit carries them all.
+    @Test func everyFileIsDatedBeforeTheFirstIsSyncedAndSyncedBeforeAnyIsRenamed() throws {
+        let root = try TemporaryDirectory(prefix: "mirror-group")
+        let group = try Self.requests(["a/1", "a/2", "b/1", "c", "d"], root: root)
+        let seen = Shared([String]())
+        var work = GroupWork(group: group, rootDirectory: RootDirectory(path: root.path), durable: true, store: nil,
+                             syncDirectory: { _ in nil }, onStoreProblem: { _ in })
+        work.syncFile = { (fd: Int32, path: String) throws(TransferFailure) in
+            // At each file's fsync: which files carry the server's date, and which are renamed.
+            let dated = group.filter { request in
+                var info = stat()
+                return fstat(request.fd, &info) == 0 && info.st_mtim.tv_sec == 784_111_777
+            }
+            let renamed = group.filter { FileManager.default.fileExists(atPath: $0.paths.destination) }
+            seen.withLock { $0.append("\(path.hasSuffix(".part")) dated \(dated.count) renamed \(renamed.count)") }
+            try FileSystem.sync(fd, path: path)
+        }
+        let results = work.write()
+        #expect(seen.withLock { $0 } == Array(repeating: "true dated 5 renamed 0", count: 5))
+        for (request, result) in zip(group, results) {
+            guard case .success = result else {
+                Issue.record("\(request.dest): \(result)")
+                continue
+            }
+            #expect(try String(contentsOfFile: request.paths.destination, encoding: .utf8) == request.dest)
+        }
+    }
+
     @Test func aDirectoryThatCannotBeSyncedFailsEachOfItsFilesAndNoOther() throws {
         let root = try TemporaryDirectory(prefix: "mirror-group")
         let group = try Self.requests(["a/1", "a/2", "b/1"], root: root)

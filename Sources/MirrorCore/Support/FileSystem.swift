@@ -64,16 +64,18 @@ enum FileSystem {
         return Int64(info.st_size)
     }
 
-    /// What a finished file needs before it is renamed into place: its mtime and, when
-    /// `durable`, its bytes on disk.
-    static func prepareForCommit(fd: Int32, path: String, modified: Int?, durable: Bool) throws(TransferFailure) {
-        if let modified {
-            var times = [timespec(tv_sec: 0, tv_nsec: utimeNow), timespec(tv_sec: modified, tv_nsec: 0)]
-            if futimens(fd, &times) != 0 {
-                throw .localIO(path: path, operation: "set modification time of", errno: errno)
-            }
+    /// Gives a file the server's date as its mtime (nothing when there is none).
+    static func setModified(fd: Int32, path: String, modified: Int?) throws(TransferFailure) {
+        guard let modified else { return }
+        var times = [timespec(tv_sec: 0, tv_nsec: utimeNow), timespec(tv_sec: modified, tv_nsec: 0)]
+        if futimens(fd, &times) != 0 {
+            throw .localIO(path: path, operation: "set modification time of", errno: errno)
         }
-        if durable && fsync(fd) != 0 { throw .localIO(path: path, operation: "fsync", errno: errno) }
+    }
+
+    /// fsync of an open file: its bytes and its metadata (size, date) on disk.
+    static func sync(_ fd: Int32, path: String) throws(TransferFailure) {
+        if fsync(fd) != 0 { throw .localIO(path: path, operation: "fsync", errno: errno) }
     }
 
     /// fsync of a directory, so that the names created or renamed in it survive a crash.

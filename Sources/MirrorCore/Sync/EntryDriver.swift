@@ -620,7 +620,7 @@ final class EntryDriver: @unchecked Sendable {
             var local = version.local
             let modified = validators.lastModified.flatMap(HTTPDate.parse)
             if modified != nil,
-               (try? FileSystem.prepareForCommit(fd: destination, path: paths.destination, modified: modified, durable: false)) != nil,
+               (try? FileSystem.setModified(fd: destination, path: paths.destination, modified: modified)) != nil,
                let identity = try? LocalIdentity.of(fd: destination, path: paths.destination) {
                 local = identity
             }

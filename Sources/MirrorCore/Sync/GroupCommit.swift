@@ -4,9 +4,9 @@ import Glibc
 /// Makes finished files durable together. Each verified partial file is queued here; a group
 /// is every file queued while the previous group was being written (at most `maxGroup`), so a
 /// lone file commits at once and a busy run commits many per disk round. For each group, on the
-/// run's blocking pool: each file gets its date and is fsync'd, then all are renamed to their
-/// final names, then each directory they went into is fsync'd once, and the store records every
-/// new version in one transaction. Only then is each entry told.
+/// run's blocking pool: every file gets its date, then each is fsync'd, then all are renamed to
+/// their final names, then each directory they went into is fsync'd once, and the store records
+/// every new version in one transaction. Only then is each entry told.
 ///
 /// The promise stays what it is for one file: `DEST` appears only complete, verified and
 /// durable; a crash loses at most the records of the group being written (the store is a cache,
@@ -80,10 +80,18 @@ struct GroupWork: @unchecked Sendable {
     /// fsync of a directory under the root; the errno of a failure.
     let syncDirectory: (String) -> Int32?
     let onStoreProblem: @Sendable (String) -> Void
+    /// fsync of a partial file (its descriptor, its path for messages).
+    var syncFile: (Int32, String) throws(TransferFailure) -> Void = FileSystem.sync
 
     func write() -> [Result<LocalIdentity?, TransferFailure>] {
         var results = [Result<LocalIdentity?, TransferFailure>?](repeating: nil, count: group.count)
-        // Dated and durable, each: before any of them is renamed, every byte is on disk.
+        // Dated and durable, each: before any of them is renamed, every byte is on disk. Every
+        // file is dated before the first is synced: then the first fsync commits the file
+        // system's journal with every file's new size and date, and the others find theirs
+        // committed and wait for their bytes alone (written already, `start_writeback`).
+        // Dated and synced one after another, each fsync committed the journal again for its
+        // own date: 0.13 ms a file of 16 KiB on this project's machine against 0.08, by a C
+        // program doing both on 640 files.
         if durable {
             for request in group {
                 _ = mirror_start_writeback(request.fd, 0, 0)
@@ -91,11 +99,18 @@ struct GroupWork: @unchecked Sendable {
         }
         for (index, request) in group.enumerated() {
             do {
-                try FileSystem.prepareForCommit(
-                    fd: request.fd, path: request.paths.partial,
-                    modified: request.validators.lastModified.flatMap(HTTPDate.parse), durable: durable)
+                try FileSystem.setModified(fd: request.fd, path: request.paths.partial, modified: request.validators.lastModified.flatMap(HTTPDate.parse))
             } catch {
                 results[index] = .failure(error)
+            }
+        }
+        if durable {
+            for (index, request) in group.enumerated() where results[index] == nil {
+                do {
+                    try syncFile(request.fd, request.paths.partial)
+                } catch {
+                    results[index] = .failure(error)
+                }
             }
         }
         var directories: [String: [Int]] = [:]
