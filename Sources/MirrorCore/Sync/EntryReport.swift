@@ -92,6 +92,8 @@ public struct RunOptions: Sendable {
     /// fsync each file (and its directory) before and after the rename into place. Off trades
     /// crash safety for speed: after a power loss a renamed file may be empty or short.
     public var durable = true
+    /// Tests only: runs on the blocking pool's thread before each group commit writes its group.
+    var beforeGroupCommit: (@Sendable () -> Void)?
     /// Longest pause a `Retry-After` may impose.
     public var retryAfterCap: Duration = .seconds(600)
     /// Time between connectivity checks while a host is unreachable.

@@ -35,11 +35,14 @@ final class GroupCommit: @unchecked Sendable {
     private let pool: BlockingPool
     private let engine: TransferEngine
     private let onStoreProblem: @Sendable (String) -> Void
+    /// `RunOptions.beforeGroupCommit`.
+    private let beforeGroup: (@Sendable () -> Void)?
     private var queued: [Request] = []
     private var writing = false
 
     init(rootDirectory: RootDirectory, durable: Bool, store: StateStore?, pool: BlockingPool, engine: TransferEngine,
-         onStoreProblem: @escaping @Sendable (String) -> Void) {
+         onStoreProblem: @escaping @Sendable (String) -> Void, beforeGroup: (@Sendable () -> Void)? = nil) {
+        self.beforeGroup = beforeGroup
         self.rootDirectory = rootDirectory
         self.durable = durable
         self.store = store
@@ -60,7 +63,9 @@ final class GroupCommit: @unchecked Sendable {
         writing = true
         let work = GroupWork(group: group, rootDirectory: rootDirectory, durable: durable, store: store,
                              syncDirectory: { [rootDirectory] in rootDirectory.syncDirectory($0) }, onStoreProblem: onStoreProblem)
+        let beforeGroup = beforeGroup
         pool.submit { [self] in
+            beforeGroup?()
             let results = work.write()
             engine.post { [self] in
                 for (request, result) in zip(work.group, results) { request.answer(result) }

@@ -40,6 +40,8 @@ final class SyncEnvironment {
     /// with what the caller is to tell of a store that could not be read. Called from the
     /// look-ahead's thread too, which tells nothing itself: the entry that takes its facts does.
     let readRecord: @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup
+    /// `RunOptions.beforeGroupCommit`.
+    var beforeGroupCommit: (@Sendable () -> Void)?
 
     init(
         manifest: Manifest, fetcher: Fetcher, probe: RemoteProbe, rootDirectory: RootDirectory, blocking: BlockingPool,
@@ -84,7 +86,7 @@ struct RecordLookup: Sendable {
 extension ManifestRunner {
     /// The environment of a run with `store`, `siblings` and `conditions`.
     func environment(store: StateStore?, siblings: SiblingStores, conditions: HostConditions) -> SyncEnvironment {
-        SyncEnvironment(
+        let environment = SyncEnvironment(
             manifest: manifest, fetcher: fetcher, probe: probe, rootDirectory: rootDirectory, blocking: blocking, slots: slots,
             runBucket: runBucket, hostBuckets: hostBuckets, store: store, siblings: siblings, conditions: conditions,
             concurrency: options.concurrency, durable: options.durable, progress: options.progress, proxies: options.proxies,
@@ -92,5 +94,7 @@ extension ManifestRunner {
             // Weakly: the runner keeps its last run (`lastRun`), which holds these.
             emit: { [weak self] in self?.emit($0) }, storeWriteFailed: { [weak self] in self?.storeWriteFailed($0) },
             readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? RecordLookup(record: nil, unreadable: true, problem: nil) })
+        environment.beforeGroupCommit = options.beforeGroupCommit
+        return environment
     }
 }
