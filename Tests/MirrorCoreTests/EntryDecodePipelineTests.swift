@@ -8,7 +8,7 @@ import Testing
 /// once no library is being loaded: the entries, their problems and a syntax error come out as
 /// a list read on one thread gives them, in file order, whatever the batch they fall in. The
 /// one shard of one (`all`) keeps every entry, so each can be checked.
-struct EntryDecodePipelineTests {
+@Suite(.serialized) struct EntryDecodePipelineTests {
     private static let resolution = ManifestDecoder.RootResolution(manifestDirectory: "/srv", override: nil, currentDirectory: "/")
     static let all = ShardSelection(index: 0, count: 1)!
 
@@ -68,7 +68,11 @@ struct EntryDecodePipelineTests {
     func whileALibraryLoads() throws {
         let text = Self.text(20_000)
         // Read while a load is under way throughout: on the reading thread alone.
-        let alone = try LibraryLoading.during { () throws(ManifestError) in try Self.decode(text, shard: nil) }
+        let startsWhileLoading = EntryDecodePipeline.Starts()
+        let alone = try EntryDecodePipeline.$starts.withValue(startsWhileLoading) {
+            try LibraryLoading.during { () throws(ManifestError) in try Self.decode(text, shard: nil) }
+        }
+        #expect(startsWhileLoading.count.load(ordering: .relaxed) == 0)
         #expect(alone.entries.count == 20_000)
         #expect(alone.entries.map(\.dest) == (0..<20_000).map { "d/f\($0)" })
         // A load that ends while the list is read: the second thread starts at a later batch.
@@ -81,9 +85,13 @@ struct EntryDecodePipelineTests {
         var late: Manifest?
         var failure: ManifestError?
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { loading.withLock { $0 = false } }
-        do { late = try Self.decode(text, shard: nil) } catch { failure = error }
+        let startsLate = EntryDecodePipeline.Starts()
+        EntryDecodePipeline.$starts.withValue(startsLate) {
+            do throws(ManifestError) { late = try Self.decode(text, shard: nil) } catch { failure = error }
+        }
         loading.withLock { $0 = false }
         loader.join()
+        #expect(startsLate.count.load(ordering: .relaxed) == 1, "the second thread, made once the load was over")
         #expect(failure.map { "\($0)" } == nil)
         #expect(late?.entries == alone.entries)
         #expect(!LibraryLoading.inProgress)

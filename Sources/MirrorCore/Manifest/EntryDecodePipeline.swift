@@ -45,7 +45,15 @@ final class EntryDecodePipeline: @unchecked Sendable {
         }
     }
 
+    /// Counts the pipelines started in a task that binds it (for tests).
+    final class Starts: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    @TaskLocal static var starts: Starts?
+
     init(list: EntryListDecoder) {
+        Self.starts?.count.add(1, ordering: .relaxed)
         self.list = list
         pending.reserveCapacity(Self.batch)
         worker = JoinableThread { [self] in decode() }

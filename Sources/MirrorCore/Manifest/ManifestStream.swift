@@ -228,9 +228,9 @@ enum ManifestStream {
             }
         }
 
-        /// The entries of a `files` sequence, each decoded into `list` as soon as it is read: past
-        /// the first batch, on a thread of its own while the next are read
-        /// (`EntryDecodePipeline`).
+        /// The entries of a `files` sequence, each decoded into `list` as soon as it is read: from
+        /// the first full batch read while no library is being loaded on, on a thread of its own
+        /// while the next are read (`EntryDecodePipeline`).
         ///
         /// - Returns: The stand-in for the sequence.
         private mutating func entries(

@@ -631,11 +631,11 @@ final class EntryDriver: @unchecked Sendable {
     /// Queues the partial file for the next group commit; answers `committed` with its
     /// identity after the rename, when it can be read.
     private func commit(_ open: OpenPartial, validators: RemoteValidators, sha256: String) {
-        run.commitStarted(index)
+        run.commitStarted()
         run.groupCommit.commit(GroupCommit.Request(
             fd: open.fd, paths: paths, dest: entry.dest, url: urlDisplay, validators: validators, sha256: sha256
         ) { [self] result in
-            run.commitEnded(index)
+            run.commitEnded()
             if case .success = result { open.committed = true }
             deliver(.committed(result))
         })

@@ -249,7 +249,8 @@ public final class ManifestRunner: Sendable {
         return payloads
     }
 
-    /// Runs every entry on the engine's thread, `width` at once; the results in manifest order.
+    /// Runs every entry on the engine's thread, `width` at once (besides those whose files wait
+    /// for their group commit, `SyncRun.commitRoom`); the results in manifest order.
     /// Cancelling the calling task interrupts the run.
     private func run(_ mode: EntryMachine.Mode, store: StateStore?, siblings: SiblingStores, conditions: HostConditions, width: Int) async -> [EntryResult?] {
         let run = SyncRun(environment: environment(store: store, siblings: siblings, conditions: conditions), mode: mode, width: width)

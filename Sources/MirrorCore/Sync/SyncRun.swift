@@ -1,6 +1,7 @@
 /// One `sync` (or `plan`) of a manifest on the transfer engine's thread: fetches the checksum
 /// files the entries are pinned by (`ChecksumPins`, each once), then starts an `EntryDriver`
-/// for each entry, at most `width` at once and in manifest order, and collects their results.
+/// for each entry, at most `width` at once (besides those whose files wait for their group
+/// commit, `commitRoom`) and in manifest order, and collects their results.
 /// An entry its checksum file cannot pin fails without a request of its own.
 ///
 /// An entry whose host has its own `concurrency` (`hosts:`) starts only while fewer than its
@@ -32,8 +33,11 @@ final class SyncRun: @unchecked Sendable {
     private var running: [Int: EntryDriver] = [:]
     /// Entries of `running` whose files wait for their group commit (`commitStarted`): they
     /// hold no connection, so they leave their place in `width` to the next entries, up to
-    /// `commitRoom` of them.
+    /// `commitRoom` of them. (An entry whose host has a `concurrency` of its own still counts
+    /// in its host's share until it ends.)
     private var committing = 0
+    /// How many entries whose files wait for their group commit may run beyond `width`.
+    private let commitRoom: Int
     private var next = 0
     /// Entries passed over while their host was at its share, in order, by host.
     private var deferred: [String: IndexQueue] = [:]
@@ -68,6 +72,7 @@ final class SyncRun: @unchecked Sendable {
         let streamRoom = { (connections: Int) in mayRideOnStreams ? RequestBudget.streamBudget(connections: connections) : 0 }
         let runWidth = max(1, width) + streamRoom(environment.concurrency)
         self.width = runWidth
+        commitRoom = Self.commitRoom(width: runWidth)
         burst = max(1, environment.concurrency)
         let perTransfer = max(1, max(1, width) / max(1, environment.concurrency))
         hostWidths = environment.manifest.hosts.concurrencyLimits.mapValues {
@@ -152,23 +157,30 @@ final class SyncRun: @unchecked Sendable {
 
     /// Whether another entry may start: fewer than `width` running besides those whose files
     /// wait for their group commit, and fewer than `commitRoom` of those.
-    private var hasRoom: Bool { running.count - committing < width && running.count < width + Self.commitRoom }
+    private var hasRoom: Bool { running.count - committing < width && running.count < width + commitRoom }
 
     /// Entries whose files may wait for their group commit beyond `width`: a group's most
-    /// (`GroupCommit.maxGroup`). Counted in `width`, files waiting for a group held the
-    /// downloads back while the disk synced the group before (4 a transfer: (b) durable 426 →
-    /// 399 ms). Each holds its `.part` open: at `concurrency: 64`, 512 at most.
-    static let commitRoom = GroupCommit.maxGroup
+    /// (`GroupCommit.maxGroup`), as long as the run keeps at most `mostRunning` entries in
+    /// all. Counted in `width`, files waiting for a group held the downloads back while the
+    /// disk synced the group before ((b) durable 426 → 399 ms). Each holds its `.part` open:
+    /// a run holds at most `max(width, mostRunning)` of them, within the common limit of 1,024
+    /// descriptors with the connections, the store and libcurl's own beside them.
+    static func commitRoom(width: Int) -> Int {
+        min(GroupCommit.maxGroup, max(0, mostRunning - width))
+    }
 
-    /// The entry at `index` handed its file to the group commit: the next entry may take its
-    /// place among those running.
-    func commitStarted(_ index: Int) {
+    /// The entries a run keeps going at most when files wait for their group commit.
+    static let mostRunning = 512
+
+    /// An entry handed its file to the group commit: the next entry may take its place among
+    /// those running.
+    func commitStarted() {
         committing += 1
         startMoreAfterSends()
     }
 
-    /// The group commit answered the entry (its file renamed, or why not).
-    func commitEnded(_ index: Int) {
+    /// The group commit answered an entry (its file renamed, or why not).
+    func commitEnded() {
         committing -= 1
     }
 

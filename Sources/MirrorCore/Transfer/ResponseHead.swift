@@ -91,7 +91,11 @@ public struct ResponseHead: Sendable, Equatable {
     private var known: [Field]
 
     /// Header fields in arrival order; names lowercased.
-    public var fields: [(name: String, value: String)] { known.map { (name: $0.name, value: $0.value) } }
+    public var fields: [(name: String, value: String)] {
+        get { known.map { (name: $0.name, value: $0.value) } }
+        // The names as given, as they were kept before there was a `known` header kind.
+        set { known = newValue.map { Field(lowercasedName: $0.name, value: $0.value) } }
+    }
 
     public init(status: Int, fields: [(name: String, value: String)] = []) {
         self.init(status: status, lowercasedFields: fields.map { (name: $0.name.lowercased(), value: $0.value) })
