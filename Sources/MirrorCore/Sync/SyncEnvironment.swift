@@ -41,7 +41,7 @@ final class SyncEnvironment {
     /// look-ahead's thread too, which tells nothing itself: the entry that takes its facts does.
     let readRecord: @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup
     /// `RunOptions.beforeGroupCommit`.
-    var beforeGroupCommit: (@Sendable () -> Void)?
+    let beforeGroupCommit: (@Sendable () -> Void)?
 
     init(
         manifest: Manifest, fetcher: Fetcher, probe: RemoteProbe, rootDirectory: RootDirectory, blocking: BlockingPool,
@@ -49,7 +49,8 @@ final class SyncEnvironment {
         siblings: SiblingStores, conditions: HostConditions, concurrency: Int, durable: Bool, progress: SyncProgress?,
         proxies: ProxyEnvironment, retryPolicy: RetryPolicy, retryAfterCap: Duration, segmentMin: Int64?,
         emit: @escaping @Sendable (RunEvent) -> Void, storeWriteFailed: @escaping @Sendable (String) -> Void,
-        readRecord: @escaping @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup
+        readRecord: @escaping @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup,
+        beforeGroupCommit: (@Sendable () -> Void)? = nil
     ) {
         self.manifest = manifest
         self.fetcher = fetcher
@@ -72,6 +73,7 @@ final class SyncEnvironment {
         self.emit = emit
         self.storeWriteFailed = storeWriteFailed
         self.readRecord = readRecord
+        self.beforeGroupCommit = beforeGroupCommit
     }
 }
 
@@ -86,15 +88,14 @@ struct RecordLookup: Sendable {
 extension ManifestRunner {
     /// The environment of a run with `store`, `siblings` and `conditions`.
     func environment(store: StateStore?, siblings: SiblingStores, conditions: HostConditions) -> SyncEnvironment {
-        let environment = SyncEnvironment(
+        SyncEnvironment(
             manifest: manifest, fetcher: fetcher, probe: probe, rootDirectory: rootDirectory, blocking: blocking, slots: slots,
             runBucket: runBucket, hostBuckets: hostBuckets, store: store, siblings: siblings, conditions: conditions,
             concurrency: options.concurrency, durable: options.durable, progress: options.progress, proxies: options.proxies,
             retryPolicy: options.retryPolicy, retryAfterCap: options.retryAfterCap, segmentMin: options.segmentMin,
             // Weakly: the runner keeps its last run (`lastRun`), which holds these.
             emit: { [weak self] in self?.emit($0) }, storeWriteFailed: { [weak self] in self?.storeWriteFailed($0) },
-            readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? RecordLookup(record: nil, unreadable: true, problem: nil) })
-        environment.beforeGroupCommit = options.beforeGroupCommit
-        return environment
+            readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? RecordLookup(record: nil, unreadable: true, problem: nil) },
+            beforeGroupCommit: options.beforeGroupCommit)
     }
 }
