@@ -120,7 +120,6 @@ struct SyncCommand: AsyncParsableCommand {
     private func sync(console: Console, reports: inout [EntryReport], ran: inout ReportOption.Run) async throws {
         let manifest = try shard.loadManifest(options, console: console, hashingContent: report.report != nil)
         let early = options.openEarlyConnections(for: manifest)
-        try options.finishNetworkPreparation(console: console)
         ran.manifest = manifest
         // A progress block would break the one-object-a-line log.
         let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
@@ -135,7 +134,13 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.rateLimit = rateLimit.limit
         runOptions.segmentMin = segmentMin.flatMap { try? SegmentMinimum.parse($0) }
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
-        let runner = ManifestRunner(manifest: manifest, options: runOptions)
+        // In a root a run has made before, the lock and the store are taken while libcurl is
+        // still loading: the wait for it is most of a small sync's start, and their opening is
+        // then off the way to the first request. A lock another run holds is waited for in the
+        // run, where a signal stops the wait.
+        let opened = await ManifestRunner.open(manifest: manifest, options: runOptions)
+        try options.finishNetworkPreparation(console: console)
+        let runner = ManifestRunner(manifest: manifest, options: runOptions, opened: opened)
         KeptUntilExit.keep(runner)
 
         let started = ContinuousClock.now

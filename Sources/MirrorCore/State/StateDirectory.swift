@@ -74,6 +74,12 @@ public final class StateDirectory: Sendable {
         return try body(fd)
     }
 
+    /// Whether the directory exists and can be used (it is then held open); false also when
+    /// it cannot be opened, which `withDescriptor` says.
+    var exists: Bool {
+        ((try? open(create: false)) ?? nil) != nil
+    }
+
     /// Why a run may not use this state directory at all, or nil. Creates and changes nothing:
     /// what `plan` and `verify` ask before they read, as `sync` does before it locks.
     public func refusal() -> String? {

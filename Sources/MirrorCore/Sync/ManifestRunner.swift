@@ -37,10 +37,16 @@ public final class ManifestRunner: Sendable {
     /// reports (the command line) does not spend the end of its run freeing them, about 5 ms
     /// for 2,000 entries. Nothing in it refers back to the runner.
     private let lastRun = Mutex<[AnyObject]>([])
+    /// The lock and stores taken before the runner was made (`open(manifest:options:)`), until
+    /// `syncAndPrune` takes them.
+    private let opened: Mutex<Opened?>
 
-    public init(manifest: Manifest, options: RunOptions) {
+    /// `opened`: the lock and the stores `open(manifest:options:)` took for this manifest and
+    /// these options, which `syncAndPrune` then runs under instead of taking its own.
+    public init(manifest: Manifest, options: RunOptions, opened: Opened? = nil) {
         self.manifest = manifest
         self.options = options
+        self.opened = Mutex(opened)
         let slots = TransferSlots(options.concurrency, hostLimits: manifest.hosts.concurrencyLimits)
         self.slots = slots
         let fetcher = Fetcher(
@@ -55,9 +61,63 @@ public final class ManifestRunner: Sendable {
         hostBuckets = Dictionary(uniqueKeysWithValues: manifest.hosts.rules.compactMap { rule in
             rule.rateLimit.map { (rule.key, RateBucket(limit: $0)) }
         })
-        let rootDirectory = RootDirectory(path: manifest.root)
+        let (rootDirectory, stateDirectory) = opened.map { ($0.rootDirectory, $0.stateDirectory) } ?? Self.directories(of: manifest)
         self.rootDirectory = rootDirectory
-        stateDirectory = StateDirectory(root: rootDirectory, separate: manifest.stateDirectory)
+        self.stateDirectory = stateDirectory
+    }
+
+    private static func directories(of manifest: Manifest) -> (RootDirectory, StateDirectory) {
+        let rootDirectory = RootDirectory(path: manifest.root)
+        return (rootDirectory, StateDirectory(root: rootDirectory, separate: manifest.stateDirectory))
+    }
+
+    /// What a `sync` holds from before its first entry to its end: the run lock, its state store
+    /// and the other shards' stores.
+    public final class Opened: Sendable {
+        let rootDirectory: RootDirectory
+        let stateDirectory: StateDirectory
+        let lock: RunLock
+        let store: StateStore?
+        let siblings: SiblingStores
+
+        fileprivate init(rootDirectory: RootDirectory, stateDirectory: StateDirectory, lock: RunLock, store: StateStore?, siblings: SiblingStores) {
+            self.rootDirectory = rootDirectory
+            self.stateDirectory = stateDirectory
+            self.lock = lock
+            self.store = store
+            self.siblings = siblings
+        }
+    }
+
+    /// Takes the run lock of `manifest`'s root at once and opens its state stores, for a `sync`
+    /// with `options` made later (`init(manifest:options:opened:)`). The command line does this
+    /// while libcurl is still loading, so that SQLite's set-up and the store's opening are not on
+    /// the way to the first request.
+    ///
+    /// Nil, and nothing made, when the state directory does not exist yet: a first run makes its
+    /// root only once libcurl is known to load (a command that cannot make requests writes
+    /// nothing). Nil too when the lock cannot be had at once: `syncAndPrune` then takes it
+    /// itself, waiting for a run that holds it as `lockWait` says, where a signal can stop the
+    /// wait, and says why it failed.
+    public static func open(manifest: Manifest, options: RunOptions) async -> Opened? {
+        let (rootDirectory, stateDirectory) = directories(of: manifest)
+        guard stateDirectory.exists else { return nil }
+        guard let lock = try? await RunLock.acquire(in: stateDirectory, shard: manifest.shard, balance: manifest.shardBalance, wait: nil) else { return nil }
+        return opened(manifest: manifest, events: options.events, rootDirectory: rootDirectory, stateDirectory: stateDirectory, lock: lock)
+    }
+
+    /// Opens the stores of a sync that holds `lock`; an unsharded run first finishes what an
+    /// interrupted prune left, which every shard's lock would have excluded.
+    private static func opened(
+        manifest: Manifest, events: (@Sendable (RunEvent) -> Void)?, rootDirectory: RootDirectory, stateDirectory: StateDirectory, lock: RunLock
+    ) -> Opened {
+        let emit = { (event: RunEvent) -> Void in events?(event) }
+        let opening = StateStore.open(in: stateDirectory, mode: .readWrite, shard: manifest.shard)
+        if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
+        let store = opening.store
+        store?.expect(entries: manifest.entries.count)
+        let siblings = openSiblings(of: manifest, in: stateDirectory, emit: emit)
+        return Opened(rootDirectory: rootDirectory, stateDirectory: stateDirectory, lock: lock, store: store, siblings: siblings)
     }
 
     /// Decides every entry without changing anything on disk: no files, no directories, not
@@ -118,12 +178,16 @@ public final class ManifestRunner: Sendable {
     /// `sync`, then, when the options ask for it and every entry succeeded, the prune: files
     /// first, deletions last, all under the same run lock.
     public func syncAndPrune() async throws(RunLockError) -> SyncResult {
-        let lock = try await RunLock.acquire(in: stateDirectory, shard: manifest.shard, balance: manifest.shardBalance, wait: options.lockWait)
-        let opening = StateStore.open(in: stateDirectory, mode: .readWrite, shard: manifest.shard)
-        if let problem = opening.problem { emit(.stateStoreProblem(problem)) }
-        let store = opening.store
-        store?.expect(entries: manifest.entries.count)
-        let siblings = openSiblings()
+        let opened: Opened
+        if let early = self.opened.withLock({ $0.take() }) {
+            opened = early
+        } else {
+            let lock = try await RunLock.acquire(in: stateDirectory, shard: manifest.shard, balance: manifest.shardBalance, wait: options.lockWait)
+            opened = Self.opened(
+                manifest: manifest, events: options.events, rootDirectory: rootDirectory, stateDirectory: stateDirectory, lock: lock)
+        }
+        let store = opened.store
+        let siblings = opened.siblings
         if manifest.shard == nil, let store {
             // Every shard is excluded by this run's lock: what an interrupted prune left is
             // finished before any entry may want its name.
@@ -151,7 +215,7 @@ public final class ManifestRunner: Sendable {
         let prune = options.prune.map { settings in self.prune(settings, after: reports, store: store) }
         store?.close()
         if let store { lastRun.withLock { $0.append(store) } }
-        withExtendedLifetime(lock) {}
+        withExtendedLifetime(opened.lock) {}
         return SyncResult(reports: reports, prune: prune)
     }
 
@@ -188,6 +252,10 @@ public final class ManifestRunner: Sendable {
 
     /// The stores of the root's other run layouts, read-only (see `SiblingStores`).
     private func openSiblings() -> SiblingStores {
+        Self.openSiblings(of: manifest, in: stateDirectory, emit: emit)
+    }
+
+    private static func openSiblings(of manifest: Manifest, in stateDirectory: StateDirectory, emit: (RunEvent) -> Void) -> SiblingStores {
         let siblings = SiblingStores.open(in: stateDirectory, besides: manifest.shard)
         for problem in siblings.problems { emit(.stateStoreProblem(problem)) }
         siblings.expect(entries: manifest.entries.count)
@@ -198,6 +266,7 @@ public final class ManifestRunner: Sendable {
     func reportPendingLeftovers(in stores: [StateStore]) {
         for leftover in PruneTrash.pending(in: rootDirectory, stores: stores) { emit(.pruneLeftover(leftover)) }
     }
+
 
     func emit(_ event: RunEvent) {
         options.events?(event)

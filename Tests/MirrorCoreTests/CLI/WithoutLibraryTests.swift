@@ -42,6 +42,17 @@ struct WithoutLibraryTests {
             #expect(result.stderr.contains("apt-get install \(missing.package)"), "\(command): \(result)")
             #expect(!FileManager.default.fileExists(atPath: directory.path("root")), "\(command) wrote nothing: \(result)")
         }
+        // In a root a run made before, sync takes its lock and store while the library loads;
+        // the run still stops there, and the root's files are as they were.
+        let made = directory.path("made")
+        try FileManager.default.createDirectory(atPath: made + "/.mirror", withIntermediateDirectories: true)
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: made + "/keep.bin"))
+        let again = directory.path("again.yaml")
+        try "version: 1\nroot: \(made)\nfiles:\n  - url: http://127.0.0.1:9/a.bin\n".write(toFile: again, atomically: true, encoding: .utf8)
+        let existing = try run("sync '\(again)'")
+        #expect(existing.status == 2 && existing.stderr.contains("cannot load \(missing.name)"), "\(existing)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: made).sorted() == [".mirror", "keep.bin"], "\(existing)")
+        #expect(FileManager.default.contents(atPath: made + "/keep.bin") == Data("kept".utf8))
         let json = try run("sync --json '\(manifest)'")
         #expect(json.status == 2 && json.stdout.contains(#""kind":"usage""#) && json.stdout.contains(missing.name), "\(json)")
         let version = try run("--version")
