@@ -30,6 +30,7 @@ test=(
     openssl                # the tests make their own CA and TLS certificates
     tinyproxy-bin          # the forward proxy of the proxy tests
     dnsmasq-base           # the resolver the tests run inside their own network namespace
+    xfsprogs               # mkfs.xfs: the cache tests make an XFS image with reflinks and loop-mount it
     iproute2               # ip: the tests' network namespaces bring their loopback up and down
     util-linux             # unshare, nsenter: the tests' network namespaces
     make                   # the install tests run `make install`

@@ -7,6 +7,7 @@
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 
 /// The extended-attribute calls of <sys/xattr.h>, declared here as glibc declares them rather
 /// than included: under _GNU_SOURCE that header brings in <sys/select.h>, whose `fd_set` then
@@ -105,6 +106,18 @@ static inline int mirror_thread_scheduling(unsigned int *policy, int *nice, unsi
     *nice = attr.sched_nice;
     *slice = attr.sched_runtime;
     return 0;
+}
+
+/// FICLONE of <linux/fs.h>: makes `destination` share `source`'s extents (a reflink, on XFS
+/// with reflink=1, Btrfs, and others); fails with EOPNOTSUPP, EXDEV or EINVAL where it cannot.
+static inline int mirror_clone_file(int destination, int source) {
+    return ioctl(destination, 0x40049409 /* FICLONE: _IOW(0x94, 9, int) */, source);
+}
+
+/// copy_file_range(2) from the current offsets of both files: the kernel copies (or shares)
+/// the bytes without them passing through this process.
+static inline long long mirror_copy_file_range(int source, int destination, long long length) {
+    return (long long)copy_file_range(source, NULL, destination, NULL, (size_t)length, 0);
 }
 
 #endif

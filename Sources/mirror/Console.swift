@@ -132,6 +132,8 @@ final class Console: Sendable {
             if problem.concernsTheRun { return notice("mirror: warning: \(problem)") }
             guard verbose else { return }
             error("state: \(problem)")
+        case .cacheProblem(let text):
+            notice("mirror: warning: cache: \(text)")
         case .fallingBack(let dest, let url, let failure):
             notice("\(dest): \(failure); trying mirror \(url)")
         case .pruneLeftover(let leftover):

@@ -74,6 +74,8 @@ struct LogRecord {
         case .stateStoreProblem(let problem):
             guard verbose || problem.concernsTheRun else { return nil }
             return LogRecord(level: .notice, event: "state_store_problem", fields: [("message", .string(problem.text))])
+        case .cacheProblem(let text):
+            return LogRecord(level: .notice, event: "cache_problem", fields: [("message", .string(text))])
         case .finished(let report):
             // Entries an interruption reached first are counted in one message, as in text.
             guard verbose || !report.interruptedBeforeStart else { return nil }

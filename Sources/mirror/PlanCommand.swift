@@ -17,8 +17,9 @@ struct PlanCommand: AsyncParsableCommand {
             since the digest they list decides whether DEST is current.
 
             Actions: download (nothing on disk), resume (continue a partial file), restart \
-            (what is on disk cannot be continued), replace (DEST is outdated), skip (DEST is \
-            current), fail (the entry cannot be carried out; the reason is shown).
+            (what is on disk cannot be continued), replace (DEST is outdated), cached (DEST is \
+            missing and the blob cache holds its pinned bytes: placed with no request), skip \
+            (DEST is current), fail (the entry cannot be carried out; the reason is shown).
 
             With --prune (or `prune: true` in the manifest), delete rows name the files that \
             `sync --prune` would delete once every entry has succeeded (see mirror sync \
@@ -29,12 +30,14 @@ struct PlanCommand: AsyncParsableCommand {
 
     @OptionGroup var options: CommonOptions
 
-    @Flag(name: .long, help: "Exit with status 5 when any entry would change (download, resume, restart or replace) or any file would be deleted.")
+    @Flag(name: .long, help: "Exit with status 5 when any entry would change (download, resume, restart, replace or cached) or any file would be deleted.")
     var exitCode = false
 
     @OptionGroup var prune: PruneOptions
 
     @OptionGroup var shard: ShardOptions
+
+    @OptionGroup var cache: CacheOption
 
     func run() async throws {
         let console = options.console()
@@ -44,6 +47,7 @@ struct PlanCommand: AsyncParsableCommand {
         try options.finishNetworkPreparation(console: console)
         var runOptions = options.runOptions(for: manifest, console: console, early: early)
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
+        runOptions.cache = try cache.blobCache(for: manifest, console: console)
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         KeptUntilExit.keep(runner)
         let plan = await runner.plan()

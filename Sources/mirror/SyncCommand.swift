@@ -72,6 +72,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     @OptionGroup var report: ReportOption
 
+    @OptionGroup var cache: CacheOption
+
     @Flag(name: .long, help: "Do not fsync files before renaming them into place: faster on slow disks, but a power loss can leave a renamed file empty or short.")
     var noFsync = false
 
@@ -134,6 +136,7 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.rateLimit = rateLimit.limit
         runOptions.segmentMin = segmentMin.flatMap { try? SegmentMinimum.parse($0) }
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
+        runOptions.cache = try cache.blobCache(for: manifest, console: console)
         // In a root a run has made before, the lock and the store are taken while libcurl is
         // still loading: the wait for it is most of a small sync's start, and their opening is
         // then off the way to the first request. A lock another run holds is waited for in the

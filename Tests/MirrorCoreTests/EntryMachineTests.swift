@@ -23,6 +23,8 @@ struct EntryMachineTests {
         var pins = Pins()
         /// The sources that answer HTTP conditions; nil: all of them (http and https URLs).
         var conditional: SourceIndexSet?
+        /// A blob cache is used (`EntryMachine.fillsCache`).
+        var cache = false
         var steps: [Step]
         var testDescription: String { name }
     }
@@ -108,7 +110,72 @@ struct EntryMachineTests {
         step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
     ]
 
-    static let rows: [Row] = conditionalRows + downloadRows + [
+    /// `nothing` on disk, and the cache's blob of the pin, of 100 bytes.
+    static let cachedOnly = LocalFacts(destination: .missing, partial: .missing, cached: 100)
+    static let noValidators = RemoteValidators(etag: nil, lastModified: nil, size: 100)
+
+    /// The blob cache: placing a pinned file from it, a blob found wanting, filling it.
+    static let cacheRows: [Row] = [
+        Row(name: "cache: a missing DEST whose pinned blob is cached is placed, checked and committed, with no request",
+            pins: Pins(digest: pin), cache: true, steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+            step(.placed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.releaseSlot, .commit(validators: noValidators, sha256: pin)], .committing),
+            step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .cached, size: 100, sha256: pin))], .done),
+        ]),
+        Row(name: "cache: a blob that hashes to another digest is quarantined, and the file downloaded and not put back",
+            pins: Pins(digest: pin), cache: true, steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+            step(.placed(.success(.init(sha256: other, sizeOnDisk: 100))), [.quarantineCached, .removePartial, .inspect], .inspecting),
+            // The blob is still named on this look (a copy another process put back): not tried again.
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
+            step(.committed(.success(identity)), [.fillCache(sha256: pin, size: 100, identity: identity)], .fillingCache),
+            step(.cacheFilled, [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin))], .done),
+        ]),
+        Row(name: "cache: a blob that cannot be read is a miss: the file is downloaded", pins: Pins(digest: pin), cache: true, steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+            step(.placed(.failure(full)), [.removePartial, .inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+        ]),
+        Row(name: "cache: a blob of another size than the placement read back is not committed", pins: Pins(digest: pin), cache: true,
+            steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+            step(.placed(.success(.init(sha256: pin, sizeOnDisk: 90))), [.quarantineCached, .removePartial, .inspect], .inspecting),
+        ]),
+        Row(name: "cache: a size pin the blob does not meet keeps the cache out", pins: Pins(size: 90, digest: pin), cache: true,
+            steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+        ]),
+        Row(name: "cache: an unpinned download goes into the cache once committed", cache: true, steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
+            step(.committed(.success(identity)), [.fillCache(sha256: pin, size: 100, identity: identity)], .fillingCache),
+            step(.cacheFilled, [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin))], .done),
+        ]),
+        Row(name: "cache: a file hashed by SHA-512 does not go in", pins: Pins(digest: pin512), cache: true, steps: freshDownload + [
+            step(.hashed(.success(.init(sha256: pin512, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin512)], .committing),
+            step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin512))], .done),
+        ]),
+        Row(name: "cache: a partial file beside a cached blob is resumed, not placed over", pins: Pins(digest: pin), cache: true,
+            steps: begin + [
+            step(.inspected(LocalFacts(destination: .missing, partial: .file(size: 50), cached: 100), record: recordOfPartial,
+                            recordUnreadable: false), [.probe(source: 0)], .probing),
+        ]),
+        Row(name: "cache: a pinned file whose blob is not cached is downloaded", pins: Pins(digest: pin), steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+        ]),
+        Row(name: "cache: plan shows a cached blob as the action, with no request", mode: .plan, pins: Pins(digest: pin), cache: true,
+            steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [
+                .announce(.decided(.cached)), .releaseSlot, .finish(.planned(.cached, localSize: nil, remoteSize: 100)),
+            ], .done),
+        ]),
+    ]
+
+    static let rows: [Row] = conditionalRows + downloadRows + cacheRows + [
         Row(name: "interrupted before it began: nothing is touched", steps: [
             step(.start(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
         ]),
@@ -820,7 +887,7 @@ struct EntryMachineTests {
             "transferring transferEnded", "measuringBody bodyMeasured", "finishingHash hashed", "keeping kept",
             "keeping keepRefused", "committing committed", "checkingConnectivity connectivityChecked", "backingOff backOffEnded",
             "askingConditionally replied", "askingConditionally transferEnded", "abandoningReply transferEnded",
-            "transferring download",
+            "transferring download", "placing placed", "fillingCache cacheFilled",
         ]
         for transition in handled {
             #expect(seen.contains(transition), "no row covers \(transition)")
@@ -894,6 +961,6 @@ struct EntryMachineTests {
 extension EntryMachineTests.Row {
     var machine: EntryMachine {
         EntryMachine(mode: mode, sourceCount: sources, retries: retries, pins: pins, sizePin: pins.size,
-                     conditionalSources: conditional ?? SourceIndexSet(0..<sources))
+                     conditionalSources: conditional ?? SourceIndexSet(0..<sources), fillsCache: cache && mode == .sync)
     }
 }

@@ -11,6 +11,10 @@ public struct Manifest: Sendable, Equatable {
     /// `state_dir` (or `--state-dir`): the absolute directory that holds the run lock and the
     /// state stores instead of `ROOT/.mirror`; nil: `ROOT/.mirror`.
     public var stateDirectory: String?
+    /// `cache`: the absolute directory of the blob cache a `sync` places pinned files from and
+    /// fills with what it downloads (`BlobCache`); nil: none. `--cache`, `--no-cache` and
+    /// `MIRROR_CACHE` decide over it on the command line.
+    public var cache: String?
     /// Simultaneous transfers (`concurrency`, or `-j` on the command line).
     public var concurrency: Int
     public var connectivity: ConnectivitySettings

@@ -44,6 +44,8 @@ struct ManifestDecoder {
         var root: String?
         /// `state_dir` (or `--state-dir`), absolute; nil when neither names one.
         var stateDirectory: String?
+        /// `cache`, absolute; nil when the manifest names none.
+        var cache: String?
         var concurrency: Int
         var connectivity: ConnectivitySettings
         var allowFile: Bool
@@ -109,6 +111,11 @@ struct ManifestDecoder {
                 diagnostics.append(ManifestDiagnostic(location: nil, key: rootResolution.stateDirectoryOverride == nil ? "root" : "--state-dir", message: message))
             }
         }
+        var cache: String?
+        if case .set(let path) = decodeDirectory(top?["cache"], key: "cache", override: nil, flag: "--cache") { cache = path }
+        if let cache, let rootDirectory, LexicalPath.isWithin(cache, rootDirectory), let node = top?["cache"] {
+            report("cache \(cache) is the root \(rootDirectory) or inside it: a dest could overwrite a blob, and a web server that serves the root would serve the cache; choose a directory outside the root", at: node, key: "cache")
+        }
         let concurrency = top?["concurrency"].flatMap {
             integer($0, key: "concurrency", in: 1...64, expected: "an integer from 1 to 64")
         } ?? 4
@@ -125,7 +132,7 @@ struct ManifestDecoder {
             report("missing required key `files`; list the files to mirror under `files:`", at: root, key: nil)
         }
         return TopLevel(
-            root: rootDirectory, stateDirectory: stateDirectory, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
+            root: rootDirectory, stateDirectory: stateDirectory, cache: cache, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
             rateLimit: rateLimit, hosts: hosts, entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
     }
 
@@ -160,6 +167,7 @@ struct ManifestDecoder {
         }
         manifest.prune = top.prune
         manifest.stateDirectory = top.stateDirectory
+        manifest.cache = top.cache
         manifest.rateLimit = top.rateLimit
         manifest.hosts = top.hosts
         manifest.manifestDirectory = rootResolution.manifestDirectory

@@ -10,6 +10,9 @@ public enum Action: Sendable, Equatable {
     case restart(reason: String)
     /// `DEST` is outdated: fetch the new version into `DEST.part`, rename over `DEST` when done.
     case replace(reason: String)
+    /// `DEST` is missing and the cache holds the pinned bytes: copy (or reflink) them into
+    /// `DEST.part`, check them against the pin, rename. No request.
+    case cached
     /// `DEST` is already what the manifest wants.
     case skip
     /// The entry cannot be carried out; local files are left untouched.
@@ -22,7 +25,7 @@ public enum Action: Sendable, Equatable {
         case destination
     }
 
-    /// The name used in output and JSON: download, resume, restart, replace, skip or fail.
+    /// The name used in output and JSON: download, resume, restart, replace, cached, skip or fail.
     /// Finishing a complete partial file is a resume with nothing left to fetch.
     public var name: String {
         switch self {
@@ -30,6 +33,7 @@ public enum Action: Sendable, Equatable {
         case .resume, .finish: return "resume"
         case .restart: return "restart"
         case .replace: return "replace"
+        case .cached: return "cached"
         case .skip: return "skip"
         case .fail: return "fail"
         }
@@ -51,6 +55,7 @@ public enum Action: Sendable, Equatable {
         case .fail(let failure): return failure.description
         case .resume(_, .destination): return "continuing a copy of the shorter local file; it is replaced only when complete"
         case .finish: return "partial file is complete; it will be verified and renamed"
+        case .cached: return "the cache holds the pinned bytes; they are placed without a request"
         case .download, .resume, .skip: return nil
         }
     }
@@ -66,7 +71,7 @@ public enum Action: Sendable, Equatable {
     /// Bytes the action would fetch, given the remote size; nil when that size is unknown.
     public func bytesToTransfer(remoteSize: Int64?) -> Int64? {
         switch self {
-        case .skip, .fail, .finish: return 0
+        case .skip, .fail, .finish, .cached: return 0
         case .download, .restart, .replace: return remoteSize
         case .resume(let from, _): return remoteSize.map { max(0, $0 - from) }
         }

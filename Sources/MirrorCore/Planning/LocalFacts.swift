@@ -22,15 +22,19 @@ public struct LocalFacts: Sendable, Equatable {
     /// `DEST`'s modification time in whole seconds since 1970: mirror sets it to the server's
     /// Last-Modified, as `wget -N` and `curl -R` do.
     public var destinationModified: Int64?
+    /// The size of the cache's blob of the entry's pinned SHA-256, when a cache is used, `DEST`
+    /// is missing and the cache holds that blob (`BlobCache.lookup`); nil otherwise.
+    public var cached: Int64?
 
     public init(
         destination: FileState, partial: FileState, destinationIdentity: LocalIdentity? = nil,
-        destinationModified: Int64? = nil
+        destinationModified: Int64? = nil, cached: Int64? = nil
     ) {
         self.destination = destination
         self.partial = partial
         self.destinationIdentity = destinationIdentity
         self.destinationModified = destinationModified
+        self.cached = cached
     }
 
     public var isEmpty: Bool { destination == .missing && partial == .missing }

@@ -69,7 +69,8 @@ final class EntryDriver: @unchecked Sendable {
         sources = prepared.sources
         entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0) }
         machine = EntryMachine(mode: run.mode, sourceCount: prepared.sources.count, retries: entry.settings.retries, pins: entry.pins,
-                               sizePin: entry.size, conditionalSources: prepared.conditional)
+                               sizePin: entry.size, conditionalSources: prepared.conditional,
+                               fillsCache: env.cache != nil && run.mode == .sync)
     }
 
     /// What an entry's driver is made with that depends on the entry and the run's settings
@@ -317,10 +318,48 @@ final class EntryDriver: @unchecked Sendable {
         case .keepDestination(let version, let validators, _):
             keepDestination(version, validators: validators)
         case .commit(let validators, let sha256):
+            if partial == nil, case .committing = machine.phase {
+                // A placement from the cache wrote and closed the partial file on the pool.
+                do {
+                    partial = OpenPartial(fd: try env.rootDirectory.openPartial(paths, truncate: false, durable: env.durable), hasher: nil)
+                } catch {
+                    return .committed(.failure(error))
+                }
+            }
             guard let open = partial else {
                 return .committed(.failure(.localConflict("internal error: no partial file to commit")))
             }
             commit(open, validators: validators, sha256: sha256)
+        case .place(let size):
+            closePartial()
+            let paths = self.paths
+            let rootDirectory = env.rootDirectory
+            let durable = env.durable
+            guard let cache = env.cache, let digest = entry.pins.digest else { return .placed(.failure(.cancelled)) }
+            env.blocking.submit { [self] in
+                answer(.placed(Self.place(digest, size: size, from: cache, paths: paths, in: rootDirectory, durable: durable)))
+            }
+        case .quarantineCached:
+            if let cache = env.cache, let digest = entry.pins.digest, let path = cache.blobPath(sha256: digest) {
+                let aside = cache.quarantine(sha256: digest)
+                env.emit(.cacheProblem("\(path) did not hash to its name; moved to \(aside ?? "nowhere: it was gone") and \(entry.dest) is downloaded instead"))
+            }
+        case .fillCache(let sha256, let size, let identity):
+            let paths = self.paths
+            let rootDirectory = env.rootDirectory
+            guard let cache = env.cache, let identity else { return .cacheFilled }
+            env.blocking.submit { [self] in
+                do {
+                    let fd = try rootDirectory.openDestination(paths)
+                    defer { close(fd) }
+                    // Only the bytes this run hashed: DEST changed since its commit goes nowhere.
+                    guard try LocalIdentity.of(fd: fd, path: paths.destination) == identity else { return answer(.cacheFilled) }
+                    try cache.insert(from: fd, length: size, sha256: sha256)
+                } catch {
+                    env.emit(.cacheProblem("\(paths.destination) was not put into the cache \(cache.path): \(error)"))
+                }
+                answer(.cacheFilled)
+            }
         case .record(let change):
             record(change)
         case .removePartial:
@@ -451,6 +490,9 @@ final class EntryDriver: @unchecked Sendable {
         if let problem = found.record.problem { env.emit(problem) }
         let record = found.record.record
         var local = found.local
+        if let cache = env.cache, local.destination == .missing, entry.pins.algorithm == .sha256, let digest = entry.pins.digest {
+            local.cached = cache.lookup(sha256: digest, size: entry.size)
+        }
         // The download driver is made for a segment map, or when an earlier attempt made it.
         let map = try? store?.segmentMap(for: entry.dest)
         if madeDownload != nil || map != nil {
@@ -601,6 +643,25 @@ final class EntryDriver: @unchecked Sendable {
                 digest = hasher.finalize()
             }
             return EntryMachine.HashedFile(sha256: digest, sizeOnDisk: try FileSystem.size(of: open.fd, path: path))
+        }
+    }
+
+    /// Copies the cache's blob of `sha256` into a new partial file of `paths` and hashes what
+    /// landed there (read back from the partial file, not taken from the blob's name).
+    private static func place(
+        _ sha256: String, size: Int64, from cache: BlobCache, paths: DestinationPaths, in rootDirectory: RootDirectory, durable: Bool
+    ) -> Result<EntryMachine.HashedFile, TransferFailure> {
+        Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
+            guard let blob = cache.open(sha256: sha256) else {
+                throw .localIO(path: cache.blobPath(sha256: sha256) ?? cache.path, operation: "open", errno: ENOENT)
+            }
+            defer { close(blob) }
+            let partial = try rootDirectory.openPartial(paths, truncate: true, durable: durable)
+            defer { close(partial) }
+            _ = try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
+            let hasher = DigestHasher(.sha256)
+            try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
+            return EntryMachine.HashedFile(sha256: hasher.finalize(), sizeOnDisk: try FileSystem.size(of: partial, path: paths.partial))
         }
     }
 

@@ -34,6 +34,10 @@ struct EntryMachine {
         case hashingDestination
         case hashingForRecord
         case preparing
+        /// The cache's blob is being copied into the partial file and hashed.
+        case placing
+        /// A downloaded file, committed, is being copied into the cache.
+        case fillingCache
         case transferring
         case measuringBody
         case finishingHash
@@ -70,6 +74,11 @@ struct EntryMachine {
         /// (`ConditionalReply.Judgement.inconclusive`): once the request ends, a probe asks.
         case repliedInconclusively
         case destinationHashed(Result<String, TransferFailure>)
+        /// The cache's blob was copied into the partial file: its SHA-256 and its size on disk
+        /// as read back from there, or why the cache could not give it (a miss).
+        case placed(Result<HashedFile, TransferFailure>)
+        /// The committed file was offered to the cache (whatever became of it).
+        case cacheFilled
         /// The partial file is ready for the transfer (a copy of `DEST` made, a record cleared).
         case prepared(TransferFailure?)
         /// The download ended before (or without) its `DownloadMachine`: the run was
@@ -125,6 +134,15 @@ struct EntryMachine {
         /// Start the download `order` describes: its driver answers `download(.begin(…))`
         /// with what it finds around it, and the `DownloadMachine` goes on from there.
         indirect case transfer(TransferOrder)
+        /// Copy the cache's blob of the pinned SHA-256 (`size` bytes) into a new partial file and
+        /// hash what landed there. Answers `placed`.
+        case place(size: Int64)
+        /// The cache's blob of the pinned SHA-256 hashed to something else: move it aside.
+        case quarantineCached
+        /// Copy `DEST`, just committed with `sha256` and `size` as the file `identity` names (when
+        /// it could be read), into the cache; nothing when `DEST` is no longer that file.
+        /// Answers `cacheFilled`.
+        case fillCache(sha256: String, size: Int64, identity: LocalIdentity?)
         /// What the download in progress is to do (`DownloadMachine.Effect`).
         case download(DownloadMachine.Effect)
         /// Probe a body that ended with the connection and no length; answers `bodyMeasured`.
@@ -238,6 +256,8 @@ struct EntryMachine {
     /// The sources that answer HTTP conditions (http and https URLs; not ftp or file): an
     /// attempt on one of them whose `DEST` the store vouches for is one conditional GET.
     let conditionalSources: SourceIndexSet
+    /// A cache is used: what this run downloads and hashes by SHA-256 goes into it.
+    let fillsCache: Bool
     /// Outages waited out without spending a retry, at most: a server that keeps vanishing
     /// and coming back must still run out of attempts.
     static let maxForgivenOutages = 20
@@ -282,9 +302,16 @@ struct EntryMachine {
     /// mismatch, if it comes again, is the server's settled answer (not one more download of
     /// the same wrong file per retry).
     private var segmentsRefused = false
+    /// The cache's blob was tried (placed, or found wanting): this entry does not go to the
+    /// cache again in this run.
+    private var cacheTried = false
 
-    init(mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: SourceIndexSet = []) {
+    init(
+        mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: SourceIndexSet = [],
+        fillsCache: Bool = false
+    ) {
         self.mode = mode
+        self.fillsCache = fillsCache
         self.conditionalSources = conditionalSources
         self.sourceCount = max(1, sourceCount)
         self.retries = retries
@@ -353,6 +380,20 @@ struct EntryMachine {
                     return end(.planned(.skip, localSize: size, remoteSize: size), after: .announce(.decided(.skip)))
                 }
                 return succeed(.skipped, size: local.destination.size, sha256: pins.digest, after: .announce(.decided(.skip)))
+            }
+            if let size = local.cached, !cacheTried, local.isEmpty, pins.algorithm == .sha256, pins.digest != nil,
+               sizePin == nil || sizePin == size {
+                // The cache holds the pinned bytes: placed without a request, and checked against
+                // the pin like any download before they land under DEST. Not over a partial
+                // file, which its record (and a segment map) describe: that one is resumed.
+                action = .cached
+                if mode == .plan {
+                    return end(.planned(.cached, localSize: nil, remoteSize: size), after: .announce(.decided(.cached)))
+                }
+                cacheTried = true
+                committing = (size, RemoteValidators(etag: nil, lastModified: nil, size: size), "")
+                phase = .placing
+                return [.announce(.decided(.cached)), .place(size: size)]
             }
             if local.isEmpty, mode == .sync {
                 // Nothing on disk: the probe would only repeat what the GET's headers say.
@@ -509,6 +550,30 @@ struct EntryMachine {
                 return [.commit(validators: pending.validators, sha256: file.sha256)]
             }
 
+        case (.placing, .placed(let result)):
+            guard let pending = committing else { return unexpected(event) }
+            committing = nil
+            switch result {
+            case .failure:
+                // The cache could not give the blob (gone, or unreadable): a miss. The attempt
+                // looks at the disk again and goes on without the cache.
+                phase = .inspecting
+                return [.removePartial, .inspect]
+            case .success(let file):
+                guard file.sizeOnDisk == pending.size, file.sha256 == pins.digest else {
+                    // The blob is not the file its name says: never placed, and never again.
+                    phase = .inspecting
+                    return [.quarantineCached, .removePartial, .inspect]
+                }
+                committing = (pending.size, pending.validators, file.sha256)
+                phase = .committing
+                return releaseSlot() + [.commit(validators: pending.validators, sha256: file.sha256)]
+            }
+
+        case (.fillingCache, .cacheFilled):
+            guard let pending = committing else { return unexpected(event) }
+            return succeed(.transferred, size: pending.size, sha256: pending.sha256)
+
         case (.keeping, .kept(let identity)):
             guard let pending = committing else { return unexpected(event) }
             return [.record(.complete(CompleteVersion(validators: pending.validators, sha256: pending.sha256, local: identity)))]
@@ -521,8 +586,13 @@ struct EntryMachine {
         case (.committing, .committed(let result)):
             guard let pending = committing else { return unexpected(event) }
             switch result {
-            case .success:
-                // The commit recorded the version (see `Effect.commit`).
+            case .success(let identity):
+                // The commit recorded the version (see `Effect.commit`). Bytes this run
+                // downloaded and hashed by SHA-256 go into the cache (not those it placed).
+                if fillsCache, action != .cached, DigestAlgorithm(hexDigest: pending.sha256) == .sha256 {
+                    phase = .fillingCache
+                    return releaseSlot() + [.fillCache(sha256: pending.sha256, size: pending.size, identity: identity)]
+                }
                 return succeed(.transferred, size: pending.size, sha256: pending.sha256)
             case .failure(let failure):
                 return attemptFailed(failure, cleanup: Self.cleanupAfterLocalFailure(failure))
@@ -635,6 +705,9 @@ struct EntryMachine {
             return effects + succeed(.skipped, size: local.destination.size, sha256: verified?.sha256)
         case .fail(let failure):
             return attemptFailed(failure)
+        case .cached:
+            // Decided on inspection alone, never by the planner.
+            return unexpected(.probed(.unavailable(.cancelled)))
         case .download, .restart, .replace:
             // A new download: what the store said about an earlier partial file is void.
             let clear: [Effect] = record?.partial != nil ? [.record(.clearPartial)] : []

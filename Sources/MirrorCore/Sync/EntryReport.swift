@@ -70,6 +70,9 @@ public enum RunEvent: Sendable {
     case fallingBack(dest: String, to: String, after: TransferFailure)
     /// The state store, or one of its records, could not be used; decisions fall back to sizes.
     case stateStoreProblem(StateStoreProblem)
+    /// The blob cache could not be used for an entry (a blob that did not hash to its name,
+    /// moved aside; a file that could not be put in): the entry went on without it.
+    case cacheProblem(String)
     /// A file an interrupted prune left in a trash: finished by an unsharded sync, reported by
     /// the other runs.
     case pruneLeftover(PruneLeftover)
@@ -110,6 +113,9 @@ public struct RunOptions: Sendable {
     /// `--segment-min`: replaces every `segment_min` of the manifest (`Int64.max`: `off`);
     /// nil: the manifest's hold.
     public var segmentMin: Int64?
+    /// The blob cache (`cache:`, `--cache`, `MIRROR_CACHE`): `sync` places a pinned entry's
+    /// missing `DEST` from it and puts what it downloads into it; `plan` shows `cached`. Nil: none.
+    public var cache: BlobCache?
     /// Connections opened to the run's first origin while the run was being made ready
     /// (`EarlyConnections.open`); its first requests there take them.
     public var earlyConnections: EarlyConnections?

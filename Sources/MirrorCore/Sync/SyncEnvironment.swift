@@ -32,6 +32,8 @@ final class SyncEnvironment {
     let retryAfterCap: Duration
     /// `--segment-min`, over every entry's own `segment_min`.
     let segmentMin: Int64?
+    /// The blob cache, if one is used.
+    let cache: BlobCache?
     /// Tells the run's listeners.
     let emit: @Sendable (RunEvent) -> Void
     /// A write to the store failed (`ManifestRunner.storeWriteFailed`).
@@ -50,7 +52,7 @@ final class SyncEnvironment {
         proxies: ProxyEnvironment, retryPolicy: RetryPolicy, retryAfterCap: Duration, segmentMin: Int64?,
         emit: @escaping @Sendable (RunEvent) -> Void, storeWriteFailed: @escaping @Sendable (String) -> Void,
         readRecord: @escaping @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup,
-        beforeGroupCommit: (@Sendable () -> Void)? = nil
+        beforeGroupCommit: (@Sendable () -> Void)? = nil, cache: BlobCache? = nil
     ) {
         self.manifest = manifest
         self.fetcher = fetcher
@@ -74,6 +76,7 @@ final class SyncEnvironment {
         self.storeWriteFailed = storeWriteFailed
         self.readRecord = readRecord
         self.beforeGroupCommit = beforeGroupCommit
+        self.cache = cache
     }
 }
 
@@ -96,6 +99,6 @@ extension ManifestRunner {
             // Weakly: the runner keeps its last run (`lastRun`), which holds these.
             emit: { [weak self] in self?.emit($0) }, storeWriteFailed: { [weak self] in self?.storeWriteFailed($0) },
             readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? RecordLookup(record: nil, unreadable: true, problem: nil) },
-            beforeGroupCommit: options.beforeGroupCommit)
+            beforeGroupCommit: options.beforeGroupCommit, cache: options.cache)
     }
 }

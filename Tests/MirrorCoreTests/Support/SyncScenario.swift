@@ -46,6 +46,8 @@ final class SyncScenario: Sendable {
         /// Connections opened before the runner is made, as the command line opens them
         /// (`EarlyConnections.open`).
         var early: EarlyConnections?
+        /// The blob cache the run uses, as the command line chooses it (`BlobCache.chosen`).
+        var cache: BlobCache?
     }
 
     /// Backoff short enough that retries cost the tests nothing; its length is never asserted.
@@ -149,6 +151,7 @@ final class SyncScenario: Sendable {
         if let interval = settings.connectivityCheckInterval { options.connectivityCheckInterval = interval }
         options.prune = settings.prune
         options.earlyConnections = settings.early
+        options.cache = settings.cache
         return options
     }
 

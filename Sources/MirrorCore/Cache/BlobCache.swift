@@ -1,0 +1,169 @@
+import CLinux
+import Glibc
+
+/// A directory of files named by the SHA-256 of their bytes, shared by every root that names it
+/// (`cache:` in the manifest, `--cache`, `MIRROR_CACHE`): a pinned entry whose blob is here is
+/// placed from it with no request, and every file `sync` downloads and hashed itself goes in.
+///
+/// Layout, under the cache's directory:
+/// - `sha256/ab/abcdef…`: a blob, read-only, under its full digest (the first two hex digits
+///   are its folder, so no folder holds more than a 256th of them);
+/// - `tmp/`: a filler's own temporary files, each renamed into place once written (a filler that
+///   lost the race to another removes its copy): a blob appears only whole, and many processes
+///   fill one cache without a lock;
+/// - `quarantine/`: blobs whose bytes did not hash to their name, moved aside when found.
+///
+/// Nothing trusts a blob's name: a placement hashes the bytes it placed and the entry checks them
+/// against its pin before they land under `DEST`, so a blob damaged or replaced from outside is
+/// a miss (and quarantined), never a wrong file. A blob deleted from outside is a miss.
+public final class BlobCache: Sendable {
+    /// The cache's directory, absolute.
+    public let path: String
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    /// How a blob's bytes reached the partial file.
+    enum Placement: String, Sendable, Equatable {
+        /// The file shares the blob's extents (`FICLONE`): no byte was copied.
+        case reflink
+        /// The kernel copied the bytes (`copy_file_range`).
+        case kernelCopy = "kernel copy"
+        /// Read and written by this process.
+        case copy
+    }
+
+    /// The path of the blob of `sha256` (64 lowercase hex digits), or nil for anything else.
+    func blobPath(sha256: String) -> String? {
+        guard Self.isDigest(sha256) else { return nil }
+        return "\(path)/sha256/\(sha256.prefix(2))/\(sha256)"
+    }
+
+    /// The size of the blob of `sha256` when the cache holds one as a regular file (of `size`,
+    /// when given); nil for a miss. Reads nothing but the blob's metadata.
+    func lookup(sha256: String, size: Int64?) -> Int64? {
+        guard let blob = blobPath(sha256: sha256) else { return nil }
+        var info = stat()
+        guard lstat(blob, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        let found = Int64(info.st_size)
+        if let size, size != found { return nil }
+        return found
+    }
+
+    /// Opens the blob of `sha256` for reading; nil when it is gone.
+    func open(sha256: String) -> Int32? {
+        guard let blob = blobPath(sha256: sha256) else { return nil }
+        let fd = Glibc.open(blob, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        return fd < 0 ? nil : fd
+    }
+
+    /// Copies `length` bytes of `source` into `destination` (both open, `destination` empty):
+    /// a reflink where the file system can share them, else the kernel's copy, else a copy
+    /// through this process. `path` names `destination` in errors.
+    static func copy(from source: Int32, to destination: Int32, length: Int64, path: String) throws(TransferFailure) -> Placement {
+        if mirror_clone_file(destination, source) == 0 { return .reflink }
+        if lseek(source, 0, SEEK_SET) == 0, lseek(destination, 0, SEEK_SET) == 0, try kernelCopy(from: source, to: destination, length: length, path: path) {
+            return .kernelCopy
+        }
+        // Whatever the kernel's copy managed is written again from the start.
+        if ftruncate(destination, 0) != 0 { throw .localIO(path: path, operation: "truncate", errno: errno) }
+        var offset: Int64 = 0
+        try FileSystem.forEachChunk(of: source, path: path, length: length) { (chunk: UnsafeRawBufferPointer) throws(TransferFailure) in
+            try FileSystem.write(chunk, to: destination, at: offset, path: path)
+            offset += Int64(chunk.count)
+        }
+        return .copy
+    }
+
+    /// `copy_file_range` to the end; false (nothing thrown) where the kernel cannot copy
+    /// between these files, so that the caller copies them itself.
+    private static func kernelCopy(from source: Int32, to destination: Int32, length: Int64, path: String) throws(TransferFailure) -> Bool {
+        var done: Int64 = 0
+        while done < length {
+            let copied = mirror_copy_file_range(source, destination, length - done)
+            if copied < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                if [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP, EBADF, EPERM].contains(code) { return false }
+                throw .localIO(path: path, operation: "copy", errno: code)
+            }
+            // The blob ended early: it is not the file its size said.
+            if copied == 0 { throw .sizeMismatch(expected: length, actual: done) }
+            done += copied
+        }
+        return true
+    }
+
+    /// Puts the complete file `source` (of `length` bytes, whose SHA-256 this process computed
+    /// as it wrote it) into the cache as the blob of `sha256`. A blob already there is left as
+    /// it is. Written to a temporary file of its own and renamed into place, so that no reader
+    /// ever sees a partial blob and two fillers of the same blob do not disturb each other.
+    func insert(from source: Int32, length: Int64, sha256: String) throws(TransferFailure) {
+        guard let blob = blobPath(sha256: sha256) else { return }
+        if lookup(sha256: sha256, size: length) != nil { return }
+        let folder = "\(path)/sha256/\(sha256.prefix(2))"
+        try FileSystem.makeDirectories(folder)
+        try FileSystem.makeDirectories("\(path)/tmp")
+        var template = Array("\(path)/tmp/\(sha256.prefix(16)).XXXXXX".utf8CString)
+        let temporary = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard temporary >= 0 else { throw .localIO(path: "\(path)/tmp", operation: "create a file in", errno: errno) }
+        _ = fcntl(temporary, F_SETFD, FD_CLOEXEC)
+        let temporaryPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        var placed = false
+        defer {
+            close(temporary)
+            if !placed { unlink(temporaryPath) }
+        }
+        _ = try Self.copy(from: source, to: temporary, length: length, path: temporaryPath)
+        // Read-only: a blob is never written again, and a tool that opens it for writing is refused.
+        _ = fchmod(temporary, 0o444)
+        if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
+        placed = true
+    }
+
+    /// Moves the blob of `sha256` aside (to `quarantine/`), its bytes having hashed to another
+    /// digest: it is never placed again, and the next download of that file replaces it.
+    /// Returns where it went, or nil when it was gone already.
+    @discardableResult
+    func quarantine(sha256: String) -> String? {
+        guard let blob = blobPath(sha256: sha256) else { return nil }
+        guard (try? FileSystem.makeDirectories("\(path)/quarantine")) != nil else { return nil }
+        let aside = "\(path)/quarantine/\(sha256).\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
+        return rename(blob, aside) == 0 ? aside : nil
+    }
+
+    private static func isDigest(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    /// Why a cache directory cannot be used.
+    public struct Refusal: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// The cache a run of `manifest` uses: `flag` (`--cache`) over `variable` (`MIRROR_CACHE`,
+    /// when not empty) over the manifest's `cache:`; none when `disabled` (`--no-cache`). A
+    /// relative flag or variable is taken from `currentDirectory`. A cache that is the root or
+    /// inside it is refused: a dest could overwrite a blob.
+    public static func chosen(
+        flag: String?, disabled: Bool, variable: String?, manifest: Manifest, currentDirectory: String
+    ) throws(Refusal) -> BlobCache? {
+        if disabled { return nil }
+        let chosen: (path: String, from: String)
+        if let flag {
+            chosen = (flag, "--cache")
+        } else if let variable, !variable.isEmpty {
+            chosen = (variable, "MIRROR_CACHE")
+        } else if let cache = manifest.cache {
+            chosen = (cache, "cache")
+        } else {
+            return nil
+        }
+        let path = LexicalPath.absolute(chosen.path, relativeTo: currentDirectory)
+        if LexicalPath.isWithin(path, manifest.root) {
+            throw Refusal(description: "\(chosen.from) \(path) is the root \(manifest.root) or inside it: a dest could overwrite a blob; choose a directory outside the root")
+        }
+        return BlobCache(path: path)
+    }
+}

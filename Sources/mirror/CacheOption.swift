@@ -1,0 +1,34 @@
+import ArgumentParser
+import FoundationEssentials
+import MirrorCore
+
+/// `--cache` and `--no-cache`, for `sync` and `plan`: the blob cache a run uses. The flag wins,
+/// then `MIRROR_CACHE`, then the manifest's `cache:`.
+struct CacheOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "Use this directory as the blob cache: a pinned file (sha256) found there is placed with no request, and every file sync downloads goes in. Wins over MIRROR_CACHE and the manifest's cache:.",
+        valueName: "dir"), completion: .directory)
+    var cache: String?
+
+    @Flag(name: .long, help: "Use no blob cache, whatever MIRROR_CACHE or the manifest's cache: say.")
+    var noCache = false
+
+    func validate() throws {
+        if cache == "" { throw ValidationError("--cache is empty; give a directory") }
+        if cache != nil && noCache { throw ValidationError("--cache and --no-cache contradict each other; give one") }
+    }
+
+    /// The cache `manifest`'s run uses (`BlobCache.chosen`); nil for none. One that cannot be
+    /// used is said, and the command exits 2 before anything is read or written.
+    func blobCache(for manifest: Manifest, console: Console) throws -> BlobCache? {
+        do {
+            return try BlobCache.chosen(
+                flag: cache, disabled: noCache, variable: ProcessInfo.processInfo.environment["MIRROR_CACHE"], manifest: manifest,
+                currentDirectory: FileManager.default.currentDirectoryPath)
+        } catch {
+            if console.mode == .json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
+            console.error("mirror: \(error)")
+            throw ExitWith(status: .usage)
+        }
+    }
+}

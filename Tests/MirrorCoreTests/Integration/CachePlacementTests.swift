@@ -1,0 +1,57 @@
+import Foundation
+import Glibc
+import Testing
+@testable import MirrorCore
+
+/// How a blob reaches a new root: a reflink where the file system shares extents (XFS, on an
+/// image the test makes and loop-mounts), a copy where it cannot (ext4); never a hardlink.
+@Suite(.serialized)
+struct CachePlacementTests {
+    static let big = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 13) })
+
+    /// Syncs the pinned file into `base/one`, then into `base/two` from the cache `base/cache`;
+    /// returns the second copy's path and the blob's.
+    private static func provisionTwice(under base: String, scenario: SyncScenario) async throws -> (placed: String, blob: String) {
+        let cache = BlobCache(path: base + "/cache")
+        func sync(_ root: String) async throws -> [EntryReport] {
+            let manifest = try scenario.load(ManifestText(root: base + "/" + root, entries: [
+                .init(scenario.url("/big.bin"), "sha256: \(DigestHasher.hex(of: big))", "size: \(big.count)"),
+            ]))
+            return try await scenario.runner(manifest, SyncScenario.Settings(cache: cache)).sync()
+        }
+        #expect(try await sync("one").map(\.action) == [.download])
+        scenario.nginx.clearLog()
+        let second = try await sync("two")
+        #expect(second.map(\.action) == [.cached] && second.map(\.outcome) == [.transferred])
+        #expect(try scenario.nginxRequests().isEmpty, "no request for a cached pinned file")
+        let placed = base + "/two/big.bin"
+        #expect(FileManager.default.contents(atPath: placed) == big)
+        let blob = try #require(cache.blobPath(sha256: DigestHasher.hex(of: big)))
+        var placedInfo = stat(), blobInfo = stat()
+        #expect(stat(placed, &placedInfo) == 0 && stat(blob, &blobInfo) == 0)
+        #expect(placedInfo.st_ino != blobInfo.st_ino && placedInfo.st_nlink == 1, "never a hardlink")
+        #expect(placedInfo.st_mode & 0o200 != 0, "DEST is the user's to write, unlike the blob")
+        return (placed, blob)
+    }
+
+    @Test func onXFSThePlacedFileSharesTheBlobsExtents() async throws {
+        let xfs = try LoopFileSystem()
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": Self.big]))
+        let (placed, blob) = try await Self.provisionTwice(under: xfs.mountPoint, scenario: scenario)
+        #expect(try LoopFileSystem.sharesExtents(placed), "a reflink: the placed file shares the blob's extents")
+        #expect(try LoopFileSystem.sharesExtents(blob))
+        // Copy-on-write: a change to the placed file leaves the blob as it was.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: placed))
+        try handle.write(contentsOf: Data(repeating: 0, count: 4096))
+        try handle.close()
+        #expect(FileManager.default.contents(atPath: blob) == Self.big)
+    }
+
+    @Test func onExt4ThePlacedFileIsACopy() async throws {
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": Self.big]))
+        let kind = try ExternalCommand.run(try LoopFileSystem.tool("stat", package: "coreutils"), ["-f", "-c", "%T", scenario.directory.path], in: "/")
+        #expect(kind.stdout.hasPrefix("ext2/ext3"), "the scenario's directory is on ext4: \(kind)")
+        let (placed, _) = try await Self.provisionTwice(under: scenario.directory.path, scenario: scenario)
+        #expect(try !LoopFileSystem.sharesExtents(placed))
+    }
+}
