@@ -2,8 +2,8 @@ import ArgumentParser
 import FoundationEssentials
 import MirrorCore
 
-/// `--cache` and `--no-cache`, for `sync` and `plan`: the blob cache a run uses. The flag wins,
-/// then `MIRROR_CACHE`, then the manifest's `cache:`.
+/// `--cache`, `--no-cache` and `--offline`, for `sync` and `plan`: the blob cache a run uses (the
+/// flag wins, then `MIRROR_CACHE`, then the manifest's `cache:`), and whether it may make requests.
 struct CacheOption: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
         "Use this directory as the blob cache: a pinned file (sha256) found there is placed with no request, and every file sync downloads goes in. Wins over MIRROR_CACHE and the manifest's cache:.",
@@ -12,6 +12,9 @@ struct CacheOption: ParsableArguments {
 
     @Flag(name: .long, help: "Use no blob cache, whatever MIRROR_CACHE or the manifest's cache: say.")
     var noCache = false
+
+    @Flag(name: .long, help: "Make no request at all: keep what the root holds verified, place what the cache holds under an entry's sha256 pin, and fail every other entry, naming what is missing (exit 1).")
+    var offline = false
 
     func validate() throws {
         if cache == "" { throw ValidationError("--cache is empty; give a directory") }

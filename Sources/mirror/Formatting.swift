@@ -120,6 +120,8 @@ enum SyncText {
                 return "replaced     \(report.dest) (\(size))"
             case .restart:
                 return "restarted    \(report.dest) (\(size))"
+            case .cached:
+                return "placed       \(report.dest) (\(size), from the cache)"
             default:
                 return "downloaded   \(report.dest) (\(size))"
             }

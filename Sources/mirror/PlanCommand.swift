@@ -43,11 +43,12 @@ struct PlanCommand: AsyncParsableCommand {
         let console = options.console()
         let manifest = try shard.loadManifest(options, console: console)
         let shardTotals = manifest.shard == nil ? nil : manifest.shardTotals
-        let early = options.openEarlyConnections(for: manifest)
+        let early = cache.offline ? nil : options.openEarlyConnections(for: manifest)
         try options.finishNetworkPreparation(console: console)
         var runOptions = options.runOptions(for: manifest, console: console, early: early)
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         runOptions.cache = try cache.blobCache(for: manifest, console: console)
+        runOptions.offline = cache.offline
         let runner = ManifestRunner(manifest: manifest, options: runOptions)
         KeptUntilExit.keep(runner)
         let plan = await runner.plan()
@@ -138,6 +139,8 @@ enum PlanTable {
 struct PlanSummary {
     static let actionNames = ["download", "resume", "restart", "replace", "skip", "fail"]
     static let deleteName = "delete"
+    /// Counted after `replace` when any entry is placed from the cache.
+    static let cachedName = Action.cached.name
 
     var counts: [String: Int] = [:]
     var bytesToTransfer: Int64 = 0
@@ -152,6 +155,9 @@ struct PlanSummary {
         }
         for entry in plan {
             counts[entry.action.name, default: 0] += 1
+            if entry.action == .cached, !names.contains(Self.cachedName) {
+                names.insert(Self.cachedName, at: names.firstIndex(of: "skip")!)
+            }
             if let bytes = entry.action.bytesToTransfer(remoteSize: entry.remoteSize) {
                 // Two entries of `Content-Length: 9223372036854775807` must not trap the sum.
                 bytesToTransfer = bytesToTransfer.saturatingAdding(bytes)

@@ -121,7 +121,7 @@ struct SyncCommand: AsyncParsableCommand {
     /// when it then ends with an exit status other than 0.
     private func sync(console: Console, reports: inout [EntryReport], ran: inout ReportOption.Run) async throws {
         let manifest = try shard.loadManifest(options, console: console, hashingContent: report.report != nil)
-        let early = options.openEarlyConnections(for: manifest)
+        let early = cache.offline ? nil : options.openEarlyConnections(for: manifest)
         ran.manifest = manifest
         // A progress block would break the one-object-a-line log.
         let style = options.quiet || logOptions.logFormat == .json ? nil : ProgressDisplay.style(
@@ -137,6 +137,7 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.segmentMin = segmentMin.flatMap { try? SegmentMinimum.parse($0) }
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         runOptions.cache = try cache.blobCache(for: manifest, console: console)
+        runOptions.offline = cache.offline
         // In a root a run has made before, the lock and the store are taken while libcurl is
         // still loading: the wait for it is most of a small sync's start, and their opening is
         // then off the way to the first request. A lock another run holds is waited for in the

@@ -25,6 +25,8 @@ struct EntryMachineTests {
         var conditional: SourceIndexSet?
         /// A blob cache is used (`EntryMachine.fillsCache`).
         var cache = false
+        /// `--offline`.
+        var offline = false
         var steps: [Step]
         var testDescription: String { name }
     }
@@ -175,7 +177,66 @@ struct EntryMachineTests {
         ]),
     ]
 
-    static let rows: [Row] = conditionalRows + downloadRows + cacheRows + [
+    static let offlineMissing = TransferFailure.offline("neither the root nor the cache holds sha256 \(pin)")
+    static let offlineUnpinned = TransferFailure.offline("the root does not hold it, and with no sha256 pin the cache cannot stand in")
+
+    /// `--offline`: no request, whatever is on disk.
+    static let offlineRows: [Row] = [
+        Row(name: "offline: the cache's blob is placed as online", pins: Pins(digest: pin), cache: true, offline: true, steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+        ]),
+        Row(name: "offline: a pinned file neither the root nor the cache holds fails at once, naming its digest", sources: 2, retries: 3,
+            pins: Pins(digest: pin), cache: true, offline: true, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [
+                .announce(.decided(.fail(offlineMissing))), .releaseSlot,
+                .finish(.failed(offlineMissing, action: .fail(offlineMissing), inspectPartial: false)),
+            ], .done),
+        ]),
+        Row(name: "offline: a blob found wanting is quarantined, and then the entry fails rather than download", pins: Pins(digest: pin),
+            cache: true, offline: true, steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+            step(.placed(.success(.init(sha256: other, sizeOnDisk: 100))), [.quarantineCached, .removePartial, .inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [
+                .announce(.decided(.fail(offlineMissing))), .releaseSlot,
+                .finish(.failed(offlineMissing, action: .fail(offlineMissing), inspectPartial: false)),
+            ], .done),
+        ]),
+        Row(name: "offline: a file the store verified is kept with no request", offline: true, steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
+                .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "offline: a pinned file the store verified is kept with no request", pins: Pins(digest: pin), offline: true, steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
+                .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
+        ]),
+        Row(name: "offline: an unpinned file nothing verified fails", offline: true, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [
+                .announce(.decided(.fail(offlineUnpinned))), .releaseSlot,
+                .finish(.failed(offlineUnpinned, action: .fail(offlineUnpinned), inspectPartial: false)),
+            ], .done),
+        ]),
+        Row(name: "offline: a DEST the store has no record of fails, named as such", offline: true, steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [
+                .announce(.decided(.fail(.offline("DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in")))),
+                .releaseSlot,
+                .finish(.failed(.offline("DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in"),
+                                action: .fail(.offline("DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in")),
+                                inspectPartial: false)),
+            ], .done),
+        ]),
+        Row(name: "offline plan: what cannot be had is a fail row, with no probe", mode: .plan, pins: Pins(digest: pin), offline: true, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [
+                .announce(.decided(.fail(offlineMissing))), .releaseSlot,
+                .finish(.planned(.fail(offlineMissing), localSize: nil, remoteSize: nil)),
+            ], .done),
+        ]),
+    ]
+
+    static let rows: [Row] = conditionalRows + downloadRows + cacheRows + offlineRows + [
         Row(name: "interrupted before it began: nothing is touched", steps: [
             step(.start(cancelled: true), [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
         ]),
@@ -961,6 +1022,7 @@ struct EntryMachineTests {
 extension EntryMachineTests.Row {
     var machine: EntryMachine {
         EntryMachine(mode: mode, sourceCount: sources, retries: retries, pins: pins, sizePin: pins.size,
-                     conditionalSources: conditional ?? SourceIndexSet(0..<sources), fillsCache: cache && mode == .sync)
+                     conditionalSources: conditional ?? SourceIndexSet(0..<sources), fillsCache: cache && mode == .sync,
+                     offline: offline)
     }
 }

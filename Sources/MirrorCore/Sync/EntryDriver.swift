@@ -70,7 +70,7 @@ final class EntryDriver: @unchecked Sendable {
         entryBucket = entry.settings.rateLimit.map { RateBucket(limit: $0) }
         machine = EntryMachine(mode: run.mode, sourceCount: prepared.sources.count, retries: entry.settings.retries, pins: entry.pins,
                                sizePin: entry.size, conditionalSources: prepared.conditional,
-                               fillsCache: env.cache != nil && run.mode == .sync)
+                               fillsCache: env.cache != nil && run.mode == .sync, offline: env.offline)
     }
 
     /// What an entry's driver is made with that depends on the entry and the run's settings

@@ -258,6 +258,9 @@ struct EntryMachine {
     let conditionalSources: SourceIndexSet
     /// A cache is used: what this run downloads and hashes by SHA-256 goes into it.
     let fillsCache: Bool
+    /// `--offline`: no request. What the root holds verified is kept, what the cache holds is
+    /// placed; anything else fails at once, saying what is missing.
+    let offline: Bool
     /// Outages waited out without spending a retry, at most: a server that keeps vanishing
     /// and coming back must still run out of attempts.
     static let maxForgivenOutages = 20
@@ -308,10 +311,11 @@ struct EntryMachine {
 
     init(
         mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: SourceIndexSet = [],
-        fillsCache: Bool = false
+        fillsCache: Bool = false, offline: Bool = false
     ) {
         self.mode = mode
         self.fillsCache = fillsCache
+        self.offline = offline
         self.conditionalSources = conditionalSources
         self.sourceCount = max(1, sourceCount)
         self.retries = retries
@@ -395,6 +399,7 @@ struct EntryMachine {
                 phase = .placing
                 return [.announce(.decided(.cached)), .place(size: size)]
             }
+            if offline { return offlineEnd(local: local, record: record) }
             if local.isEmpty, mode == .sync {
                 // Nothing on disk: the probe would only repeat what the GET's headers say.
                 action = .download
@@ -682,6 +687,37 @@ struct EntryMachine {
         action = decided
         if mode == .plan { return planned() }
         return [.announce(.decided(decided))] + carryOut(decided)
+    }
+
+    /// `--offline`, with neither a pinned file the store vouches for nor the cache's blob: a
+    /// file the store verified (and no pin it fails) is kept; anything else fails now, with no
+    /// retry and no other source, since every one of them would need a request.
+    private mutating func offlineEnd(local: LocalFacts, record: StateRecord?) -> [Effect] {
+        if let verified = Planner.verifiedVersion(local: local, state: record), local.partial == .missing,
+           pins.digest == nil, sizePin == nil || sizePin == verified.local.size {
+            action = .skip
+            let size = local.destination.size
+            if mode == .plan { return end(.planned(.skip, localSize: size, remoteSize: size), after: .announce(.decided(.skip))) }
+            return succeed(.skipped, size: size, sha256: verified.sha256, after: .announce(.decided(.skip)))
+        }
+        let missing: String
+        if let pin = pins.digest {
+            let name = pins.algorithm == .sha512 ? "sha512" : "sha256"
+            missing = local.destination == .missing
+                ? "neither the root nor the cache holds \(name) \(pin)"
+                : "DEST is not a file the state store verified as \(name) \(pin), and the cache does not hold it"
+        } else {
+            missing = local.destination == .missing
+                ? "the root does not hold it, and with no sha256 pin the cache cannot stand in"
+                : "DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in"
+        }
+        let failure = TransferFailure.offline(missing)
+        action = .fail(failure)
+        if mode == .plan {
+            return end(.planned(action, localSize: local.destination.size, remoteSize: nil), after: .announce(.decided(action)))
+        }
+        lastAction = action
+        return end(.failed(failure, action: action, inspectPartial: false), after: .announce(.decided(action)))
     }
 
     /// What `decided` (already announced) makes the attempt do.

@@ -116,6 +116,9 @@ public struct RunOptions: Sendable {
     /// The blob cache (`cache:`, `--cache`, `MIRROR_CACHE`): `sync` places a pinned entry's
     /// missing `DEST` from it and puts what it downloads into it; `plan` shows `cached`. Nil: none.
     public var cache: BlobCache?
+    /// `--offline`: no request at all. An entry is done only from what the root holds verified
+    /// or the cache holds under its pin; any other fails, saying what is missing.
+    public var offline = false
     /// Connections opened to the run's first origin while the run was being made ready
     /// (`EarlyConnections.open`); its first requests there take them.
     public var earlyConnections: EarlyConnections?

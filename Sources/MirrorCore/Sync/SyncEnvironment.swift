@@ -34,6 +34,8 @@ final class SyncEnvironment {
     let segmentMin: Int64?
     /// The blob cache, if one is used.
     let cache: BlobCache?
+    /// `--offline`: no request at all.
+    let offline: Bool
     /// Tells the run's listeners.
     let emit: @Sendable (RunEvent) -> Void
     /// A write to the store failed (`ManifestRunner.storeWriteFailed`).
@@ -52,7 +54,7 @@ final class SyncEnvironment {
         proxies: ProxyEnvironment, retryPolicy: RetryPolicy, retryAfterCap: Duration, segmentMin: Int64?,
         emit: @escaping @Sendable (RunEvent) -> Void, storeWriteFailed: @escaping @Sendable (String) -> Void,
         readRecord: @escaping @Sendable (Entry, StateStore?, SiblingStores, LocalIdentity?) -> RecordLookup,
-        beforeGroupCommit: (@Sendable () -> Void)? = nil, cache: BlobCache? = nil
+        beforeGroupCommit: (@Sendable () -> Void)? = nil, cache: BlobCache? = nil, offline: Bool = false
     ) {
         self.manifest = manifest
         self.fetcher = fetcher
@@ -77,6 +79,7 @@ final class SyncEnvironment {
         self.readRecord = readRecord
         self.beforeGroupCommit = beforeGroupCommit
         self.cache = cache
+        self.offline = offline
     }
 }
 
@@ -99,6 +102,6 @@ extension ManifestRunner {
             // Weakly: the runner keeps its last run (`lastRun`), which holds these.
             emit: { [weak self] in self?.emit($0) }, storeWriteFailed: { [weak self] in self?.storeWriteFailed($0) },
             readRecord: { [weak self] in self?.readRecord(of: $0, in: $1, siblings: $2, onDisk: $3) ?? RecordLookup(record: nil, unreadable: true, problem: nil) },
-            beforeGroupCommit: options.beforeGroupCommit, cache: options.cache)
+            beforeGroupCommit: options.beforeGroupCommit, cache: options.cache, offline: options.offline)
     }
 }

@@ -112,7 +112,8 @@ final class SyncRun: @unchecked Sendable {
         environment.fetcher.engine.post { [self] in
             self.completion = completion
             if remaining == 0 { return finishRun() }
-            checksumPins.resolve(entries) { [self] resolution in
+            // Offline, no checksum file is fetched: its entries stand on what the root holds.
+            checksumPins.resolve(environment.offline ? [] : entries) { [self] resolution in
                 for (index, result) in resolution {
                     switch result {
                     case .success(let entry): pinned[index] = entry

@@ -48,6 +48,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
     case localIO(path: String, operation: String, errno: Int32)
     /// The network stayed unreachable for the whole `connectivity.wait`.
     case unreachable(host: String, waited: Duration)
+    /// `--offline`: the entry needs a request, and none may be made.
+    case offline(String)
     /// The run was interrupted before this transfer finished.
     case cancelled
 
@@ -72,7 +74,7 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             // fault; the next attempt starts clean. Checksum and size failures are turned
             // permanent once their retries are spent.
             return true
-        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled, .unstableRemote:
+        case .bodyTooLarge, .sizePinConflict, .redirectRefused, .localConflict, .unreachable, .cancelled, .unstableRemote, .offline:
             return false
         case .checksumMismatchUnchanged:
             // The same request would bring the same bytes, however large the file.
@@ -146,6 +148,8 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
             return "\(operation) \(path): \(String(cString: strerror(errno)))"
         case .unreachable(let host, let waited):
             return "the network stayed unreachable: no connection to \(host) for \(DurationSyntax.text(waited))"
+        case .offline(let reason):
+            return "offline: \(reason)"
         case .cancelled:
             return "interrupted"
         }

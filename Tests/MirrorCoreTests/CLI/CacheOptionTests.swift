@@ -79,4 +79,35 @@ struct CacheOptionTests {
         let both = try scenario.run(["sync", "--cache", "c", "--no-cache", "m.yaml"])
         #expect(both.status == 2 && both.stderr.contains("contradict"), "\(both)")
     }
+
+    @Test func offlineMakesNoRequestAndFailsNamingWhatIsMissing() throws {
+        let other = Data("another file, never cached\n".utf8)
+        try other.write(to: URL(fileURLWithPath: scenario.directory.path("site/b.bin")))
+        try manifest("m.yaml", root: "one")
+        #expect(try scenario.run(["sync", "-q", "--cache", "c", "m.yaml"]).status == 0)
+        // A second root: a.bin pinned and cached, b.bin neither pinned nor anywhere.
+        try scenario.write(ManifestText(root: "two", entries: [
+            .init(scenario.url("/a.bin"), "sha256: \(DigestHasher.hex(of: Self.data))"),
+            .init(scenario.url("/b.bin")),
+        ]), to: "n.yaml")
+        scenario.nginx.clearLog()
+        let check = try scenario.run(["plan", "--offline", "--exit-code", "--cache", "c", "n.yaml"])
+        #expect(check.status == 1, "something cannot be had offline: \(check)")
+        #expect(check.stdout.contains("cached") && check.stdout.contains("offline"), "\(check)")
+        let synced = try scenario.run(["sync", "--offline", "--cache", "c", "n.yaml"])
+        #expect(synced.status == 1, "\(synced)")
+        #expect(synced.stderr.contains("b.bin") && synced.stderr.contains("offline") && synced.stderr.contains(scenario.url("/b.bin")), "\(synced)")
+        #expect(FileManager.default.contents(atPath: scenario.directory.path("two/a.bin")) == Self.data)
+        #expect(!FileManager.default.fileExists(atPath: scenario.directory.path("two/b.bin")))
+        // A pinned file missing from the cache is named by its digest.
+        try scenario.write(ManifestText(root: "three", entries: [
+            .init(scenario.url("/b.bin"), "sha256: \(DigestHasher.hex(of: other))"),
+        ]), to: "p.yaml")
+        let pinned = try scenario.run(["sync", "--offline", "--cache", "c", "p.yaml"])
+        #expect(pinned.status == 1 && pinned.stderr.contains(DigestHasher.hex(of: other)), "\(pinned)")
+        // What the root holds verified is kept: the first root, offline, is all there.
+        let kept = try scenario.run(["plan", "--offline", "--exit-code", "m.yaml"])
+        #expect(kept.status == 0, "\(kept)")
+        #expect(try scenario.nginxRequests().isEmpty, "no request at all offline")
+    }
 }
