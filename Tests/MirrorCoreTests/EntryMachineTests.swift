@@ -117,15 +117,30 @@ struct EntryMachineTests {
     static let noValidators = RemoteValidators(etag: nil, lastModified: nil, size: 100)
 
     /// The blob cache: placing a pinned file from it, a blob found wanting, filling it.
+    /// Up to the inspection of the first attempt of a file pinned by SHA-256, with a cache: the
+    /// blob's lock first.
+    static let lockedBegin: [Step] = [
+        step(.start(cancelled: false), [.lockBlob], .lockingBlob),
+        step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
+        step(.hostReady, [.acquireSlot], .waitingForSlot),
+        step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+    ]
+
     static let cacheRows: [Row] = [
+        Row(name: "cache: an interruption while the blob's lock is awaited ends the entry as cancelled", pins: Pins(digest: pin), cache: true,
+            steps: [
+            step(.start(cancelled: false), [.lockBlob], .lockingBlob),
+            step(.runCancelled, [], .lockingBlob),
+            step(.blobLocked, [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
+        ]),
         Row(name: "cache: a missing DEST whose pinned blob is cached is placed, checked and committed, with no request",
-            pins: Pins(digest: pin), cache: true, steps: begin + [
+            pins: Pins(digest: pin), cache: true, steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
             step(.placed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.releaseSlot, .commit(validators: noValidators, sha256: pin)], .committing),
             step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .cached, size: 100, sha256: pin))], .done),
         ]),
         Row(name: "cache: a blob that hashes to another digest is quarantined, and the file downloaded and not put back",
-            pins: Pins(digest: pin), cache: true, steps: begin + [
+            pins: Pins(digest: pin), cache: true, steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
             step(.placed(.success(.init(sha256: other, sizeOnDisk: 100))), [.quarantineCached, .removePartial, .inspect], .inspecting),
             // The blob is still named on this look (a copy another process put back): not tried again.
@@ -136,18 +151,18 @@ struct EntryMachineTests {
             step(.committed(.success(identity)), [.fillCache(sha256: pin, size: 100, identity: identity)], .fillingCache),
             step(.cacheFilled, [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin))], .done),
         ]),
-        Row(name: "cache: a blob that cannot be read is a miss: the file is downloaded", pins: Pins(digest: pin), cache: true, steps: begin + [
+        Row(name: "cache: a blob that cannot be read is a miss: the file is downloaded", pins: Pins(digest: pin), cache: true, steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
             step(.placed(.failure(full)), [.removePartial, .inspect], .inspecting),
             step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
         ]),
         Row(name: "cache: a blob of another size than the placement read back is not committed", pins: Pins(digest: pin), cache: true,
-            steps: begin + [
+            steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
             step(.placed(.success(.init(sha256: pin, sizeOnDisk: 90))), [.quarantineCached, .removePartial, .inspect], .inspecting),
         ]),
         Row(name: "cache: a size pin the blob does not meet keeps the cache out", pins: Pins(size: 90, digest: pin), cache: true,
-            steps: begin + [
+            steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
         ]),
         Row(name: "cache: an unpinned download goes into the cache once committed", cache: true, steps: freshDownload + [
@@ -160,7 +175,7 @@ struct EntryMachineTests {
             step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin512))], .done),
         ]),
         Row(name: "cache: a partial file beside a cached blob is resumed, not placed over", pins: Pins(digest: pin), cache: true,
-            steps: begin + [
+            steps: lockedBegin + [
             step(.inspected(LocalFacts(destination: .missing, partial: .file(size: 50), cached: 100), record: recordOfPartial,
                             recordUnreadable: false), [.probe(source: 0)], .probing),
         ]),
@@ -948,7 +963,7 @@ struct EntryMachineTests {
             "transferring transferEnded", "measuringBody bodyMeasured", "finishingHash hashed", "keeping kept",
             "keeping keepRefused", "committing committed", "checkingConnectivity connectivityChecked", "backingOff backOffEnded",
             "askingConditionally replied", "askingConditionally transferEnded", "abandoningReply transferEnded",
-            "transferring download", "placing placed", "fillingCache cacheFilled",
+            "transferring download", "placing placed", "fillingCache cacheFilled", "lockingBlob blobLocked",
         ]
         for transition in handled {
             #expect(seen.contains(transition), "no row covers \(transition)")

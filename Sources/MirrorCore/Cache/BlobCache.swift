@@ -122,6 +122,24 @@ public final class BlobCache: Sendable {
         placed = true
     }
 
+    /// Tries to take the lock of the blob of `sha256` (`DIR/locks/ab/abcdef…`, `flock`): the
+    /// descriptor that holds it, `nil` while another holds it. Whoever holds it downloads the
+    /// file and fills the blob; the others wait, then find the blob. It only saves duplicate
+    /// downloads: nothing relies on it (on a cluster file system where `flock` does nothing,
+    /// every process downloads, and each fills the blob with the same bytes). A lock that
+    /// cannot be made at all (a read-only cache) counts as held: `-1`, nothing to release.
+    func tryLock(sha256: String) -> Int32? {
+        guard Self.isDigest(sha256) else { return -1 }
+        let folder = "\(path)/locks/\(sha256.prefix(2))"
+        guard (try? FileSystem.makeDirectories(folder)) != nil else { return -1 }
+        let fd = Glibc.open("\(folder)/\(sha256)", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else { return -1 }
+        if flock(fd, LOCK_EX | LOCK_NB) == 0 { return fd }
+        let code = errno
+        close(fd)
+        return code == EWOULDBLOCK ? nil : -1
+    }
+
     /// Moves the blob of `sha256` aside (to `quarantine/`), its bytes having hashed to another
     /// digest: it is never placed again, and the next download of that file replaces it.
     /// Returns where it went, or nil when it was gone already.

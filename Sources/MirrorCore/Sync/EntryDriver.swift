@@ -36,6 +36,8 @@ final class EntryDriver: @unchecked Sendable {
     var transferID: UInt64?
     /// A wait in progress (host, back-off, network), to end it when the run is interrupted.
     private var waiting: Task<Void, Never>?
+    /// The cache's lock of the entry's pinned blob, held until the entry ends.
+    private var blobLock: Int32?
     private var finished = false
     /// `RunEvent.started` was sent, at the first attempt.
     private var announcedStart = false
@@ -339,6 +341,30 @@ final class EntryDriver: @unchecked Sendable {
             env.blocking.submit { [self] in
                 answer(.placed(Self.place(digest, size: size, from: cache, paths: paths, in: rootDirectory, durable: durable)))
             }
+        case .lockBlob:
+            guard let cache = env.cache, let digest = entry.pins.digest else { return .blobLocked }
+            if let fd = cache.tryLock(sha256: digest) {
+                blobLock = fd
+                return .blobLocked
+            }
+            // Held elsewhere: tried again every 20 ms, no thread held meanwhile; an interrupted
+            // run stops waiting.
+            waiting = Task { [self] in
+                while (try? await Task.sleep(for: .milliseconds(20))) != nil {
+                    if let fd = cache.tryLock(sha256: digest) {
+                        env.fetcher.engine.post { [self] in
+                            guard !finished else {
+                                if fd >= 0 { close(fd) }
+                                return
+                            }
+                            blobLock = fd
+                            deliver(.blobLocked)
+                        }
+                        return
+                    }
+                }
+                answer(.blobLocked)
+            }
         case .quarantineCached:
             if let cache = env.cache, let digest = entry.pins.digest, let path = cache.blobPath(sha256: digest) {
                 let aside = cache.quarantine(sha256: digest)
@@ -413,6 +439,8 @@ final class EntryDriver: @unchecked Sendable {
         closePartial()
         slot?.release()
         slot = nil
+        if let blobLock, blobLock >= 0 { close(blobLock) }
+        blobLock = nil
         if case .planned(let action, let localSize, let remoteSize) = outcome {
             run.entryFinished(index, .planned(PlanOutcome(action: action, localSize: localSize, remoteSize: remoteSize)))
         } else {

@@ -22,6 +22,9 @@ struct EntryMachine {
     /// Where the entry is.
     enum Phase: Equatable {
         case idle
+        /// Waiting for the cache's lock of the pinned blob, which another entry or process holds
+        /// while it downloads that file.
+        case lockingBlob
         case waitingForHost
         case waitingForSlot
         case inspecting
@@ -74,6 +77,9 @@ struct EntryMachine {
         /// (`ConditionalReply.Judgement.inconclusive`): once the request ends, a probe asks.
         case repliedInconclusively
         case destinationHashed(Result<String, TransferFailure>)
+        /// The cache's lock of the pinned blob is held (or cannot be had at all, or the wait was
+        /// interrupted: the entry goes on either way).
+        case blobLocked
         /// The cache's blob was copied into the partial file: its SHA-256 and its size on disk
         /// as read back from there, or why the cache could not give it (a miss).
         case placed(Result<HashedFile, TransferFailure>)
@@ -134,6 +140,9 @@ struct EntryMachine {
         /// Start the download `order` describes: its driver answers `download(.begin(…))`
         /// with what it finds around it, and the `DownloadMachine` goes on from there.
         indirect case transfer(TransferOrder)
+        /// Take the cache's lock of the pinned blob, waiting while another holds it; held until
+        /// the entry ends. Answers `blobLocked`.
+        case lockBlob
         /// Copy the cache's blob of the pinned SHA-256 (`size` bytes) into a new partial file and
         /// hash what landed there. Answers `placed`.
         case place(size: Int64)
@@ -341,6 +350,16 @@ struct EntryMachine {
                 phase = .waitingForSlot
                 return [.acquireSlot]
             }
+            if fillsCache, !offline, pins.algorithm == .sha256, pins.digest != nil {
+                // One download of a pinned file for every root that shares the cache: whoever
+                // holds the blob's lock fetches it; the others find it placed once they hold it.
+                phase = .lockingBlob
+                return [.lockBlob]
+            }
+            return beginAttempt()
+
+        case (.lockingBlob, .blobLocked):
+            if runCancelled { return end(.failed(.cancelled, action: .download, inspectPartial: false)) }
             return beginAttempt()
 
         case (.waitingForHost, .hostReady):

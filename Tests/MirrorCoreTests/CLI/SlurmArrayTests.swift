@@ -158,4 +158,40 @@ struct SlurmArrayTests {
     static func reports(of job: Int) -> [String] {
         (0..<shards).map { "mirror-report-\(job)_\($0).json" }
     }
+
+    /// The four tasks of an array, each provisioning a root of its own from one shared cache
+    /// (the cluster's nodes filling one file system): every pinned file is fetched once in all,
+    /// and no partial blob is left.
+    @Test func arrayTasksFillingOneCacheFetchEachPinnedFileOnce() async throws {
+        let files = Self.small.sorted { $0.key < $1.key }.prefix(8)
+        // 1 MB/s a connection: the tasks overlap on the files.
+        let scenario = try SyncScenario(.nginx(site: Dictionary(uniqueKeysWithValues: files.map { ($0.key, $0.value) }),
+                                               options: NginxOptions(rateLimit: 1_000_000)))
+        try scenario.write(ManifestText(root: "unused", entries: files.map { path, data in
+            .init(scenario.url("/" + path), dest: path, "sha256: \(DigestHasher.hex(of: data))")
+        }))
+        let script = try scenario.directory.write(Data("""
+            #!/bin/sh
+            exec mirror sync -q --cache "$1/cache" --root "$1/roots/$SLURM_ARRAY_TASK_ID" "$1/m.yaml"
+
+            """.utf8), to: "provision.sh")
+        chmod(script, 0o755)
+        let cluster = try await SlurmCluster.start()
+        defer { cluster.stop() }
+        let job = try cluster.submit(script, options: [
+            "--array=0-\(Self.shards - 1)", "--cpus-per-task=1", "--output=\(scenario.directory.path)/cache-%a.out",
+        ], arguments: [scenario.directory.path], in: scenario.directory.path, environment: try Self.jobEnvironment())
+        let tasks = try await cluster.waitUntilFinished(job, timeout: .seconds(120))
+        let output = (0..<Self.shards).map { String(decoding: scenario.directory.contents(of: "cache-\($0).out") ?? Data(), as: UTF8.self) }
+        #expect(tasks.map(\.exitStatus) == Array(repeating: 0, count: Self.shards), "\(tasks)\n\(output)")
+        for task in 0..<Self.shards {
+            for (path, data) in files {
+                #expect(scenario.directory.contents(of: "roots/\(task)/\(path)") == data, "task \(task): \(path)")
+            }
+        }
+        let gets = try scenario.nginxRequests().filter { $0.method == "GET" && $0.status == 200 }.map(\.uri)
+        #expect(gets.sorted() == files.map { "/" + $0.key }.sorted(), "each pinned file fetched once in all: \(gets.sorted())")
+        let temporary = (try? FileManager.default.contentsOfDirectory(atPath: scenario.directory.path("cache/tmp"))) ?? []
+        #expect(temporary.isEmpty, "no partial blob: \(temporary)")
+    }
 }
