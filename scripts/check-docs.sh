@@ -29,7 +29,7 @@ done
 commands=$("$mirror" --help | sed -n '/^SUBCOMMANDS:/,/^$/p' | grep -oE '^  [a-z]+' | tr -d ' ')
 [ -n "$commands" ] || fail "mirror --help lists no subcommands"
 for command in $commands; do
-    grep -qE "^\.BI \"$command \" (manifest|file \.\.\.)\$" man/mirror.1 || fail "mirror.1 has no COMMANDS entry for $command"
+    grep -qE "^\.BI \"$command \" (manifest|file \.\.\.|subcommand \.\.\.)\$" man/mirror.1 || fail "mirror.1 has no COMMANDS entry for $command"
     grep -qF "\`mirror $command" README.md || fail "README.md does not mention mirror $command"
 done
 

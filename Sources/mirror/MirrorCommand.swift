@@ -26,7 +26,7 @@ struct MirrorCommand: AsyncParsableCommand {
                 \(HelpText.exitStatus(width: HelpText.columns()))
                 """,
             version: MirrorVersion.string,
-            subcommands: [PlanCommand.self, SyncCommand.self, VerifyCommand.self, LockCommand.self, ReportCommand.self]
+            subcommands: [PlanCommand.self, SyncCommand.self, VerifyCommand.self, LockCommand.self, ReportCommand.self, CacheCommand.self]
         )
     }()
 

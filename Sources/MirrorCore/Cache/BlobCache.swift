@@ -151,6 +151,99 @@ public final class BlobCache: Sendable {
         return rename(blob, aside) == 0 ? aside : nil
     }
 
+    /// A blob the cache holds.
+    public struct Blob: Sendable, Equatable {
+        /// Its name: the SHA-256 its bytes had when it was put in.
+        public let sha256: String
+        public let size: Int64
+        public let path: String
+        /// Its modification time, seconds since 1970: when it was put in.
+        public let modified: Int64
+    }
+
+    /// Every blob, in the order of their names; files there that are not blobs (a name that is
+    /// no digest, not a regular file) are left out.
+    public func blobs() -> [Blob] {
+        var found: [Blob] = []
+        let top = "\(path)/sha256"
+        for folder in Self.names(in: top).sorted() where folder.utf8.count == 2 {
+            for name in Self.names(in: "\(top)/\(folder)").sorted() where Self.isDigest(name) && name.hasPrefix(folder) {
+                let file = "\(top)/\(folder)/\(name)"
+                var info = stat()
+                guard lstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+                found.append(Blob(sha256: name, size: Int64(info.st_size), path: file, modified: Int64(info.st_mtim.tv_sec)))
+            }
+        }
+        return found
+    }
+
+    /// What the cache holds, counted.
+    public struct Stats: Sendable, Equatable {
+        public var blobs = 0
+        public var bytes: Int64 = 0
+        /// Blobs found not to be what their names say, moved aside.
+        public var quarantined = 0
+        /// Temporary files: fills under way, or left by a filler that died.
+        public var temporary = 0
+    }
+
+    public func stats() -> Stats {
+        var stats = Stats()
+        for blob in blobs() {
+            stats.blobs += 1
+            stats.bytes = stats.bytes.saturatingAdding(blob.size)
+        }
+        stats.quarantined = Self.names(in: "\(path)/quarantine").count
+        stats.temporary = Self.names(in: "\(path)/tmp").count
+        return stats
+    }
+
+    /// Hashes `blob`; one whose bytes are not its name is quarantined, and its digest returned.
+    /// Nil when it is what its name says (or was gone meanwhile).
+    public func verify(_ blob: Blob) throws(TransferFailure) -> String? {
+        let fd = Glibc.open(blob.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw .localIO(path: blob.path, operation: "open", errno: errno)
+        }
+        defer { close(fd) }
+        let hasher = DigestHasher(.sha256)
+        try hasher.update(fileDescriptor: fd, length: try FileSystem.size(of: fd, path: blob.path), path: blob.path)
+        let digest = hasher.finalize()
+        if digest == blob.sha256 { return nil }
+        quarantine(sha256: blob.sha256)
+        return digest
+    }
+
+    /// Puts the file at `file` into the cache (hashing it): its SHA-256, and whether it was
+    /// added (false: the cache held it already).
+    public func add(file: String) throws(TransferFailure) -> (sha256: String, added: Bool) {
+        let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .localIO(path: file, operation: "open", errno: errno) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .localIO(path: file, operation: "inspect", errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw .localConflict("\(file) is not a regular file") }
+        let size = Int64(info.st_size)
+        let hasher = DigestHasher(.sha256)
+        try hasher.update(fileDescriptor: fd, length: size, path: file)
+        let digest = hasher.finalize()
+        if lookup(sha256: digest, size: size) != nil { return (digest, false) }
+        try insert(from: fd, length: size, sha256: digest)
+        return (digest, true)
+    }
+
+    private static func names(in directory: String) -> [String] {
+        guard let stream = opendir(directory) else { return [] }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     private static func isDigest(_ text: String) -> Bool {
         text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }

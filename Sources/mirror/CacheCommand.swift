@@ -1,0 +1,185 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import MirrorCore
+
+/// `mirror cache`: look after a blob cache without a manifest.
+struct CacheCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cache",
+        // Only for the parse with this command as the root (`MirrorCommand.parsedCommandLine`).
+        _superCommandName: "mirror",
+        abstract: "Look after a blob cache: verify it, add files to it, list or count what it holds.",
+        usage: "mirror cache <subcommand> [<options>]",
+        discussion: """
+            The cache is the directory --cache names, else MIRROR_CACHE. See mirror sync --help \
+            (--cache) for what the cache is.
+            """,
+        subcommands: [CacheVerifyCommand.self, CacheAddCommand.self, CacheListCommand.self, CacheStatsCommand.self]
+    )
+}
+
+/// `--cache` and `--json`, shared by the `mirror cache` subcommands.
+struct CacheCommandOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The cache's directory (default: MIRROR_CACHE).", valueName: "dir"), completion: .directory)
+    var cache: String?
+
+    @Flag(name: .long, help: "Print one JSON object on stdout; human text goes to stderr.")
+    var json = false
+
+    func validate() throws {
+        if cache == "" { throw ValidationError("--cache is empty; give a directory") }
+    }
+
+    func console() -> Console {
+        Console(mode: json ? .json : .text, quiet: false)
+    }
+
+    /// The cache named; a usage error (exit 2) when none is. With `hashing`, libcrypto too.
+    func blobCache(console: Console, hashing: Bool) throws -> BlobCache {
+        let variable = ProcessInfo.processInfo.environment["MIRROR_CACHE"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let named = cache ?? variable else {
+            let message = "name the cache with --cache DIR or MIRROR_CACHE"
+            if json { console.json(ErrorJSON.document(kind: "usage", message: message)) }
+            console.error("mirror: \(message)")
+            throw ExitWith(status: .usage)
+        }
+        if hashing {
+            do {
+                try CryptoLibrary.load()
+            } catch {
+                if json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
+                console.error("mirror: \(error)")
+                throw ExitWith(status: .usage)
+            }
+        }
+        let absolute = named.hasPrefix("/") ? named : FileManager.default.currentDirectoryPath + "/" + named
+        return BlobCache(path: absolute)
+    }
+}
+
+struct CacheVerifyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Hash every blob; move any that is not what its name says to the quarantine.",
+        discussion: "Exit status 1 when any blob was quarantined (the next sync that needs it downloads the file again)."
+    )
+
+    @OptionGroup var options: CacheCommandOptions
+
+    func run() throws {
+        let console = options.console()
+        let cache = try options.blobCache(console: console, hashing: true)
+        var checked = 0
+        var quarantined: [(String, String)] = []
+        var unreadable: [(String, String)] = []
+        for blob in cache.blobs() {
+            do {
+                if let actual = try cache.verify(blob) {
+                    quarantined.append((blob.sha256, actual))
+                    console.error("quarantined \(blob.sha256): its bytes hash to \(actual)")
+                }
+                checked += 1
+            } catch {
+                unreadable.append((blob.sha256, error.description))
+                console.error("unreadable  \(blob.sha256): \(error)")
+            }
+        }
+        if options.json {
+            console.json(JSONValue.object([
+                ("verified", .int(checked)),
+                ("quarantined", .array(quarantined.map { .object([("sha256", .string($0.0)), ("actual", .string($0.1))]) })),
+                ("unreadable", .array(unreadable.map { .object([("sha256", .string($0.0)), ("error", .string($0.1))]) })),
+            ]).text)
+        }
+        let summary = "\(checked) blobs verified in \(cache.path), \(quarantined.count) quarantined, \(unreadable.count) unreadable"
+        if !quarantined.isEmpty || !unreadable.isEmpty {
+            console.error(summary)
+            throw ExitWith(status: .entriesFailed)
+        }
+        console.line(summary)
+    }
+}
+
+struct CacheAddCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "add",
+        abstract: "Put local files into the cache, hashing them (to seed it from a disk or an old root).",
+        discussion: "Exit status 1 when a file cannot be read or put in; the others are added all the same."
+    )
+
+    @OptionGroup var options: CacheCommandOptions
+
+    @Argument(help: ArgumentHelp("Files to put in.", valueName: "file"), completion: .file())
+    var files: [String]
+
+    func validate() throws {
+        if files.isEmpty { throw ValidationError("give at least one file to add") }
+    }
+
+    func run() throws {
+        let console = options.console()
+        let cache = try options.blobCache(console: console, hashing: true)
+        var results: [JSONValue] = []
+        var failed = 0
+        for file in files {
+            do {
+                let (sha256, added) = try cache.add(file: file)
+                console.line("\(added ? "added  " : "present") \(sha256)  \(file)")
+                results.append(.object([("file", .string(file)), ("sha256", .string(sha256)), ("added", .bool(added))]))
+            } catch {
+                failed += 1
+                console.error("FAILED \(file): \(error)")
+                results.append(.object([("file", .string(file)), ("error", .string(error.description))]))
+            }
+        }
+        if options.json { console.json(JSONValue.object([("files", .array(results))]).text) }
+        if failed > 0 { throw ExitWith(status: .entriesFailed) }
+    }
+}
+
+struct CacheListCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the blobs: SHA-256, size and when each was put in."
+    )
+
+    @OptionGroup var options: CacheCommandOptions
+
+    func run() throws {
+        let console = options.console()
+        let blobs = try options.blobCache(console: console, hashing: false).blobs()
+        if options.json {
+            console.json(JSONValue.object([("blobs", .array(blobs.map { blob in
+                .object([("sha256", .string(blob.sha256)), ("size", .int(blob.size)), ("added", .string(LogTimestamp.format(seconds: Int(blob.modified), milliseconds: 0)))])
+            }))]).text)
+            return
+        }
+        for blob in blobs {
+            console.line("\(blob.sha256)  \(ByteCount.format(blob.size))  \(LogTimestamp.format(seconds: Int(blob.modified), milliseconds: 0))")
+        }
+    }
+}
+
+struct CacheStatsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stats",
+        abstract: "Count the blobs and their bytes, the quarantined ones and the temporary files left."
+    )
+
+    @OptionGroup var options: CacheCommandOptions
+
+    func run() throws {
+        let console = options.console()
+        let cache = try options.blobCache(console: console, hashing: false)
+        let stats = cache.stats()
+        if options.json {
+            console.json(JSONValue.object([
+                ("path", .string(cache.path)), ("blobs", .int(stats.blobs)), ("bytes", .int(stats.bytes)),
+                ("quarantined", .int(stats.quarantined)), ("temporary", .int(stats.temporary)),
+            ]).text)
+            return
+        }
+        console.line("\(cache.path): \(stats.blobs) blobs, \(ByteCount.format(stats.bytes)); \(stats.quarantined) quarantined; \(stats.temporary) temporary files")
+    }
+}
