@@ -17,6 +17,8 @@ struct ReportOption: ParsableArguments {
     struct Run {
         var manifest: Manifest?
         var prune: PruneOutcome?
+        /// The run used a blob cache: its counts go into the metrics and the summary.
+        var usedCache = false
     }
 
     /// Writes the file, if asked; one that cannot be written is reported, and the exit status

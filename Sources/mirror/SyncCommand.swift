@@ -107,11 +107,11 @@ struct SyncCommand: AsyncParsableCommand {
         var ran = ReportOption.Run()
         do {
             try await sync(console: console, reports: &reports, ran: &ran)
-            writeMetrics(status: .success, reports: reports, since: startedAt, console: console)
+            writeMetrics(status: .success, reports: reports, usedCache: ran.usedCache, since: startedAt, console: console)
             report.write(status: .success, reports: reports, ran: ran, manifestPath: options.manifest, console: console)
         } catch {
             // Every way out of a sync (a bad manifest, a held lock, failures, a signal) leaves metrics.
-            writeMetrics(status: (error as? ExitWith)?.status ?? .usage, reports: reports, since: startedAt, console: console)
+            writeMetrics(status: (error as? ExitWith)?.status ?? .usage, reports: reports, usedCache: ran.usedCache, since: startedAt, console: console)
             report.write(status: (error as? ExitWith)?.status ?? .usage, reports: reports, ran: ran, manifestPath: options.manifest, console: console)
             throw error
         }
@@ -138,6 +138,7 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.prune = try shard.pruneSettings(prune, for: manifest, console: console)
         runOptions.cache = try cache.blobCache(for: manifest, console: console)
         runOptions.offline = cache.offline
+        ran.usedCache = runOptions.cache != nil
         // In a root a run has made before, the lock and the store are taken while libcurl is
         // still loading: the wait for it is most of a small sync's start, and their opening is
         // then off the way to the first request. A lock another run holds is waited for in the
@@ -155,9 +156,9 @@ struct SyncCommand: AsyncParsableCommand {
         ran.prune = result.prune
         let elapsed = ContinuousClock.now - started
 
-        let summary = SyncSummary(reports, prune: result.prune)
+        let summary = SyncSummary(reports, prune: result.prune, usedCache: ran.usedCache)
         if options.json {
-            console.json(SyncJSON.encode(reports, prune: result.prune))
+            console.json(SyncJSON.encode(reports, prune: result.prune, usedCache: ran.usedCache))
         }
         if signal == nil, let outcome = result.prune { PruneText.report(outcome, to: console) }
         if let signal {
@@ -182,15 +183,16 @@ struct SyncCommand: AsyncParsableCommand {
 
     /// Writes `--metrics-file`, if given; a file that cannot be written is reported, and the
     /// exit status stays the run's.
-    private func writeMetrics(status: ExitStatus, reports: [EntryReport], since startedAt: ContinuousClock.Instant, console: Console) {
+    private func writeMetrics(status: ExitStatus, reports: [EntryReport], usedCache: Bool, since startedAt: ContinuousClock.Instant, console: Console) {
         guard let metricsFile else { return }
         let file = MetricsFile(path: metricsFile)
         let manifest = ManifestPath.absolute(options.manifest)
-        let metrics = RunMetrics(
+        var metrics = RunMetrics(
             manifest: manifest, endedAtMilliseconds: MetricsLabel.nowMilliseconds(),
             lastSuccessMilliseconds: file.lastSuccessMilliseconds(manifest: manifest),
             durationMilliseconds: MetricsLabel.milliseconds(ContinuousClock.now - startedAt),
             exitCode: status.rawValue, reports: reports)
+        if usedCache { metrics.cache = CacheCounts(reports) }
         do {
             StandardOutputBuffer.flush()
             try file.write(metrics)
@@ -208,9 +210,12 @@ struct SyncSummary {
     var bytes: Int64 = 0
     /// Files the prune deleted; nil when no prune was asked for.
     var deleted: Int?
+    /// What the blob cache did; nil when the run used none.
+    var cache: CacheCounts?
 
-    init(_ reports: [EntryReport], prune: PruneOutcome? = nil) {
+    init(_ reports: [EntryReport], prune: PruneOutcome? = nil, usedCache: Bool = false) {
         deleted = prune?.deleted.count
+        cache = usedCache ? CacheCounts(reports) : nil
         for report in reports {
             bytes = bytes.saturatingAdding(report.bytesTransferred)
             switch report.outcome {
@@ -223,14 +228,17 @@ struct SyncSummary {
 
     /// The `summary` line of `--log-format json`.
     func record(elapsed: Duration) -> LogRecord {
-        LogRecord(level: failed > 0 ? .error : .info, event: "summary", fields: [
+        var fields: [(String, JSONValue)] = [
             ("transferred", .int(transferred)), ("skipped", .int(skipped)), ("failed", .int(failed)),
             ("bytes_transferred", .int(bytes)), ("duration_ms", LogRecord.milliseconds(elapsed)),
-        ])
+        ]
+        if let cache { fields.append(("cache", cache.json)) }
+        return LogRecord(level: failed > 0 ? .error : .info, event: "summary", fields: fields)
     }
 
     func text(elapsed: Duration) -> String {
         var parts = ["\(transferred) transferred (\(ByteCount.format(bytes)))", "\(skipped) up to date"]
+        if let cache, cache.hits > 0 { parts[0] += ", \(cache.hits) of them placed from the cache (\(ByteCount.format(cache.bytesPlaced)))" }
         if failed > 0 { parts.append("\(failed) failed") }
         if let deleted { parts.append("\(deleted) deleted") }
         return parts.joined(separator: ", ") + " in \(DurationText.format(elapsed))"
@@ -239,12 +247,14 @@ struct SyncSummary {
 
 /// `mirror sync --json`: one object on stdout with a result per entry.
 enum SyncJSON {
-    static func encode(_ reports: [EntryReport], prune: PruneOutcome? = nil) -> String {
-        JSONValue.object(document(reports, prune: prune)).text
+    static func encode(_ reports: [EntryReport], prune: PruneOutcome? = nil, usedCache: Bool = false) -> String {
+        JSONValue.object(document(reports, prune: prune, usedCache: usedCache)).text
     }
 
     /// The document's keys; `entry` may add keys to each entry's (as `--report` does).
-    static func document(_ reports: [EntryReport], prune: PruneOutcome? = nil, entry extra: (EntryReport) -> [(String, JSONValue)] = { _ in [] }) -> [(String, JSONValue)] {
+    static func document(
+        _ reports: [EntryReport], prune: PruneOutcome? = nil, usedCache: Bool = false, entry extra: (EntryReport) -> [(String, JSONValue)] = { _ in [] }
+    ) -> [(String, JSONValue)] {
         let entries = reports.map { report -> JSONValue in
             var status = "transferred"
             var error: String?
@@ -267,13 +277,14 @@ enum SyncJSON {
                 ("error", .string(error)),
             ] + extra(report))
         }
-        let totals = SyncSummary(reports, prune: prune)
+        let totals = SyncSummary(reports, prune: prune, usedCache: usedCache)
         var summary: [(String, JSONValue)] = [
             ("transferred", .int(totals.transferred)),
             ("skipped", .int(totals.skipped)),
             ("failed", .int(totals.failed)),
             ("bytes_transferred", .int(totals.bytes)),
         ]
+        if let cache = totals.cache { summary.append(("cache", cache.json)) }
         var document: [(String, JSONValue)] = [("entries", .array(entries))]
         if let prune {
             summary.append(("deleted", .int(prune.deleted.count)))
@@ -281,5 +292,12 @@ enum SyncJSON {
         }
         document.append(("summary", .object(summary)))
         return document
+    }
+}
+
+extension CacheCounts {
+    /// `{"hits":N,"misses":N,"bytes_placed":N}`, in the summaries of `--json` and the JSON log.
+    var json: JSONValue {
+        .object([("hits", .int(hits)), ("misses", .int(misses)), ("bytes_placed", .int(bytesPlaced))])
     }
 }

@@ -17,6 +17,8 @@ public struct RunMetrics: Sendable, Equatable {
     public var bytesTransferred: Int64 = 0
     /// Attempts beyond each entry's first, over all its sources (a fallback to a mirror counts).
     public var retries = 0
+    /// What the blob cache did, when the run used one.
+    public var cache: CacheCounts?
 
     public init(manifest: String, endedAtMilliseconds: Int64, lastSuccessMilliseconds: Int64?,
                 durationMilliseconds: Int64, exitCode: Int32, reports: [EntryReport]) {
@@ -65,6 +67,14 @@ public struct RunMetrics: Sendable, Equatable {
                [(label, String(bytesTransferred))])
         family("mirror_retries", "gauge", "Attempts beyond each entry's first in the last mirror sync, fallbacks to mirrors included.",
                [(label, String(retries))])
+        if let cache {
+            family("mirror_cache_hits", "gauge", "Entries the last mirror sync placed from the blob cache, with no request.",
+                   [(label, String(cache.hits))])
+            family("mirror_cache_misses", "gauge", "Files the last mirror sync downloaded and put into the blob cache.",
+                   [(label, String(cache.misses))])
+            family("mirror_cache_bytes_placed", "gauge", "Bytes the last mirror sync placed from the blob cache instead of downloading them.",
+                   [(label, String(cache.bytesPlaced))])
+        }
         return text
     }
 }

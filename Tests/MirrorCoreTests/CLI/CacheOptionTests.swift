@@ -29,8 +29,9 @@ struct CacheOptionTests {
     @Test func theFlagWinsOverTheVariableWhichWinsOverTheManifest() throws {
         try manifest("m.yaml", root: "one", top: ["cache: from-manifest"])
         let variable = ["MIRROR_CACHE": scenario.directory.path("from-variable")]
-        let flagged = try scenario.run(["sync", "-q", "--cache", "from-flag", "m.yaml"], environment: variable)
+        let flagged = try scenario.run(["sync", "--json", "--cache", "from-flag", "m.yaml"], environment: variable)
         #expect(flagged.status == 0, "\(flagged)")
+        #expect(flagged.stdout.contains(#""cache":{"hits":0,"misses":1,"bytes_placed":0}"#), "\(flagged)")
         #expect(blobExists(in: "from-flag") && !blobExists(in: "from-variable") && !blobExists(in: "from-manifest"))
 
         try manifest("m2.yaml", root: "two", top: ["cache: from-manifest"])
@@ -57,8 +58,13 @@ struct CacheOptionTests {
         #expect(changes.status == 5, "a placement is a change: \(changes)")
         let json = try scenario.run(["plan", "--json", "--cache", "c", "n.yaml"])
         #expect(json.stdout.contains(#""action":"cached""#), "\(json)")
-        let synced = try scenario.run(["sync", "--cache", "c", "n.yaml"])
+        let synced = try scenario.run(["sync", "--json", "--metrics-file", "metrics.prom", "--cache", "c", "n.yaml"])
         #expect(synced.status == 0, "\(synced)")
+        #expect(synced.stdout.contains(#""cache":{"hits":1,"misses":0,"bytes_placed":20000}"#), "\(synced)")
+        let metrics = String(decoding: scenario.directory.contents(of: "metrics.prom") ?? Data(), as: UTF8.self)
+        #expect(metrics.contains("mirror_cache_hits{") && metrics.contains("} 1\n") && metrics.contains("mirror_cache_bytes_placed{"), "\(metrics)")
+        let text = try scenario.run(["sync", "--cache", "c", "n.yaml"])
+        #expect(!text.stdout.contains("placed from the cache"), "nothing placed the second time: \(text)")
         #expect(try scenario.nginxRequests().isEmpty, "neither plan nor sync asked the server")
         #expect(FileManager.default.contents(atPath: scenario.directory.path("two/a.bin")) == Self.data)
         // Without the cache, the same plan downloads.
