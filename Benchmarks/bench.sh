@@ -9,7 +9,9 @@
 # of (b), (d) resuming (a) from its half, (e) `mirror plan` of a 100,000-entry manifest, (f)
 # `mirror plan` of a 1,000,000-entry manifest, (g) a no-op re-sync of 20,000 x 16 KiB (aria2
 # only once), (v) `mirror verify` of (f)'s manifest with every file present (synced once first,
-# untimed) and its futex calls. Each command runs RUNS times (default 5; (f) F_RUNS times, default 1: one run
+# untimed) and its futex calls, (n) (a)'s file pinned and (o) (b)'s files pinned, each placed
+# from a blob cache that holds them (seeded with `mirror cache add`) beside mirror downloading
+# them and curl. Each command runs RUNS times (default 5; (f) F_RUNS times, default 1: one run
 # takes about a minute), tools interleaved; prints per workload each tool's median wall time,
 # its peak RSS and mirror's ratio to the best peer, as Markdown, then the per-entry cost of (c)
 # beside (g), and how long the whole run took. (c) and (g) also time the same HEAD requests
@@ -203,6 +205,19 @@ if wants loopback; then
         fresh big; measure "a mirror(no-fsync)" "$mirror" sync -q --no-fsync "$work/cfg/big.yaml"
     done
 
+    # (n): the same file pinned, placed from a blob cache that holds it (seeded with
+    # `mirror cache add`), beside mirror downloading it and curl. On this file system (ext4) a
+    # placement is the kernel's copy; on XFS or Btrfs it would be a reflink.
+    { cat "$work/cfg/big.yaml"; echo "    sha256: $(sha256sum "$work/site/big.bin" | cut -c1-64)"; } > "$work/cfg/big-pinned.yaml"
+    "$mirror" cache add --cache "$work/cache" "$work/site/big.bin" >/dev/null
+    echo "(n) the ${big_mib} MiB file pinned: placed from a blob cache, beside its download" >&2
+    for run in $(seq 1 "$runs"); do
+        fresh big; measure "n curl" curl -s -o "$work/out/big/big.bin" "$base/big.bin"
+        fresh big; measure "n mirror(download)" "$mirror" sync -q "$work/cfg/big-pinned.yaml"
+        fresh big; measure "n mirror(cached)" "$mirror" sync -q --cache "$work/cache" "$work/cfg/big-pinned.yaml"
+        cmp -s "$work/out/big/big.bin" "$work/site/big.bin" || echo "n mirror(cached): result differs from the server's file" >&2
+    done
+
     echo "(d) resuming it from its half" >&2
     half=$((big_mib * 1024 * 1024 / 2))
     for run in $(seq 1 "$runs"); do
@@ -265,6 +280,18 @@ if wants loopback; then
         before=$(wc -l < "$log")
         measure "c mirror(pinned)" "$mirror" sync -q "$work/cfg/pinned.yaml"
         echo "c-requests mirror(pinned) $(requests_since "$before")" >> "$results"
+    done
+    # (o): (b)'s files pinned, placed from a blob cache that holds them (seeded with
+    # `mirror cache add`), beside mirror downloading them and curl.
+    (cd "$work/site/small" && find . -type f -print0 | xargs -0 "$mirror" cache add --cache "$work/cache" >/dev/null)
+    echo "(o) (b)'s ${small_count} files pinned: placed from a blob cache, beside their download" >&2
+    for run in $(seq 1 "$runs"); do
+        fresh small; measure "o curl" curl -s --parallel --parallel-max 8 -K "$work/cfg/curl"
+        fresh small; measure "o mirror(download)" "$mirror" sync -q "$work/cfg/pinned.yaml"
+        fresh small
+        before=$(wc -l < "$log")
+        measure "o mirror(cached)" "$mirror" sync -q --cache "$work/cache" "$work/cfg/pinned.yaml"
+        echo "o-requests mirror(cached) $(requests_since "$before")" >> "$results"
     done
 
     echo "(g) no-op re-sync of ${noop_count} x 16 KiB (downloading each tool's copy first)" >&2
@@ -594,9 +621,11 @@ titles = {"a": "(a) one large file", "b": "(b) many small files, 8 at a time", "
           "k": f"(k) one {link_big / 2**20:.0f} MiB file, {link_cap / 1e6:g} MB/s per connection, RTT 40 ms",
           "l": f"(l) one {link_big / 2**20:.0f} MiB file, uncapped, RTT 80 ms",
           "m": f"(m) HTTPS + HTTP/2, RTT 40 ms: {link_count} new files",
-          "mn": f"(m) HTTPS + HTTP/2, RTT 40 ms: no-op re-check of {small_count:,} files"}
+          "mn": f"(m) HTTPS + HTTP/2, RTT 40 ms: no-op re-check of {small_count:,} files",
+          "n": "(n) the large file of (a), pinned: placed from a blob cache beside its download",
+          "o": f"(o) (b)'s {small_count:,} files, pinned: placed from a blob cache beside their download"}
 files = {"h": link_count, "i": link_count, "j": link_count, "m": link_count, "mn": small_count}
-for work in ["a", "b", "c", "d", "e", "f", "g", "v", "s16", "sv"]:
+for work in ["a", "b", "c", "d", "n", "o", "e", "f", "g", "v", "s16", "sv"]:
     if work not in rows:
         continue
     tools = rows[work]
