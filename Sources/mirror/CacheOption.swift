@@ -25,9 +25,13 @@ struct CacheOption: ParsableArguments {
     /// used is said, and the command exits 2 before anything is read or written.
     func blobCache(for manifest: Manifest, console: Console) throws -> BlobCache? {
         do {
-            return try BlobCache.chosen(
+            let chosen = try BlobCache.chosen(
                 flag: cache, disabled: noCache, variable: ProcessInfo.processInfo.environment["MIRROR_CACHE"], manifest: manifest,
                 currentDirectory: FileManager.default.currentDirectoryPath)
+            if let chosen, chosen.sharesFileSystem(with: manifest.root) == false {
+                console.notice("mirror: warning: the cache \(chosen.path) is on another file system than the root \(manifest.root): every file placed from it is a full copy")
+            }
+            return chosen
         } catch {
             if console.mode == .json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
             console.error("mirror: \(error)")

@@ -248,6 +248,23 @@ public final class BlobCache: Sendable {
         text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
+    /// Whether the cache and `root` are on one file system, judged by the nearest directory of
+    /// each that exists (either may be made by the run); nil when neither can be looked at. On
+    /// two, a placement can be no reflink: every one is a full copy.
+    public func sharesFileSystem(with root: String) -> Bool? {
+        func device(_ path: String) -> UInt64? {
+            var current = path
+            while true {
+                var info = stat()
+                if stat(current, &info) == 0 { return UInt64(info.st_dev) }
+                guard let parent = FileSystem.parent(of: current), parent != current else { return nil }
+                current = parent
+            }
+        }
+        guard let mine = device(path), let theirs = device(root) else { return nil }
+        return mine == theirs
+    }
+
     /// Why a cache directory cannot be used.
     public struct Refusal: Error, CustomStringConvertible, Sendable {
         public let description: String

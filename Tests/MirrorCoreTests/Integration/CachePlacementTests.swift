@@ -45,6 +45,17 @@ struct CachePlacementTests {
         try handle.write(contentsOf: Data(repeating: 0, count: 4096))
         try handle.close()
         #expect(FileManager.default.contents(atPath: blob) == Self.big)
+
+        // A cache on another file system than the root (here ext4 and XFS) is said at the start:
+        // every placement from it is a full copy.
+        let elsewhere = BlobCache(path: scenario.directory.path("cache"))
+        #expect(elsewhere.sharesFileSystem(with: xfs.path("three")) == false)
+        #expect(BlobCache(path: xfs.path("cache")).sharesFileSystem(with: xfs.path("three/deeper")) == true)
+        try scenario.write(ManifestText(root: xfs.path("three"), entries: [.init(scenario.url("/big.bin"))]))
+        let warned = try scenario.run(["plan", "--cache", elsewhere.path, "m.yaml"])
+        #expect(warned.status == 0 && warned.stderr.contains("on another file system than the root"), "\(warned)")
+        let quiet = try scenario.run(["plan", "--cache", xfs.path("cache"), "m.yaml"])
+        #expect(!quiet.stderr.contains("another file system"), "\(quiet)")
     }
 
     @Test func onExt4ThePlacedFileIsACopy() async throws {
