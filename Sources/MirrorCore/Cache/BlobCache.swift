@@ -19,9 +19,22 @@ import Glibc
 public final class BlobCache: Sendable {
     /// The cache's directory, absolute.
     public let path: String
+    /// How files are placed from it and put into it.
+    public let mode: Mode
 
-    public init(path: String) {
+    public init(path: String, mode: Mode = .copy) {
         self.path = path
+        self.mode = mode
+    }
+
+    /// `cache_place`.
+    public enum Mode: String, Sendable, Equatable {
+        /// `DEST` gets its own copy: a reflink where the file system can share extents, else
+        /// the kernel's copy, else a copy.
+        case copy
+        /// `DEST` is another name of the blob (on the cache's file system; elsewhere a copy):
+        /// both read-only, one file for every root. Downloads go in the same way.
+        case hardlink
     }
 
     /// How a blob's bytes reached the partial file.
@@ -99,7 +112,7 @@ public final class BlobCache: Sendable {
     /// as it wrote it) into the cache as the blob of `sha256`. A blob already there is left as
     /// it is. Written to a temporary file of its own and renamed into place, so that no reader
     /// ever sees a partial blob and two fillers of the same blob do not disturb each other.
-    func insert(from source: Int32, length: Int64, sha256: String) throws(TransferFailure) {
+    func insert(from source: Int32, length: Int64, sha256: String, linking name: (directory: Int32, name: String)? = nil) throws(TransferFailure) {
         guard let blob = blobPath(sha256: sha256) else { return }
         if lookup(sha256: sha256, size: length) != nil { return }
         let folder = "\(path)/sha256/\(sha256.prefix(2))"
@@ -114,6 +127,25 @@ public final class BlobCache: Sendable {
         defer {
             close(temporary)
             if !placed { unlink(temporaryPath) }
+        }
+        if mode == .hardlink, let name {
+            // The blob is another name of the file: the temporary one is replaced by a link to
+            // it, made read-only (the file with it). Across file systems, a copy after all.
+            unlink(temporaryPath)
+            if linkat(name.directory, name.name, AT_FDCWD, temporaryPath, 0) == 0 {
+                _ = fchmod(source, 0o444)
+                if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
+                placed = true
+                return
+            }
+            let made = Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard made >= 0 else { throw .localIO(path: temporaryPath, operation: "create", errno: errno) }
+            defer { close(made) }
+            _ = try Self.copy(from: source, to: made, length: length, path: temporaryPath)
+            _ = fchmod(made, 0o444)
+            if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
+            placed = true
+            return
         }
         _ = try Self.copy(from: source, to: temporary, length: length, path: temporaryPath)
         // Read-only: a blob is never written again, and a tool that opens it for writing is refused.
@@ -277,6 +309,13 @@ public final class BlobCache: Sendable {
     public static func chosen(
         flag: String?, disabled: Bool, variable: String?, manifest: Manifest, currentDirectory: String
     ) throws(Refusal) -> BlobCache? {
+        try chosenPath(flag: flag, disabled: disabled, variable: variable, manifest: manifest, currentDirectory: currentDirectory)
+            .map { BlobCache(path: $0, mode: manifest.cachePlacement) }
+    }
+
+    private static func chosenPath(
+        flag: String?, disabled: Bool, variable: String?, manifest: Manifest, currentDirectory: String
+    ) throws(Refusal) -> String? {
         if disabled { return nil }
         let chosen: (path: String, from: String)
         if let flag {
@@ -292,6 +331,6 @@ public final class BlobCache: Sendable {
         if LexicalPath.isWithin(path, manifest.root) {
             throw Refusal(description: "\(chosen.from) \(path) is the root \(manifest.root) or inside it: a dest could overwrite a blob; choose a directory outside the root")
         }
-        return BlobCache(path: path)
+        return path
     }
 }

@@ -15,6 +15,10 @@ public struct Manifest: Sendable, Equatable {
     /// fills with what it downloads (`BlobCache`); nil: none. `--cache`, `--no-cache` and
     /// `MIRROR_CACHE` decide over it on the command line.
     public var cache: String?
+    /// `cache_place`: how files are placed from the cache. `hardlink` links `DEST` to the blob
+    /// (both read-only, one file shared by every root that has it) and puts downloads in the
+    /// same way; default `copy`: a reflink where the file system can, else a copy.
+    public var cachePlacement = BlobCache.Mode.copy
     /// Simultaneous transfers (`concurrency`, or `-j` on the command line).
     public var concurrency: Int
     public var connectivity: ConnectivitySettings

@@ -46,6 +46,7 @@ struct ManifestDecoder {
         var stateDirectory: String?
         /// `cache`, absolute; nil when the manifest names none.
         var cache: String?
+        var cachePlacement: BlobCache.Mode
         var concurrency: Int
         var connectivity: ConnectivitySettings
         var allowFile: Bool
@@ -116,6 +117,14 @@ struct ManifestDecoder {
         if let cache, let rootDirectory, LexicalPath.isWithin(cache, rootDirectory), let node = top?["cache"] {
             report("cache \(cache) is the root \(rootDirectory) or inside it: a dest could overwrite a blob, and a web server that serves the root would serve the cache; choose a directory outside the root", at: node, key: "cache")
         }
+        var cachePlacement = BlobCache.Mode.copy
+        if let node = top?["cache_place"] {
+            switch node.plainText {
+            case "copy": cachePlacement = .copy
+            case "hardlink": cachePlacement = .hardlink
+            default: report("expected `copy` or `hardlink`; found \(node.summary)", at: node, key: "cache_place")
+            }
+        }
         let concurrency = top?["concurrency"].flatMap {
             integer($0, key: "concurrency", in: 1...64, expected: "an integer from 1 to 64")
         } ?? 4
@@ -132,7 +141,7 @@ struct ManifestDecoder {
             report("missing required key `files`; list the files to mirror under `files:`", at: root, key: nil)
         }
         return TopLevel(
-            root: rootDirectory, stateDirectory: stateDirectory, cache: cache, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
+            root: rootDirectory, stateDirectory: stateDirectory, cache: cache, cachePlacement: cachePlacement, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
             rateLimit: rateLimit, hosts: hosts, entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
     }
 
@@ -168,6 +177,7 @@ struct ManifestDecoder {
         manifest.prune = top.prune
         manifest.stateDirectory = top.stateDirectory
         manifest.cache = top.cache
+        manifest.cachePlacement = top.cachePlacement
         manifest.rateLimit = top.rateLimit
         manifest.hosts = top.hosts
         manifest.manifestDirectory = rootResolution.manifestDirectory

@@ -25,6 +25,31 @@ extension RootDirectory {
         return fd
     }
 
+    /// Opens `DEST.part` for reading only: a placed file to fsync and rename, which may be a
+    /// read-only link to a blob of the cache.
+    func openPartialForReading(_ paths: DestinationPaths) throws(TransferFailure) -> Int32 {
+        let fd = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+            let fd = openat(directory, paths.partialName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            if fd < 0 { let code = errno; throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: code) }
+            return fd
+        }
+        guard let fd else { throw .localIO(path: paths.partial, operation: "open", errno: ENOENT) }
+        return fd
+    }
+
+    /// Links the file at `target` (absolute) as `DEST.part`, making its directories; false when
+    /// it cannot be linked there (another file system, or links refused), nothing thrown.
+    func linkPartial(_ paths: DestinationPaths, to target: String, durable: Bool) throws(TransferFailure) -> Bool {
+        let linked = try withDirectory(paths.relativeDirectory, create: true, durable: durable) { directory throws(TransferFailure) -> Bool in
+            _ = unlinkat(directory, paths.partialName, 0)
+            if linkat(AT_FDCWD, target, directory, paths.partialName, 0) == 0 { return true }
+            let code = errno
+            if [EXDEV, EPERM, EMLINK, ENOTSUP, EOPNOTSUPP].contains(code) { return false }
+            throw .localIO(path: paths.partial, operation: "link", errno: code)
+        }
+        return linked ?? false
+    }
+
     /// Opens `DEST` for reading.
     func openDestination(_ paths: DestinationPaths) throws(TransferFailure) -> Int32 {
         let fd = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in

@@ -321,9 +321,10 @@ final class EntryDriver: @unchecked Sendable {
             keepDestination(version, validators: validators)
         case .commit(let validators, let sha256):
             if partial == nil, case .committing = machine.phase {
-                // A placement from the cache wrote and closed the partial file on the pool.
+                // A placement from the cache wrote and closed the partial file on the pool; read
+                // only, since it may be a read-only link to the blob (fsync needs no more).
                 do {
-                    partial = OpenPartial(fd: try env.rootDirectory.openPartial(paths, truncate: false, durable: env.durable), hasher: nil)
+                    partial = OpenPartial(fd: try env.rootDirectory.openPartialForReading(paths), hasher: nil)
                 } catch {
                     return .committed(.failure(error))
                 }
@@ -380,7 +381,9 @@ final class EntryDriver: @unchecked Sendable {
                     defer { close(fd) }
                     // Only the bytes this run hashed: DEST changed since its commit goes nowhere.
                     guard try LocalIdentity.of(fd: fd, path: paths.destination) == identity else { return answer(.cacheFilled) }
-                    try cache.insert(from: fd, length: size, sha256: sha256)
+                    try rootDirectory.withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+                        try cache.insert(from: fd, length: size, sha256: sha256, linking: (directory, paths.name))
+                    }
                 } catch {
                     env.emit(.cacheProblem("\(paths.destination) was not put into the cache \(cache.path): \(error)"))
                 }
@@ -684,9 +687,15 @@ final class EntryDriver: @unchecked Sendable {
                 throw .localIO(path: cache.blobPath(sha256: sha256) ?? cache.path, operation: "open", errno: ENOENT)
             }
             defer { close(blob) }
-            let partial = try rootDirectory.openPartial(paths, truncate: true, durable: durable)
+            let partial: Int32
+            if cache.mode == .hardlink, let target = cache.blobPath(sha256: sha256),
+               try rootDirectory.linkPartial(paths, to: target, durable: durable) {
+                partial = try rootDirectory.openPartialForReading(paths)
+            } else {
+                partial = try rootDirectory.openPartial(paths, truncate: true, durable: durable)
+                _ = try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
+            }
             defer { close(partial) }
-            _ = try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
             let hasher = DigestHasher(.sha256)
             try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
             return EntryMachine.HashedFile(sha256: hasher.finalize(), sizeOnDisk: try FileSystem.size(of: partial, path: paths.partial))

@@ -65,4 +65,43 @@ struct CachePlacementTests {
         let (placed, _) = try await Self.provisionTwice(under: scenario.directory.path, scenario: scenario)
         #expect(try !LoopFileSystem.sharesExtents(placed))
     }
+
+    /// `cache_place: hardlink`: a download is linked into the cache, and a placement links the
+    /// blob as DEST; both are read-only. Across file systems, a copy after all.
+    @Test func withHardlinksDestIsTheBlobReadOnlyAndAcrossFileSystemsACopy() async throws {
+        let scenario = try SyncScenario(.nginx(site: ["big.bin": Self.big]))
+        let cache = BlobCache(path: scenario.directory.path("cache"), mode: .hardlink)
+        func sync(_ root: String, with cache: BlobCache) async throws -> [EntryReport] {
+            let manifest = try scenario.load(ManifestText(root: root, top: ["cache_place: hardlink"], entries: [
+                .init(scenario.url("/big.bin"), "sha256: \(DigestHasher.hex(of: Self.big))"),
+            ]))
+            #expect(manifest.cachePlacement == .hardlink)
+            return try await scenario.runner(manifest, SyncScenario.Settings(cache: cache)).sync()
+        }
+        func info(_ path: String) -> stat {
+            var info = stat()
+            _ = stat(path, &info)
+            return info
+        }
+        #expect(try await sync(scenario.directory.path("one"), with: cache).map(\.action) == [.download])
+        let blob = try #require(cache.blobPath(sha256: DigestHasher.hex(of: Self.big)))
+        let first = info(scenario.directory.path("one/big.bin")), stored = info(blob)
+        #expect(first.st_ino == stored.st_ino && stored.st_nlink == 2, "the download is the blob")
+        #expect(stored.st_mode & 0o222 == 0, "read-only, DEST with it")
+
+        #expect(try await sync(scenario.directory.path("two"), with: cache).map(\.action) == [.cached])
+        let second = info(scenario.directory.path("two/big.bin"))
+        #expect(second.st_ino == stored.st_ino && info(blob).st_nlink == 3)
+        #expect(FileManager.default.contents(atPath: scenario.directory.path("two/big.bin")) == Self.big)
+        // The store vouches for the linked file: the next run makes no request.
+        scenario.nginx.clearLog()
+        #expect(try await sync(scenario.directory.path("two"), with: cache).map(\.outcome) == [.skipped])
+        #expect(try scenario.nginxRequests().isEmpty)
+
+        // A root on another file system gets a copy of its own, as with `copy`.
+        let xfs = try LoopFileSystem()
+        #expect(try await sync(xfs.path("three"), with: cache).map(\.action) == [.cached])
+        #expect(info(xfs.path("three/big.bin")).st_ino != stored.st_ino || info(xfs.path("three/big.bin")).st_dev != stored.st_dev)
+        #expect(FileManager.default.contents(atPath: xfs.path("three/big.bin")) == Self.big)
+    }
 }
