@@ -15,7 +15,7 @@ struct CacheCommand: ParsableCommand {
             The cache is the directory --cache names, else MIRROR_CACHE. See mirror sync --help \
             (--cache) for what the cache is.
             """,
-        subcommands: [CacheVerifyCommand.self, CacheAddCommand.self, CacheListCommand.self, CacheStatsCommand.self]
+        subcommands: [CacheVerifyCommand.self, CacheAddCommand.self, CacheListCommand.self, CacheStatsCommand.self, CachePruneCommand.self]
     )
 }
 
@@ -181,5 +181,65 @@ struct CacheStatsCommand: ParsableCommand {
             return
         }
         console.line("\(cache.path): \(stats.blobs) blobs, \(ByteCount.format(stats.bytes)); \(stats.quarantined) quarantined; \(stats.temporary) temporary files")
+    }
+}
+
+struct CachePruneCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Evict the least recently used blobs down to a size, and those unused for longer than an age.",
+        discussion: """
+            Waits until no sync holds the cache (each holds it shared while it runs, so that no \
+            blob goes from under a placement); --no-wait exits 3 instead. Evicted blobs go \
+            through the cache's trash/, which a prune interrupted half-way leaves to the next.
+            """
+    )
+
+    @OptionGroup var options: CacheCommandOptions
+
+    @Option(name: .long, help: ArgumentHelp("Evict until the blobs hold at most this much (500MiB, 20GiB).", valueName: "size"))
+    var maxSize: String?
+
+    @Option(name: .long, help: ArgumentHelp("Evict every blob unused for longer than this (720h, 12h).", valueName: "duration"))
+    var maxAge: String?
+
+    @Flag(name: .long, help: "Exit 3 at once when a sync holds the cache, instead of waiting for it.")
+    var noWait = false
+
+    func validate() throws {
+        if maxSize == nil && maxAge == nil { throw ValidationError("give --max-size, --max-age or both") }
+        if let maxSize {
+            do { _ = try BlobCache.Limits.size(maxSize) } catch { throw ValidationError("--max-size: \(error)") }
+        }
+        if let maxAge {
+            do { _ = try BlobCache.Limits.age(maxAge) } catch { throw ValidationError("--max-age: \(error)") }
+        }
+    }
+
+    func run() throws {
+        let console = options.console()
+        let cache = try options.blobCache(console: console, hashing: false)
+        let limits = BlobCache.Limits(maxSize: try maxSize.map(BlobCache.Limits.size), maxAge: try maxAge.map(BlobCache.Limits.age))
+        let eviction: BlobCache.Eviction
+        do {
+            eviction = try cache.evict(limits, now: Int64(time(nil)), wait: !noWait)
+        } catch {
+            if options.json { console.json(ErrorJSON.document(kind: "io", message: error.description)) }
+            console.error("mirror: \(error)")
+            throw ExitWith(status: .entriesFailed)
+        }
+        if eviction.busy {
+            if options.json { console.json(ErrorJSON.document(kind: "lock", message: "a sync holds \(cache.path)")) }
+            console.error("mirror: a sync holds \(cache.path); nothing was evicted (--no-wait)")
+            throw ExitWith(status: .locked)
+        }
+        if options.json {
+            console.json(JSONValue.object([
+                ("evicted", .array(eviction.evicted.map { .string($0) })), ("bytes_freed", .int(eviction.bytesFreed)),
+                ("bytes_left", .int(eviction.bytesLeft)),
+            ]).text)
+            return
+        }
+        console.line("evicted \(eviction.evicted.count) blobs (\(ByteCount.format(eviction.bytesFreed))); \(ByteCount.format(eviction.bytesLeft)) left in \(cache.path)")
     }
 }

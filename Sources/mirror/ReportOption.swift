@@ -19,6 +19,8 @@ struct ReportOption: ParsableArguments {
         var prune: PruneOutcome?
         /// The run used a blob cache: its counts go into the metrics and the summary.
         var usedCache = false
+        /// Blobs the run evicted from the cache afterwards.
+        var cacheEvictions = 0
     }
 
     /// Writes the file, if asked; one that cannot be written is reported, and the exit status

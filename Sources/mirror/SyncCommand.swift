@@ -107,11 +107,11 @@ struct SyncCommand: AsyncParsableCommand {
         var ran = ReportOption.Run()
         do {
             try await sync(console: console, reports: &reports, ran: &ran)
-            writeMetrics(status: .success, reports: reports, usedCache: ran.usedCache, since: startedAt, console: console)
+            writeMetrics(status: .success, reports: reports, usedCache: ran.usedCache, evicted: ran.cacheEvictions, since: startedAt, console: console)
             report.write(status: .success, reports: reports, ran: ran, manifestPath: options.manifest, console: console)
         } catch {
             // Every way out of a sync (a bad manifest, a held lock, failures, a signal) leaves metrics.
-            writeMetrics(status: (error as? ExitWith)?.status ?? .usage, reports: reports, usedCache: ran.usedCache, since: startedAt, console: console)
+            writeMetrics(status: (error as? ExitWith)?.status ?? .usage, reports: reports, usedCache: ran.usedCache, evicted: ran.cacheEvictions, since: startedAt, console: console)
             report.write(status: (error as? ExitWith)?.status ?? .usage, reports: reports, ran: ran, manifestPath: options.manifest, console: console)
             throw error
         }
@@ -139,6 +139,15 @@ struct SyncCommand: AsyncParsableCommand {
         runOptions.cache = try cache.blobCache(for: manifest, console: console)
         runOptions.offline = cache.offline
         ran.usedCache = runOptions.cache != nil
+        // The run holds the cache in use, so that no eviction takes a blob from under it; then
+        // it evicts down to the manifest's limits itself, unless other runs hold the cache.
+        let inUse = runOptions.cache?.holdInUse()
+        defer {
+            if let inUse, inUse >= 0 { close(inUse) }
+            if let blobCache = runOptions.cache, !manifest.cacheLimits.isEmpty {
+                ran.cacheEvictions = evict(blobCache, to: manifest.cacheLimits, console: console)
+            }
+        }
         // In a root a run has made before, the lock and the store are taken while libcurl is
         // still loading: the wait for it is most of a small sync's start, and their opening is
         // then off the way to the first request. A lock another run holds is waited for in the
@@ -181,9 +190,31 @@ struct SyncCommand: AsyncParsableCommand {
         if pruneFellShort { throw ExitWith(status: .entriesFailed) }
     }
 
+    /// Evicts what the manifest's `cache_max_size` and `cache_max_age` allow no more; the
+    /// number of blobs evicted. A cache other runs hold is left to them (said with -v), and one
+    /// that cannot be evicted from is said.
+    private func evict(_ blobCache: BlobCache, to limits: BlobCache.Limits, console: Console) -> Int {
+        do {
+            let eviction = try blobCache.evict(limits, now: Int64(time(nil)), wait: false)
+            if eviction.busy {
+                if options.verbose { console.error("cache: other runs hold \(blobCache.path); its eviction is left to them") }
+                return 0
+            }
+            if options.verbose, !eviction.evicted.isEmpty {
+                console.error("cache: evicted \(eviction.evicted.count) blobs (\(ByteCount.format(eviction.bytesFreed))); \(ByteCount.format(eviction.bytesLeft)) left in \(blobCache.path)")
+            }
+            return eviction.evicted.count
+        } catch {
+            console.notice("mirror: warning: cache: eviction from \(blobCache.path) failed: \(error)")
+            return 0
+        }
+    }
+
     /// Writes `--metrics-file`, if given; a file that cannot be written is reported, and the
     /// exit status stays the run's.
-    private func writeMetrics(status: ExitStatus, reports: [EntryReport], usedCache: Bool, since startedAt: ContinuousClock.Instant, console: Console) {
+    private func writeMetrics(
+        status: ExitStatus, reports: [EntryReport], usedCache: Bool, evicted: Int = 0, since startedAt: ContinuousClock.Instant, console: Console
+    ) {
         guard let metricsFile else { return }
         let file = MetricsFile(path: metricsFile)
         let manifest = ManifestPath.absolute(options.manifest)
@@ -192,7 +223,10 @@ struct SyncCommand: AsyncParsableCommand {
             lastSuccessMilliseconds: file.lastSuccessMilliseconds(manifest: manifest),
             durationMilliseconds: MetricsLabel.milliseconds(ContinuousClock.now - startedAt),
             exitCode: status.rawValue, reports: reports)
-        if usedCache { metrics.cache = CacheCounts(reports) }
+        if usedCache {
+            metrics.cache = CacheCounts(reports)
+            metrics.cache?.evicted = evicted
+        }
         do {
             StandardOutputBuffer.flush()
             try file.write(metrics)

@@ -172,6 +172,126 @@ public final class BlobCache: Sendable {
         return code == EWOULDBLOCK ? nil : -1
     }
 
+    /// Marks the blob of `sha256` used now, for eviction's order: the mtime of its lock file
+    /// (`locks/ab/<sha256>`), never the blob's own, which may be a root's `DEST` (hardlinks).
+    func touch(sha256: String) {
+        guard Self.isDigest(sha256) else { return }
+        let folder = "\(path)/locks/\(sha256.prefix(2))"
+        let file = "\(folder)/\(sha256)"
+        if utimensat(AT_FDCWD, file, nil, 0) == 0 { return }
+        guard (try? FileSystem.makeDirectories(folder)) != nil else { return }
+        let fd = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        if fd >= 0 { close(fd) }
+    }
+
+    /// When the blob was last used: its lock file's mtime, else the blob's (when it was put in).
+    func lastUse(of blob: Blob) -> Int64 {
+        var info = stat()
+        let lock = "\(path)/locks/\(blob.sha256.prefix(2))/\(blob.sha256)"
+        if stat(lock, &info) == 0 { return max(Int64(info.st_mtim.tv_sec), blob.modified) }
+        return blob.modified
+    }
+
+    /// Holds the cache in use (`DIR/lock`, shared): an eviction waits until no run holds it, so
+    /// it never takes a blob from under a placement. The descriptor holds it until closed; -1
+    /// when the lock cannot be made (a read-only cache, where nothing is evicted anyway).
+    public func holdInUse() -> Int32 {
+        guard (try? FileSystem.makeDirectories(path)) != nil else { return -1 }
+        let fd = Glibc.open("\(path)/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else { return -1 }
+        while flock(fd, LOCK_SH) != 0 {
+            if errno != EINTR { break }
+        }
+        return fd
+    }
+
+    /// How far an eviction may go: the most bytes the blobs may hold, and the longest a blob may
+    /// go unused.
+    public struct Limits: Sendable, Equatable {
+        public var maxSize: Int64?
+        public var maxAge: Duration?
+
+        public init(maxSize: Int64? = nil, maxAge: Duration? = nil) {
+            self.maxSize = maxSize
+            self.maxAge = maxAge
+        }
+
+        public var isEmpty: Bool { maxSize == nil && maxAge == nil }
+
+        /// A size as the manifest writes one (`500MiB`, `20GiB`).
+        public static func size(_ text: String) throws(Refusal) -> Int64 {
+            do {
+                return try ByteCountSyntax.parse(text)
+            } catch {
+                throw Refusal(description: error.message)
+            }
+        }
+
+        /// A duration as the manifest writes one (`720h`, `12h`).
+        public static func age(_ text: String) throws(Refusal) -> Duration {
+            do {
+                return try DurationSyntax.parse(text)
+            } catch {
+                throw Refusal(description: error.message)
+            }
+        }
+    }
+
+    /// What an eviction did.
+    public struct Eviction: Sendable, Equatable {
+        /// Blobs evicted, least recently used first.
+        public var evicted: [String] = []
+        public var bytesFreed: Int64 = 0
+        /// What the blobs hold after it.
+        public var bytesLeft: Int64 = 0
+        /// Nothing was done: runs held the cache and `wait` was false.
+        public var busy = false
+    }
+
+    /// Evicts least recently used blobs until they hold at most `limits.maxSize` bytes, and
+    /// every blob unused for longer than `limits.maxAge`. Takes the cache's lock exclusively
+    /// (waiting for the runs that hold it when `wait`, else `busy`), moves the chosen blobs to
+    /// `DIR/trash/` and deletes them there: an eviction interrupted half-way is finished by the
+    /// next, and a blob is never half-deleted under its name. `now`: seconds since 1970.
+    public func evict(_ limits: Limits, now: Int64, wait: Bool) throws(TransferFailure) -> Eviction {
+        var outcome = Eviction()
+        try FileSystem.makeDirectories(path)
+        let lock = Glibc.open("\(path)/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard lock >= 0 else { throw .localIO(path: "\(path)/lock", operation: "open", errno: errno) }
+        defer { close(lock) }
+        while flock(lock, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK {
+                outcome.busy = true
+                return outcome
+            }
+            throw .localIO(path: "\(path)/lock", operation: "lock", errno: errno)
+        }
+        let trash = "\(path)/trash"
+        emptyTrash(trash)
+        let blobs = blobs().map { ($0, lastUse(of: $0)) }.sorted { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0.sha256 < $1.0.sha256) }
+        var total = blobs.reduce(Int64(0)) { $0.saturatingAdding($1.0.size) }
+        let oldest = limits.maxAge.map { now - $0.components.seconds }
+        for (blob, used) in blobs {
+            let tooOld = oldest.map { used < $0 } ?? false
+            let tooBig = limits.maxSize.map { total > $0 } ?? false
+            guard tooOld || tooBig else { continue }
+            try FileSystem.makeDirectories(trash)
+            guard rename(blob.path, "\(trash)/\(blob.sha256)") == 0 else { continue }
+            _ = unlink("\(path)/locks/\(blob.sha256.prefix(2))/\(blob.sha256)")
+            outcome.evicted.append(blob.sha256)
+            outcome.bytesFreed = outcome.bytesFreed.saturatingAdding(blob.size)
+            total -= blob.size
+        }
+        emptyTrash(trash)
+        outcome.bytesLeft = total
+        return outcome
+    }
+
+    private func emptyTrash(_ trash: String) {
+        for name in Self.names(in: trash) { _ = unlink("\(trash)/\(name)") }
+    }
+
     /// Moves the blob of `sha256` aside (to `quarantine/`), its bytes having hashed to another
     /// digest: it is never placed again, and the next download of that file replaces it.
     /// Returns where it went, or nil when it was gone already.
@@ -260,6 +380,7 @@ public final class BlobCache: Sendable {
         let hasher = DigestHasher(.sha256)
         try hasher.update(fileDescriptor: fd, length: size, path: file)
         let digest = hasher.finalize()
+        defer { touch(sha256: digest) }
         if lookup(sha256: digest, size: size) != nil { return (digest, false) }
         try insert(from: fd, length: size, sha256: digest)
         return (digest, true)

@@ -6,6 +6,8 @@ public struct CacheCounts: Sendable, Equatable {
     public var bytesPlaced: Int64 = 0
     /// Files downloaded and hashed by SHA-256, which went into the cache.
     public var misses = 0
+    /// Blobs evicted after the run (`cache_max_size`, `cache_max_age`); set by the caller.
+    public var evicted = 0
 
     public init(_ reports: [EntryReport]) {
         for report in reports where report.outcome == .transferred {

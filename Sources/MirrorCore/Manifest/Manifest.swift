@@ -19,6 +19,9 @@ public struct Manifest: Sendable, Equatable {
     /// (both read-only, one file shared by every root that has it) and puts downloads in the
     /// same way; default `copy`: a reflink where the file system can, else a copy.
     public var cachePlacement = BlobCache.Mode.copy
+    /// `cache_max_size` and `cache_max_age`: after a `sync`, the cache's least recently used
+    /// blobs are evicted down to them (none: the cache is not bounded by this manifest).
+    public var cacheLimits = BlobCache.Limits()
     /// Simultaneous transfers (`concurrency`, or `-j` on the command line).
     public var concurrency: Int
     public var connectivity: ConnectivitySettings

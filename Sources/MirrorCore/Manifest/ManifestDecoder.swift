@@ -47,6 +47,7 @@ struct ManifestDecoder {
         /// `cache`, absolute; nil when the manifest names none.
         var cache: String?
         var cachePlacement: BlobCache.Mode
+        var cacheLimits: BlobCache.Limits
         var concurrency: Int
         var connectivity: ConnectivitySettings
         var allowFile: Bool
@@ -125,6 +126,9 @@ struct ManifestDecoder {
             default: report("expected `copy` or `hardlink`; found \(node.summary)", at: node, key: "cache_place")
             }
         }
+        var cacheLimits = BlobCache.Limits()
+        if let node = top?["cache_max_size"] { cacheLimits.maxSize = byteCount(node, key: "cache_max_size", allowUnits: true) }
+        if let node = top?["cache_max_age"] { cacheLimits.maxAge = duration(node, key: "cache_max_age") }
         let concurrency = top?["concurrency"].flatMap {
             integer($0, key: "concurrency", in: 1...64, expected: "an integer from 1 to 64")
         } ?? 4
@@ -141,7 +145,7 @@ struct ManifestDecoder {
             report("missing required key `files`; list the files to mirror under `files:`", at: root, key: nil)
         }
         return TopLevel(
-            root: rootDirectory, stateDirectory: stateDirectory, cache: cache, cachePlacement: cachePlacement, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
+            root: rootDirectory, stateDirectory: stateDirectory, cache: cache, cachePlacement: cachePlacement, cacheLimits: cacheLimits, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
             rateLimit: rateLimit, hosts: hosts, entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
     }
 
@@ -178,6 +182,7 @@ struct ManifestDecoder {
         manifest.stateDirectory = top.stateDirectory
         manifest.cache = top.cache
         manifest.cachePlacement = top.cachePlacement
+        manifest.cacheLimits = top.cacheLimits
         manifest.rateLimit = top.rateLimit
         manifest.hosts = top.hosts
         manifest.manifestDirectory = rootResolution.manifestDirectory

@@ -8,7 +8,7 @@ enum ManifestSection: CaseIterable {
 
     static let transferKeys = ["retries", "timeout", "headers", "insecure", "ftp_tls", "max_size", "min_speed", "min_speed_time", "ca_file", "checksums", "segment_min"]
     // Made once: every mapping of the manifest looks its keys up here.
-    private static let topLevelKeys = ["version", "root", "state_dir", "cache", "cache_place", "concurrency", "defaults", "connectivity", "allow_file", "prune", "rate_limit", "segment_min", "hosts", "files"]
+    private static let topLevelKeys = ["version", "root", "state_dir", "cache", "cache_place", "cache_max_size", "cache_max_age", "concurrency", "defaults", "connectivity", "allow_file", "prune", "rate_limit", "segment_min", "hosts", "files"]
     private static let connectivityKeys = ["probe", "wait"]
     private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors", "rate_limit"] + transferKeys + ["sha512", "checksum_name"]
     private static let hostKeys = ["concurrency", "rate_limit", "headers"]

@@ -74,6 +74,8 @@ public struct RunMetrics: Sendable, Equatable {
                    [(label, String(cache.misses))])
             family("mirror_cache_bytes_placed", "gauge", "Bytes the last mirror sync placed from the blob cache instead of downloading them.",
                    [(label, String(cache.bytesPlaced))])
+            family("mirror_cache_evictions", "gauge", "Blobs the last mirror sync evicted from the blob cache (cache_max_size, cache_max_age).",
+                   [(label, String(cache.evicted))])
         }
         return text
     }

@@ -384,6 +384,7 @@ final class EntryDriver: @unchecked Sendable {
                     try rootDirectory.withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
                         try cache.insert(from: fd, length: size, sha256: sha256, linking: (directory, paths.name))
                     }
+                    cache.touch(sha256: sha256)
                 } catch {
                     env.emit(.cacheProblem("\(paths.destination) was not put into the cache \(cache.path): \(error)"))
                 }
@@ -698,6 +699,7 @@ final class EntryDriver: @unchecked Sendable {
             defer { close(partial) }
             let hasher = DigestHasher(.sha256)
             try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
+            cache.touch(sha256: sha256)
             return EntryMachine.HashedFile(sha256: hasher.finalize(), sizeOnDisk: try FileSystem.size(of: partial, path: paths.partial))
         }
     }
