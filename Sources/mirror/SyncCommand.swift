@@ -141,7 +141,9 @@ struct SyncCommand: AsyncParsableCommand {
         ran.usedCache = runOptions.cache != nil
         // The run holds the cache in use, so that no eviction takes a blob from under it; then
         // it evicts down to the manifest's limits itself, unless other runs hold the cache.
-        let inUse = runOptions.cache?.holdInUse()
+        let inUse = runOptions.cache.map { blobCache in
+            blobCache.holdInUse { console.notice("mirror: \(blobCache.path) is being pruned; waiting for it to end") }
+        }
         defer {
             if let inUse, inUse >= 0 { close(inUse) }
             if let blobCache = runOptions.cache, !manifest.cacheLimits.isEmpty {

@@ -119,19 +119,29 @@ struct EntryMachineTests {
     /// The blob cache: placing a pinned file from it, a blob found wanting, filling it.
     /// Up to the inspection of the first attempt of a file pinned by SHA-256, with a cache: the
     /// blob's lock first.
-    static let lockedBegin: [Step] = [
-        step(.start(cancelled: false), [.lockBlob], .lockingBlob),
-        step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
-        step(.hostReady, [.acquireSlot], .waitingForSlot),
-        step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
-    ]
+    static let lockedBegin: [Step] = begin
 
     static let cacheRows: [Row] = [
         Row(name: "cache: an interruption while the blob's lock is awaited ends the entry as cancelled", pins: Pins(digest: pin), cache: true,
-            steps: [
-            step(.start(cancelled: false), [.lockBlob], .lockingBlob),
+            steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.releaseSlot, .lockBlob], .lockingBlob),
             step(.runCancelled, [], .lockingBlob),
             step(.blobLocked, [.finish(.failed(.cancelled, action: .download, inspectPartial: false))], .done),
+        ]),
+        Row(name: "cache: a pinned file to fetch waits for the blob's lock without a slot, then looks again and finds it placed",
+            pins: Pins(digest: pin), cache: true, steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.releaseSlot, .lockBlob], .lockingBlob),
+            step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+            step(.placed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.releaseSlot, .commit(validators: noValidators, sha256: pin)], .committing),
+            step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .cached, size: 100, sha256: pin))], .done),
+        ]),
+        Row(name: "cache: a pinned file the store vouches for takes no lock", pins: Pins(digest: pin), cache: true, steps: begin + [
+            step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
+                .announce(.decided(.skip)), .releaseSlot, .finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin)),
+            ], .done),
         ]),
         Row(name: "cache: a missing DEST whose pinned blob is cached is placed, checked and committed, with no request",
             pins: Pins(digest: pin), cache: true, steps: lockedBegin + [
@@ -142,8 +152,13 @@ struct EntryMachineTests {
         Row(name: "cache: a blob that hashes to another digest is quarantined, and the file downloaded and not put back",
             pins: Pins(digest: pin), cache: true, steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
-            step(.placed(.success(.init(sha256: other, sizeOnDisk: 100))), [.quarantineCached, .removePartial, .inspect], .inspecting),
+            step(.placed(.success(.init(sha256: other, sizeOnDisk: 100))), [.removePartial, .quarantineCached], .quarantining),
+            step(.quarantined, [.inspect], .inspecting),
             // The blob is still named on this look (a copy another process put back): not tried again.
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.releaseSlot, .lockBlob], .lockingBlob),
+            step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
             step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
                  [.releaseSlot, .finishHash(size: 100)], .finishingHash),
@@ -154,15 +169,24 @@ struct EntryMachineTests {
         Row(name: "cache: a blob that cannot be read is a miss: the file is downloaded", pins: Pins(digest: pin), cache: true, steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
             step(.placed(.failure(full)), [.removePartial, .inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.releaseSlot, .lockBlob], .lockingBlob),
+            step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
         ]),
         Row(name: "cache: a blob of another size than the placement read back is not committed", pins: Pins(digest: pin), cache: true,
             steps: lockedBegin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
-            step(.placed(.success(.init(sha256: pin, sizeOnDisk: 90))), [.quarantineCached, .removePartial, .inspect], .inspecting),
+            step(.placed(.success(.init(sha256: pin, sizeOnDisk: 90))), [.removePartial, .quarantineCached], .quarantining),
+            step(.quarantined, [.inspect], .inspecting),
         ]),
         Row(name: "cache: a size pin the blob does not meet keeps the cache out", pins: Pins(size: 90, digest: pin), cache: true,
             steps: lockedBegin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.releaseSlot, .lockBlob], .lockingBlob),
+            step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
         ]),
         Row(name: "cache: an unpinned download goes into the cache once committed", cache: true, steps: freshDownload + [
@@ -176,6 +200,11 @@ struct EntryMachineTests {
         ]),
         Row(name: "cache: a partial file beside a cached blob is resumed, not placed over", pins: Pins(digest: pin), cache: true,
             steps: lockedBegin + [
+            step(.inspected(LocalFacts(destination: .missing, partial: .file(size: 50), cached: 100), record: recordOfPartial,
+                            recordUnreadable: false), [.releaseSlot, .lockBlob], .lockingBlob),
+            step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
             step(.inspected(LocalFacts(destination: .missing, partial: .file(size: 50), cached: 100), record: recordOfPartial,
                             recordUnreadable: false), [.probe(source: 0)], .probing),
         ]),
@@ -210,11 +239,23 @@ struct EntryMachineTests {
         Row(name: "offline: a blob found wanting is quarantined, and then the entry fails rather than download", pins: Pins(digest: pin),
             cache: true, offline: true, steps: begin + [
             step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
-            step(.placed(.success(.init(sha256: other, sizeOnDisk: 100))), [.quarantineCached, .removePartial, .inspect], .inspecting),
+            step(.placed(.success(.init(sha256: other, sizeOnDisk: 100))), [.removePartial, .quarantineCached], .quarantining),
+            step(.quarantined, [.inspect], .inspecting),
             step(.inspected(nothing, record: nil, recordUnreadable: false), [
                 .announce(.decided(.fail(offlineMissing))), .releaseSlot,
                 .finish(.failed(offlineMissing, action: .fail(offlineMissing), inspectPartial: false)),
             ], .done),
+        ]),
+        Row(name: "offline: a partial file is placed over from the cache, its record cleared", pins: Pins(digest: pin), cache: true,
+            offline: true, steps: begin + [
+            step(.inspected(LocalFacts(destination: .missing, partial: .file(size: 50), cached: 100), record: recordOfPartial,
+                            recordUnreadable: false),
+                 [.removePartial, .record(.clearPartial), .announce(.decided(.cached)), .place(size: 100)], .placing),
+        ]),
+        Row(name: "offline: a DEST that is not the pinned file is replaced from the cache", pins: Pins(digest: pin), cache: true,
+            offline: true, steps: begin + [
+            step(.inspected(LocalFacts(destination: .file(size: 100), partial: .missing, cached: 100), record: nil, recordUnreadable: false),
+                 [.announce(.decided(.cached)), .place(size: 100)], .placing),
         ]),
         Row(name: "offline: a file the store verified is kept with no request", offline: true, steps: begin + [
             step(.inspected(equalDest, record: recordOfDest, recordUnreadable: false), [
@@ -963,7 +1004,7 @@ struct EntryMachineTests {
             "transferring transferEnded", "measuringBody bodyMeasured", "finishingHash hashed", "keeping kept",
             "keeping keepRefused", "committing committed", "checkingConnectivity connectivityChecked", "backingOff backOffEnded",
             "askingConditionally replied", "askingConditionally transferEnded", "abandoningReply transferEnded",
-            "transferring download", "placing placed", "fillingCache cacheFilled", "lockingBlob blobLocked",
+            "transferring download", "placing placed", "fillingCache cacheFilled", "lockingBlob blobLocked", "quarantining quarantined",
         ]
         for transition in handled {
             #expect(seen.contains(transition), "no row covers \(transition)")

@@ -128,11 +128,19 @@ public final class BlobCache: Sendable {
             close(temporary)
             if !placed { unlink(temporaryPath) }
         }
+        var sourceInfo = stat()
+        guard fstat(source, &sourceInfo) == 0 else { throw .localIO(path: temporaryPath, operation: "inspect the source of", errno: errno) }
         if mode == .hardlink, let name {
             // The blob is another name of the file: the temporary one is replaced by a link to
-            // it, made read-only (the file with it). Across file systems, a copy after all.
+            // it, made read-only (the file with it). Linked by name, so the link is checked to
+            // be the file that was hashed (not one put under that name since). Across file
+            // systems, a copy after all.
             unlink(temporaryPath)
             if linkat(name.directory, name.name, AT_FDCWD, temporaryPath, 0) == 0 {
+                var linked = stat()
+                guard lstat(temporaryPath, &linked) == 0, linked.st_dev == sourceInfo.st_dev, linked.st_ino == sourceInfo.st_ino else {
+                    return
+                }
                 _ = fchmod(source, 0o444)
                 if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
                 placed = true
@@ -148,6 +156,11 @@ public final class BlobCache: Sendable {
             return
         }
         _ = try Self.copy(from: source, to: temporary, length: length, path: temporaryPath)
+        // A source written to while it was copied is not the file that was hashed: left out.
+        var after = stat()
+        guard fstat(source, &after) == 0, after.st_size == sourceInfo.st_size,
+              after.st_mtim.tv_sec == sourceInfo.st_mtim.tv_sec, after.st_mtim.tv_nsec == sourceInfo.st_mtim.tv_nsec
+        else { return }
         // Read-only: a blob is never written again, and a tool that opens it for writing is refused.
         _ = fchmod(temporary, 0o444)
         if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
@@ -195,10 +208,13 @@ public final class BlobCache: Sendable {
     /// Holds the cache in use (`DIR/lock`, shared): an eviction waits until no run holds it, so
     /// it never takes a blob from under a placement. The descriptor holds it until closed; -1
     /// when the lock cannot be made (a read-only cache, where nothing is evicted anyway).
-    public func holdInUse() -> Int32 {
+    /// `waiting` is called once when an eviction holds the cache and the run must wait for it.
+    public func holdInUse(waiting: () -> Void = {}) -> Int32 {
         guard (try? FileSystem.makeDirectories(path)) != nil else { return -1 }
         let fd = Glibc.open("\(path)/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { return -1 }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 { return fd }
+        waiting()
         while flock(fd, LOCK_SH) != 0 {
             if errno != EINTR { break }
         }
@@ -269,12 +285,20 @@ public final class BlobCache: Sendable {
         }
         let trash = "\(path)/trash"
         emptyTrash(trash)
+        // Temporary files a filler left when it died (a day old: a fill under way is younger).
+        for name in Self.names(in: "\(path)/tmp") {
+            var info = stat()
+            let file = "\(path)/tmp/\(name)"
+            if lstat(file, &info) == 0, Int64(info.st_mtim.tv_sec) < now - 86_400 { _ = unlink(file) }
+        }
         let blobs = blobs().map { ($0, lastUse(of: $0)) }.sorted { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0.sha256 < $1.0.sha256) }
         var total = blobs.reduce(Int64(0)) { $0.saturatingAdding($1.0.size) }
         let oldest = limits.maxAge.map { now - $0.components.seconds }
         for (blob, used) in blobs {
             let tooOld = oldest.map { used < $0 } ?? false
-            let tooBig = limits.maxSize.map { total > $0 } ?? false
+            // A blob roots have as their DEST frees nothing when its name here goes: not taken
+            // for the size (its bytes stay counted), only when it is past the age.
+            let tooBig = blob.links == 1 && (limits.maxSize.map { total > $0 } ?? false)
             guard tooOld || tooBig else { continue }
             try FileSystem.makeDirectories(trash)
             guard rename(blob.path, "\(trash)/\(blob.sha256)") == 0 else { continue }
@@ -296,11 +320,30 @@ public final class BlobCache: Sendable {
     /// digest: it is never placed again, and the next download of that file replaces it.
     /// Returns where it went, or nil when it was gone already.
     @discardableResult
-    func quarantine(sha256: String) -> String? {
+    func quarantine(sha256: String, ifStill file: FileIdentity? = nil) -> String? {
         guard let blob = blobPath(sha256: sha256) else { return nil }
-        guard (try? FileSystem.makeDirectories("\(path)/quarantine")) != nil else { return nil }
+        // Only the file found wanting: another process may have quarantined it and filled the
+        // blob anew with the right bytes meanwhile.
+        if let file {
+            var info = stat()
+            guard lstat(blob, &info) == 0, FileIdentity(info) == file else { return nil }
+        }
         let aside = "\(path)/quarantine/\(sha256).\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
-        return rename(blob, aside) == 0 ? aside : nil
+        if (try? FileSystem.makeDirectories("\(path)/quarantine")) != nil, rename(blob, aside) == 0 { return aside }
+        // It cannot be moved aside: it must not stay under its name either, or every fill of the
+        // same bytes would find it and leave it.
+        return unlink(blob) == 0 ? "nowhere (removed)" : nil
+    }
+
+    /// Which file a path named, when it was looked at.
+    struct FileIdentity: Sendable, Equatable {
+        let device: UInt64
+        let inode: UInt64
+
+        init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
     }
 
     /// A blob the cache holds.
@@ -311,6 +354,8 @@ public final class BlobCache: Sendable {
         public let path: String
         /// Its modification time, seconds since 1970: when it was put in.
         public let modified: Int64
+        /// Its names: more than one when roots have it as their `DEST` (`cache_place: hardlink`).
+        public var links: Int = 1
     }
 
     /// Every blob, in the order of their names; files there that are not blobs (a name that is
@@ -323,7 +368,8 @@ public final class BlobCache: Sendable {
                 let file = "\(top)/\(folder)/\(name)"
                 var info = stat()
                 guard lstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
-                found.append(Blob(sha256: name, size: Int64(info.st_size), path: file, modified: Int64(info.st_mtim.tv_sec)))
+                found.append(Blob(sha256: name, size: Int64(info.st_size), path: file, modified: Int64(info.st_mtim.tv_sec),
+                                  links: Int(info.st_nlink)))
             }
         }
         return found
@@ -359,11 +405,13 @@ public final class BlobCache: Sendable {
             throw .localIO(path: blob.path, operation: "open", errno: errno)
         }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .localIO(path: blob.path, operation: "inspect", errno: errno) }
         let hasher = DigestHasher(.sha256)
-        try hasher.update(fileDescriptor: fd, length: try FileSystem.size(of: fd, path: blob.path), path: blob.path)
+        try hasher.update(fileDescriptor: fd, length: Int64(info.st_size), path: blob.path)
         let digest = hasher.finalize()
         if digest == blob.sha256 { return nil }
-        quarantine(sha256: blob.sha256)
+        quarantine(sha256: blob.sha256, ifStill: FileIdentity(info))
         return digest
     }
 

@@ -12,13 +12,41 @@ extension RootDirectory {
     }
 
     /// Opens (creating it and its directories if needed) the partial file for reading and
-    /// writing; new files get 0666 minus the umask.
+    /// writing; new files get 0666 minus the umask. A partial file that is another name of a file
+    /// (a placement linked from the blob cache, left by a run that stopped before its rename) is
+    /// never written: its name is removed and the partial file made anew, so that nothing
+    /// written here reaches the blob or the roots that share it.
     func openPartial(_ paths: DestinationPaths, truncate: Bool, durable: Bool) throws(TransferFailure) -> Int32 {
-        var flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW
-        if truncate { flags |= O_TRUNC }
         let fd = try withDirectory(paths.relativeDirectory, create: true, durable: durable) { directory throws(TransferFailure) in
-            let fd = openat(directory, paths.partialName, flags, 0o666)
-            if fd < 0 { let code = errno; throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: code) }
+            func open() throws(TransferFailure) -> Int32 {
+                // Not O_TRUNC: a linked file is told apart before any byte of it changes.
+                let fd = openat(directory, paths.partialName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o666)
+                if fd < 0 {
+                    let code = errno
+                    var info = stat()
+                    if code == EACCES, fstatat(directory, paths.partialName, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_nlink > 1 {
+                        return -1
+                    }
+                    throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: code)
+                }
+                return fd
+            }
+            var fd = try open()
+            var info = stat()
+            if fd < 0 || (fstat(fd, &info) == 0 && info.st_nlink > 1) {
+                if fd >= 0 { close(fd) }
+                if unlinkat(directory, paths.partialName, 0) != 0 {
+                    throw .localIO(path: paths.partial, operation: "remove the linked", errno: errno)
+                }
+                fd = try open()
+                info = stat()
+                _ = fstat(fd, &info)
+            }
+            if truncate, info.st_size != 0, ftruncate(fd, 0) != 0 {
+                let code = errno
+                close(fd)
+                throw .localIO(path: paths.partial, operation: "truncate", errno: code)
+            }
             return fd
         }
         guard let fd else { throw .localIO(path: paths.directory, operation: "create directory", errno: ENOENT) }

@@ -38,6 +38,8 @@ final class EntryDriver: @unchecked Sendable {
     private var waiting: Task<Void, Never>?
     /// The cache's lock of the entry's pinned blob, held until the entry ends.
     private var blobLock: Int32?
+    /// The blob the last placement read: what a quarantine may move, and nothing else.
+    private var placedBlob: BlobCache.FileIdentity?
     private var finished = false
     /// `RunEvent.started` was sent, at the first attempt.
     private var announcedStart = false
@@ -340,18 +342,24 @@ final class EntryDriver: @unchecked Sendable {
             let durable = env.durable
             guard let cache = env.cache, let digest = entry.pins.digest else { return .placed(.failure(.cancelled)) }
             env.blocking.submit { [self] in
-                answer(.placed(Self.place(digest, size: size, from: cache, paths: paths, in: rootDirectory, durable: durable)))
+                let (result, blob) = Self.place(digest, size: size, from: cache, paths: paths, in: rootDirectory, durable: durable)
+                if case .failure(let failure) = result, !failure.isMissingFile {
+                    // A blob that is there but cannot be read (a failing disk, its permissions)
+                    // is said: silently, every run would download the file again.
+                    env.emit(.cacheProblem("\(cache.blobPath(sha256: digest) ?? cache.path) could not be placed as \(paths.destination): \(failure); downloaded instead"))
+                }
+                env.fetcher.engine.post { [self] in
+                    placedBlob = blob
+                    deliver(.placed(result))
+                }
             }
         case .lockBlob:
             guard let cache = env.cache, let digest = entry.pins.digest else { return .blobLocked }
-            if let fd = cache.tryLock(sha256: digest) {
-                blobLock = fd
-                return .blobLocked
-            }
-            // Held elsewhere: tried again every 20 ms, no thread held meanwhile; an interrupted
-            // run stops waiting.
+            // Off the engine's thread (the lock file is made and opened on the cache's file
+            // system, which may be a network's); held elsewhere, tried again every 20 ms, no
+            // thread held meanwhile; an interrupted run stops waiting.
             waiting = Task { [self] in
-                while (try? await Task.sleep(for: .milliseconds(20))) != nil {
+                while true {
                     if let fd = cache.tryLock(sha256: digest) {
                         env.fetcher.engine.post { [self] in
                             guard !finished else {
@@ -363,13 +371,18 @@ final class EntryDriver: @unchecked Sendable {
                         }
                         return
                     }
+                    if (try? await Task.sleep(for: .milliseconds(20))) == nil { break }
                 }
                 answer(.blobLocked)
             }
         case .quarantineCached:
-            if let cache = env.cache, let digest = entry.pins.digest, let path = cache.blobPath(sha256: digest) {
-                let aside = cache.quarantine(sha256: digest)
-                env.emit(.cacheProblem("\(path) did not hash to its name; moved to \(aside ?? "nowhere: it was gone") and \(entry.dest) is downloaded instead"))
+            guard let cache = env.cache, let digest = entry.pins.digest, let path = cache.blobPath(sha256: digest) else { return .quarantined }
+            let blob = placedBlob
+            env.blocking.submit { [self] in
+                if let aside = cache.quarantine(sha256: digest, ifStill: blob) {
+                    env.emit(.cacheProblem("\(path) did not hash to its name; moved to \(aside), and \(entry.dest) is downloaded instead"))
+                }
+                answer(.quarantined)
             }
         case .fillCache(let sha256, let size, let identity):
             let paths = self.paths
@@ -522,7 +535,7 @@ final class EntryDriver: @unchecked Sendable {
         if let problem = found.record.problem { env.emit(problem) }
         let record = found.record.record
         var local = found.local
-        if let cache = env.cache, local.destination == .missing, entry.pins.algorithm == .sha256, let digest = entry.pins.digest {
+        if let cache = env.cache, local.destination == .missing || env.offline, entry.pins.algorithm == .sha256, let digest = entry.pins.digest {
             local.cached = cache.lookup(sha256: digest, size: entry.size)
         }
         // The download driver is made for a segment map, or when an earlier attempt made it.
@@ -682,26 +695,38 @@ final class EntryDriver: @unchecked Sendable {
     /// landed there (read back from the partial file, not taken from the blob's name).
     private static func place(
         _ sha256: String, size: Int64, from cache: BlobCache, paths: DestinationPaths, in rootDirectory: RootDirectory, durable: Bool
-    ) -> Result<EntryMachine.HashedFile, TransferFailure> {
-        Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
+    ) -> (Result<EntryMachine.HashedFile, TransferFailure>, BlobCache.FileIdentity?) {
+        var identity: BlobCache.FileIdentity?
+        let result = Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
             guard let blob = cache.open(sha256: sha256) else {
                 throw .localIO(path: cache.blobPath(sha256: sha256) ?? cache.path, operation: "open", errno: ENOENT)
             }
             defer { close(blob) }
+            var info = stat()
+            if fstat(blob, &info) == 0 { identity = BlobCache.FileIdentity(info) }
             let partial: Int32
             if cache.mode == .hardlink, let target = cache.blobPath(sha256: sha256),
                try rootDirectory.linkPartial(paths, to: target, durable: durable) {
                 partial = try rootDirectory.openPartialForReading(paths)
             } else {
                 partial = try rootDirectory.openPartial(paths, truncate: true, durable: durable)
-                _ = try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
             }
             defer { close(partial) }
+            if !(cache.mode == .hardlink && Self.isLink(partial, of: info)) {
+                _ = try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
+            }
             let hasher = DigestHasher(.sha256)
             try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
             cache.touch(sha256: sha256)
             return EntryMachine.HashedFile(sha256: hasher.finalize(), sizeOnDisk: try FileSystem.size(of: partial, path: paths.partial))
         }
+        return (result, identity)
+    }
+
+    /// Whether the open `file` is the blob `blob` describes (a link to it).
+    private static func isLink(_ file: Int32, of blob: stat) -> Bool {
+        var info = stat()
+        return fstat(file, &info) == 0 && info.st_dev == blob.st_dev && info.st_ino == blob.st_ino
     }
 
     /// When `DEST` is still the file `version` describes (not touched since the attempt
@@ -714,6 +739,10 @@ final class EntryDriver: @unchecked Sendable {
             guard let destination = try? rootDirectory.openDestination(paths) else { return answer(.keepRefused) }
             defer { close(destination) }
             guard (try? LocalIdentity.of(fd: destination, path: paths.destination)) == version.local else { return answer(.keepRefused) }
+            // Another name of a file (a blob of the cache, shared by other roots): its date is
+            // theirs too, so the new version is committed as a file of its own instead.
+            var links = stat()
+            if fstat(destination, &links) == 0, links.st_nlink > 1 { return answer(.keepRefused) }
             rootDirectory.removePartial(paths)
             // The same bytes, perhaps under a new date: DEST takes it, as a download would, so
             // that its date still names its version if the record is ever lost.

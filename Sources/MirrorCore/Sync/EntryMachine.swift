@@ -39,6 +39,8 @@ struct EntryMachine {
         case preparing
         /// The cache's blob is being copied into the partial file and hashed.
         case placing
+        /// The blob the placement found wanting is being moved aside.
+        case quarantining
         /// A downloaded file, committed, is being copied into the cache.
         case fillingCache
         case transferring
@@ -85,6 +87,8 @@ struct EntryMachine {
         case placed(Result<HashedFile, TransferFailure>)
         /// The committed file was offered to the cache (whatever became of it).
         case cacheFilled
+        /// The blob found wanting was moved aside (or was gone).
+        case quarantined
         /// The partial file is ready for the transfer (a copy of `DEST` made, a record cleared).
         case prepared(TransferFailure?)
         /// The download ended before (or without) its `DownloadMachine`: the run was
@@ -147,6 +151,7 @@ struct EntryMachine {
         /// hash what landed there. Answers `placed`.
         case place(size: Int64)
         /// The cache's blob of the pinned SHA-256 hashed to something else: move it aside.
+        /// Answers `quarantined`.
         case quarantineCached
         /// Copy `DEST`, just committed with `sha256` and `size` as the file `identity` names (when
         /// it could be read), into the cache; nothing when `DEST` is no longer that file.
@@ -317,6 +322,8 @@ struct EntryMachine {
     /// The cache's blob was tried (placed, or found wanting): this entry does not go to the
     /// cache again in this run.
     private var cacheTried = false
+    /// The blob's lock was asked for (and is held until the entry ends, by the driver).
+    private var holdsBlobLock = false
 
     init(
         mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: SourceIndexSet = [],
@@ -350,16 +357,13 @@ struct EntryMachine {
                 phase = .waitingForSlot
                 return [.acquireSlot]
             }
-            if fillsCache, !offline, pins.algorithm == .sha256, pins.digest != nil {
-                // One download of a pinned file for every root that shares the cache: whoever
-                // holds the blob's lock fetches it; the others find it placed once they hold it.
-                phase = .lockingBlob
-                return [.lockBlob]
-            }
             return beginAttempt()
 
         case (.lockingBlob, .blobLocked):
             if runCancelled { return end(.failed(.cancelled, action: .download, inspectPartial: false)) }
+            // The attempt that stopped for the lock is not counted: it looks at the disk again
+            // (the blob may be there now) as the same attempt.
+            attempts -= 1
             return beginAttempt()
 
         case (.waitingForHost, .hostReady):
@@ -404,7 +408,7 @@ struct EntryMachine {
                 }
                 return succeed(.skipped, size: local.destination.size, sha256: pins.digest, after: .announce(.decided(.skip)))
             }
-            if let size = local.cached, !cacheTried, local.isEmpty, pins.algorithm == .sha256, pins.digest != nil,
+            if let size = local.cached, !cacheTried, local.isEmpty || offline, pins.algorithm == .sha256, pins.digest != nil,
                sizePin == nil || sizePin == size {
                 // The cache holds the pinned bytes: placed without a request, and checked against
                 // the pin like any download before they land under DEST. Not over a partial
@@ -416,9 +420,22 @@ struct EntryMachine {
                 cacheTried = true
                 committing = (size, RemoteValidators(etag: nil, lastModified: nil, size: size), "")
                 phase = .placing
-                return [.announce(.decided(.cached)), .place(size: size)]
+                // Offline, a partial file cannot be finished, and a DEST that is not the pinned
+                // file is replaced: the placement goes over both.
+                var clear: [Effect] = []
+                if local.partial.size != nil { clear.append(.removePartial) }
+                if record?.partial != nil { clear.append(.record(.clearPartial)) }
+                return clear + [.announce(.decided(.cached)), .place(size: size)]
             }
             if offline { return offlineEnd(local: local, record: record) }
+            if fillsCache, !holdsBlobLock, pins.algorithm == .sha256, pins.digest != nil {
+                // One download of a pinned file for every root that shares the cache: whoever
+                // holds the blob's lock fetches it; the others wait, without a slot, and then
+                // look again, finding it in the cache. Asked only of an entry that would fetch.
+                holdsBlobLock = true
+                phase = .lockingBlob
+                return releaseSlot() + [.lockBlob]
+            }
             if local.isEmpty, mode == .sync {
                 // Nothing on disk: the probe would only repeat what the GET's headers say.
                 action = .download
@@ -585,14 +602,19 @@ struct EntryMachine {
                 return [.removePartial, .inspect]
             case .success(let file):
                 guard file.sizeOnDisk == pending.size, file.sha256 == pins.digest else {
-                    // The blob is not the file its name says: never placed, and never again.
-                    phase = .inspecting
-                    return [.quarantineCached, .removePartial, .inspect]
+                    // The blob is not the file its name says: never placed, and never again;
+                    // moved aside before the download that follows fills its name anew.
+                    phase = .quarantining
+                    return [.removePartial, .quarantineCached]
                 }
                 committing = (pending.size, pending.validators, file.sha256)
                 phase = .committing
                 return releaseSlot() + [.commit(validators: pending.validators, sha256: file.sha256)]
             }
+
+        case (.quarantining, .quarantined):
+            phase = .inspecting
+            return [.inspect]
 
         case (.fillingCache, .cacheFilled):
             guard let pending = committing else { return unexpected(event) }
@@ -712,12 +734,16 @@ struct EntryMachine {
     /// file the store verified (and no pin it fails) is kept; anything else fails now, with no
     /// retry and no other source, since every one of them would need a request.
     private mutating func offlineEnd(local: LocalFacts, record: StateRecord?) -> [Effect] {
-        if let verified = Planner.verifiedVersion(local: local, state: record), local.partial == .missing,
+        if let verified = Planner.verifiedVersion(local: local, state: record),
            pins.digest == nil, sizePin == nil || sizePin == verified.local.size {
             action = .skip
             let size = local.destination.size
             if mode == .plan { return end(.planned(.skip, localSize: size, remoteSize: size), after: .announce(.decided(.skip))) }
-            return succeed(.skipped, size: size, sha256: verified.sha256, after: .announce(.decided(.skip)))
+            // A partial file left beside a verified DEST goes, as online.
+            var clear: [Effect] = []
+            if local.partial.size != nil { clear.append(.removePartial) }
+            if record?.partial != nil { clear.append(.record(.clearPartial)) }
+            return clear + succeed(.skipped, size: size, sha256: verified.sha256, after: .announce(.decided(.skip)))
         }
         let missing: String
         if let pin = pins.digest {

@@ -96,7 +96,8 @@ public final class ManifestRunner: Sendable {
     ///
     /// Nil, and nothing made, when the state directory does not exist yet: a first run makes its
     /// root only once libcurl is known to load (a command that cannot make requests writes
-    /// nothing). Nil too when the lock cannot be had at once: `syncAndPrune` then takes it
+    /// nothing in a new root; in one a run made before, the lock file takes this process's id and
+    /// the store may be set up before the load is known to fail). Nil too when the lock cannot be had at once: `syncAndPrune` then takes it
     /// itself, waiting for a run that holds it as `lockWait` says, where a signal can stop the
     /// wait, and says why it failed.
     public static func open(manifest: Manifest, options: RunOptions) async -> Opened? {

@@ -62,6 +62,12 @@ public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible
         return .curl(code: code, message: message.replacing(host, with: "<host>"), osErrno: osErrno)
     }
 
+    /// A file that is not there (`ENOENT`): for the blob cache, a miss rather than a problem.
+    var isMissingFile: Bool {
+        if case .localIO(_, _, let code) = self { return code == ENOENT }
+        return false
+    }
+
     /// Worth another attempt: the same request may well succeed later.
     public var isRetryable: Bool {
         switch self {

@@ -98,6 +98,17 @@ struct CachePlacementTests {
         #expect(try await sync(scenario.directory.path("two"), with: cache).map(\.outcome) == [.skipped])
         #expect(try scenario.nginxRequests().isEmpty)
 
+        // A placement a run left linked as DEST.part (stopped before its rename): the next run
+        // never writes through it into the blob, whatever it does with the partial file.
+        try FileManager.default.createDirectory(atPath: scenario.directory.path("four"), withIntermediateDirectories: true)
+        #expect(link(blob, scenario.directory.path("four/big.bin.part")) == 0)
+        let plain = try scenario.load(ManifestText(root: scenario.directory.path("four"), entries: [.init(scenario.url("/big.bin"))]))
+        #expect(try await scenario.runner(plain).sync().map(\.outcome) == [.transferred])
+        #expect(FileManager.default.contents(atPath: blob) == Self.big, "the blob is as it was")
+        #expect(info(blob).st_mode & 0o222 == 0)
+        #expect(FileManager.default.contents(atPath: scenario.directory.path("four/big.bin")) == Self.big)
+        #expect(info(scenario.directory.path("four/big.bin")).st_ino != stored.st_ino)
+
         // A root on another file system gets a copy of its own, as with `copy`.
         let xfs = try LoopFileSystem()
         #expect(try await sync(xfs.path("three"), with: cache).map(\.action) == [.cached])
