@@ -56,13 +56,7 @@ extension RootDirectory {
     /// Opens `DEST.part` for reading only: a placed file to fsync and rename, which may be a
     /// read-only link to a blob of the cache.
     func openPartialForReading(_ paths: DestinationPaths) throws(TransferFailure) -> Int32 {
-        let fd = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
-            let fd = openat(directory, paths.partialName, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            if fd < 0 { let code = errno; throw Self.failure(opening: paths.partialName, in: directory, path: paths.partial, errno: code) }
-            return fd
-        }
-        guard let fd else { throw .localIO(path: paths.partial, operation: "open", errno: ENOENT) }
-        return fd
+        try openForReading(paths.partialName, of: paths, path: paths.partial)
     }
 
     /// Links the file at `target` (absolute) as `DEST.part`, making its directories; false when
@@ -80,12 +74,18 @@ extension RootDirectory {
 
     /// Opens `DEST` for reading.
     func openDestination(_ paths: DestinationPaths) throws(TransferFailure) -> Int32 {
+        try openForReading(paths.name, of: paths, path: paths.destination)
+    }
+
+    /// Opens `name` in the directory of `paths` for reading, not following a symbolic link;
+    /// `path` names it in errors.
+    private func openForReading(_ name: String, of paths: DestinationPaths, path: String) throws(TransferFailure) -> Int32 {
         let fd = try withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
-            let fd = openat(directory, paths.name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            if fd < 0 { let code = errno; throw Self.failure(opening: paths.name, in: directory, path: paths.destination, errno: code) }
+            let fd = openat(directory, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            if fd < 0 { let code = errno; throw Self.failure(opening: name, in: directory, path: path, errno: code) }
             return fd
         }
-        guard let fd else { throw .localIO(path: paths.destination, operation: "open", errno: ENOENT) }
+        guard let fd else { throw .localIO(path: path, operation: "open", errno: ENOENT) }
         return fd
     }
 
