@@ -194,6 +194,14 @@ struct EntryMachineTests {
             step(.committed(.success(identity)), [.fillCache(sha256: pin, size: 100, identity: identity)], .fillingCache),
             step(.cacheFilled, [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin))], .done),
         ]),
+        Row(name: "cache: a DEST hashed at first sight is recorded, goes into the cache, and is kept", cache: true, steps: begin + [
+            step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.available(file)), [.announce(.decided(.skip)), .hashDestination], .hashingForRecord),
+            step(.destinationHashed(.success(pin)), [
+                .record(.complete(verified)), .releaseSlot, .fillCache(sha256: pin, size: 100, identity: identity),
+            ], .fillingCache),
+            step(.cacheFilled, [.finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin))], .done),
+        ]),
         Row(name: "cache: a file hashed by SHA-512 does not go in", pins: Pins(digest: pin512), cache: true, steps: freshDownload + [
             step(.hashed(.success(.init(sha256: pin512, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin512)], .committing),
             step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin512))], .done),

@@ -324,6 +324,8 @@ struct EntryMachine {
     private var cacheTried = false
     /// The blob's lock was asked for (and is held until the entry ends, by the driver).
     private var holdsBlobLock = false
+    /// How the entry ends once its file has gone into the cache.
+    private var filledOutcome = EntryReport.Outcome.transferred
 
     init(
         mode: Mode = .sync, sourceCount: Int, retries: Int, pins: Pins, sizePin: Int64?, conditionalSources: SourceIndexSet = [],
@@ -618,12 +620,12 @@ struct EntryMachine {
 
         case (.fillingCache, .cacheFilled):
             guard let pending = committing else { return unexpected(event) }
-            return succeed(.transferred, size: pending.size, sha256: pending.sha256)
+            return succeed(filledOutcome, size: pending.size, sha256: pending.sha256)
 
         case (.keeping, .kept(let identity)):
             guard let pending = committing else { return unexpected(event) }
             return [.record(.complete(CompleteVersion(validators: pending.validators, sha256: pending.sha256, local: identity)))]
-                + succeed(.skipped, size: pending.size, sha256: pending.sha256)
+                + succeedFillingCache(.skipped, size: pending.size, sha256: pending.sha256, identity: identity)
         case (.keeping, .keepRefused):
             guard let pending = committing else { return unexpected(event) }
             phase = .committing
@@ -633,13 +635,9 @@ struct EntryMachine {
             guard let pending = committing else { return unexpected(event) }
             switch result {
             case .success(let identity):
-                // The commit recorded the version (see `Effect.commit`). Bytes this run
-                // downloaded and hashed by SHA-256 go into the cache (not those it placed).
-                if fillsCache, action != .cached, DigestAlgorithm(hexDigest: pending.sha256) == .sha256 {
-                    phase = .fillingCache
-                    return releaseSlot() + [.fillCache(sha256: pending.sha256, size: pending.size, identity: identity)]
-                }
-                return succeed(.transferred, size: pending.size, sha256: pending.sha256)
+                // The commit recorded the version (see `Effect.commit`).
+                if action == .cached { return succeed(.transferred, size: pending.size, sha256: pending.sha256) }
+                return succeedFillingCache(.transferred, size: pending.size, sha256: pending.sha256, identity: identity)
             case .failure(let failure):
                 return attemptFailed(failure, cleanup: Self.cleanupAfterLocalFailure(failure))
             }
@@ -844,7 +842,20 @@ struct EntryMachine {
         let hash = destinationHash ?? ""
         let validators = Planner.verifiedVersion(local: local, state: record)?.validators ?? RemoteValidators(file)
         return [.record(.complete(CompleteVersion(validators: validators, sha256: hash, local: identity)))]
-            + succeed(.skipped, size: local.destination.size, sha256: hash)
+            + succeedFillingCache(.skipped, size: local.destination.size, sha256: hash, identity: identity)
+    }
+
+    /// The entry's success, once a file whose SHA-256 this run computed (a download, a `DEST`
+    /// hashed at first sight or kept as the download's bytes) has gone into the cache, when one
+    /// is used: only bytes mirror hashed itself enter. The slot is given back first.
+    private mutating func succeedFillingCache(_ outcome: EntryReport.Outcome, size: Int64?, sha256: String, identity: LocalIdentity?) -> [Effect] {
+        guard fillsCache, let size, DigestAlgorithm(hexDigest: sha256) == .sha256 else {
+            return succeed(outcome, size: size, sha256: sha256)
+        }
+        committing = (size, committing?.validators ?? RemoteValidators(etag: nil, lastModified: nil, size: size), sha256)
+        filledOutcome = outcome
+        phase = .fillingCache
+        return releaseSlot() + [.fillCache(sha256: sha256, size: size, identity: identity)]
     }
 
     private mutating func startTransfer(offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?) -> [Effect] {

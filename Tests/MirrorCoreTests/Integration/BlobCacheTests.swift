@@ -110,6 +110,19 @@ struct BlobCacheTests {
         #expect(FileManager.default.contents(atPath: blob) == Self.b, "the download filled it again")
     }
 
+    @Test func filesARootAlreadyHeldGoInOnceHashedThere() async throws {
+        // Copies another tool left, with the server's dates: hashed at first sight, recorded, kept.
+        for name in ["a.bin", "b.bin", "c.bin"] { try scenario.putCopy(ofServed: name, at: "adopted/" + name) }
+        let manifest = try scenario.load(ManifestText(root: "root/adopted", entries: [
+            .init(scenario.url("/a.bin")), .init(scenario.url("/b.bin")), .init(scenario.url("/c.bin")),
+        ]))
+        let reports = try await scenario.runner(manifest, SyncScenario.Settings(cache: cache)).sync()
+        #expect(reports.map(\.outcome) == [.skipped, .skipped, .skipped])
+        for data in [Self.a, Self.b, Self.c] {
+            #expect(FileManager.default.contents(atPath: try #require(cache.blobPath(sha256: DigestHasher.hex(of: data)))) == data)
+        }
+    }
+
     @Test func planShowsCachedAndMakesNoRequest() async throws {
         _ = try await sync(root: "one")
         scenario.nginx.clearLog()
