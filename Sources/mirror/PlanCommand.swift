@@ -59,7 +59,7 @@ struct PlanCommand: AsyncParsableCommand {
         if options.json {
             console.json(PlanJSON.encode(plan, prune: pruning, shard: sharding))
         } else {
-            console.line(PlanTable.render(plan, prune: pruning) + (sharding.map { "\n" + $0.text } ?? ""))
+            console.line(PlanTable.render(plan, prune: pruning, placing: runOptions.cache?.mode) + (sharding.map { "\n" + $0.text } ?? ""))
         }
         if let pruning {
             for kept in pruning.plan.kept { console.notice("mirror: prune: would keep \(TerminalText.escaped(kept.path)): \(TerminalText.escaped(kept.reason))") }
@@ -82,11 +82,17 @@ struct PlanCommand: AsyncParsableCommand {
 
 /// The plan as a table a person reads at a glance, with totals.
 enum PlanTable {
-    static func render(_ plan: some Collection<PlannedEntry>, prune: PruneOutcome? = nil) -> String {
+    /// `placing`: how the cache places a `cached` entry, said in its detail.
+    static func render(_ plan: some Collection<PlannedEntry>, prune: PruneOutcome? = nil, placing: BlobCache.Mode? = nil) -> String {
         var rows = [["ACTION", "SIZE", "DEST", "DETAIL"]]
         rows.reserveCapacity(plan.count + 1)
         for entry in plan {
             var detail = entry.action.reason ?? ""
+            if entry.action == .cached, let placing {
+                detail += placing == .hardlink
+                    ? ", as another name of the blob (cache_place: hardlink)"
+                    : ", as a reflink where the file system can share extents, else a copy"
+            }
             if case .resume(let from, _) = entry.action {
                 let of = entry.remoteSize.map { " of \(ByteCount.format($0))" } ?? ""
                 let why = entry.action.reason.map { "; \($0)" } ?? ""
