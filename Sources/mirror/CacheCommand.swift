@@ -39,22 +39,16 @@ struct CacheCommandOptions: ParsableArguments {
     func blobCache(console: Console, hashing: Bool) throws -> BlobCache {
         let variable = ProcessInfo.processInfo.environment["MIRROR_CACHE"].flatMap { $0.isEmpty ? nil : $0 }
         guard let named = cache ?? variable else {
-            let message = "name the cache with --cache DIR or MIRROR_CACHE"
-            if json { console.json(ErrorJSON.document(kind: "usage", message: message)) }
-            console.error("mirror: \(message)")
-            throw ExitWith(status: .usage)
+            throw console.stop("usage", "name the cache with --cache DIR or MIRROR_CACHE", status: .usage)
         }
         if hashing {
             do {
                 try CryptoLibrary.load()
             } catch {
-                if json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
-                console.error("mirror: \(error)")
-                throw ExitWith(status: .usage)
+                throw console.stop("usage", error.description, status: .usage)
             }
         }
-        let absolute = named.hasPrefix("/") ? named : FileManager.default.currentDirectoryPath + "/" + named
-        return BlobCache(path: absolute)
+        return BlobCache.at(named, from: FileManager.default.currentDirectoryPath)
     }
 }
 
@@ -224,9 +218,7 @@ struct CachePruneCommand: ParsableCommand {
         do {
             eviction = try cache.evict(limits, now: Int64(time(nil)), wait: !noWait)
         } catch {
-            if options.json { console.json(ErrorJSON.document(kind: "io", message: error.description)) }
-            console.error("mirror: \(error)")
-            throw ExitWith(status: .entriesFailed)
+            throw console.stop("io", error.description, status: .entriesFailed)
         }
         if eviction.busy {
             if options.json { console.json(ErrorJSON.document(kind: "lock", message: "a sync holds \(cache.path)")) }

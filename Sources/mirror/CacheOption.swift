@@ -33,9 +33,7 @@ struct CacheOption: ParsableArguments {
             }
             return chosen
         } catch {
-            if console.mode == .json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
-            console.error("mirror: \(error)")
-            throw ExitWith(status: .usage)
+            throw console.stop("usage", error.description, status: .usage)
         }
     }
 }

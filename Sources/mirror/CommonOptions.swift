@@ -132,9 +132,7 @@ struct CommonOptions: ParsableArguments {
         do {
             try load()
         } catch {
-            if json { console.json(ErrorJSON.document(kind: "usage", message: error.description)) }
-            console.error("mirror: \(error)")
-            throw ExitWith(status: .usage)
+            throw console.stop("usage", error.description, status: .usage)
         }
     }
 

@@ -59,6 +59,14 @@ final class Console: Sendable {
         write(text + "\n", to: STDERR_FILENO)
     }
 
+    /// Says why the command stops, on stderr and, under `--json`, as the error document of kind
+    /// `kind` on stdout; the exit that ends it, to throw.
+    func stop(_ kind: String, _ message: String, status: ExitStatus) -> ExitWith {
+        if mode == .json { json(ErrorJSON.document(kind: kind, message: message)) }
+        error("mirror: \(message)")
+        return ExitWith(status: status)
+    }
+
     /// One line of `--log-format json` on stderr. (JSONValue escapes every control character.)
     func record(_ record: LogRecord) {
         let line = record.text(at: LogTimestamp.now()) + "\n"

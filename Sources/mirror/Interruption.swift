@@ -101,9 +101,7 @@ extension ManifestRunner {
             return (result, interruption.received)
         } catch let error as RunLockError {
             await cleanUp()
-            if console.mode == .json { console.json(ErrorJSON.document(kind: "lock", message: error.description)) }
-            console.error("mirror: \(error)")
-            throw ExitWith(status: LockWaitOption.status(for: error, interruption: interruption))
+            throw console.stop("lock", error.description, status: LockWaitOption.status(for: error, interruption: interruption))
         }
     }
 }

@@ -59,9 +59,7 @@ struct ReportCommand: ParsableCommand {
             for path in files { documents.append((path, try ReportFile.read(path))) }
             merged = try ReportMerge(documents)
         } catch {
-            if json { console.json(ErrorJSON.document(kind: "usage", message: "\(error)")) }
-            console.error("mirror: \(error)")
-            throw ExitWith(status: .usage)
+            throw console.stop("usage", "\(error)", status: .usage)
         }
         let status = merged.status
         if json { console.json(ReportJSON.encode(merged, status: status)) }

@@ -37,16 +37,6 @@ public final class BlobCache: Sendable {
         case hardlink
     }
 
-    /// How a blob's bytes reached the partial file.
-    enum Placement: String, Sendable, Equatable {
-        /// The file shares the blob's extents (`FICLONE`): no byte was copied.
-        case reflink
-        /// The kernel copied the bytes (`copy_file_range`).
-        case kernelCopy = "kernel copy"
-        /// Read and written by this process.
-        case copy
-    }
-
     /// The path of the blob of `sha256` (64 lowercase hex digits), or nil for anything else.
     func blobPath(sha256: String) -> String? {
         guard Self.isDigest(sha256) else { return nil }
@@ -74,10 +64,10 @@ public final class BlobCache: Sendable {
     /// Copies `length` bytes of `source` into `destination` (both open, `destination` empty):
     /// a reflink where the file system can share them, else the kernel's copy, else a copy
     /// through this process. `path` names `destination` in errors.
-    static func copy(from source: Int32, to destination: Int32, length: Int64, path: String) throws(TransferFailure) -> Placement {
-        if mirror_clone_file(destination, source) == 0 { return .reflink }
+    static func copy(from source: Int32, to destination: Int32, length: Int64, path: String) throws(TransferFailure) {
+        if mirror_clone_file(destination, source) == 0 { return }
         if lseek(source, 0, SEEK_SET) == 0, lseek(destination, 0, SEEK_SET) == 0, try kernelCopy(from: source, to: destination, length: length, path: path) {
-            return .kernelCopy
+            return
         }
         // Whatever the kernel's copy managed is written again from the start.
         if ftruncate(destination, 0) != 0 { throw .localIO(path: path, operation: "truncate", errno: errno) }
@@ -86,7 +76,6 @@ public final class BlobCache: Sendable {
             try FileSystem.write(chunk, to: destination, at: offset, path: path)
             offset += Int64(chunk.count)
         }
-        return .copy
     }
 
     /// `copy_file_range` to the end; false (nothing thrown) where the kernel cannot copy
@@ -130,41 +119,41 @@ public final class BlobCache: Sendable {
         }
         var sourceInfo = stat()
         guard fstat(source, &sourceInfo) == 0 else { throw .localIO(path: temporaryPath, operation: "inspect the source of", errno: errno) }
+        // Read-only: a blob is never written again, and a tool that opens it for writing is
+        // refused; then the name.
+        func publish(_ file: Int32) throws(TransferFailure) {
+            _ = fchmod(file, 0o444)
+            if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
+            placed = true
+        }
+        func copy(into file: Int32) throws(TransferFailure) {
+            try Self.copy(from: source, to: file, length: length, path: temporaryPath)
+            // A source written to while it was copied is not the file that was hashed: left out.
+            var after = stat()
+            guard fstat(source, &after) == 0, after.st_size == sourceInfo.st_size,
+                  after.st_mtim.tv_sec == sourceInfo.st_mtim.tv_sec, after.st_mtim.tv_nsec == sourceInfo.st_mtim.tv_nsec
+            else { return }
+            try publish(file)
+        }
         if mode == .hardlink, let name {
             // The blob is another name of the file: the temporary one is replaced by a link to
             // it, made read-only (the file with it). Linked by name, so the link is checked to
             // be the file that was hashed (not one put under that name since). Across file
-            // systems, a copy after all.
+            // systems, a copy after all, into the temporary file made anew.
             unlink(temporaryPath)
             if linkat(name.directory, name.name, AT_FDCWD, temporaryPath, 0) == 0 {
                 var linked = stat()
                 guard lstat(temporaryPath, &linked) == 0, linked.st_dev == sourceInfo.st_dev, linked.st_ino == sourceInfo.st_ino else {
                     return
                 }
-                _ = fchmod(source, 0o444)
-                if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
-                placed = true
-                return
+                return try publish(source)
             }
             let made = Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard made >= 0 else { throw .localIO(path: temporaryPath, operation: "create", errno: errno) }
             defer { close(made) }
-            _ = try Self.copy(from: source, to: made, length: length, path: temporaryPath)
-            _ = fchmod(made, 0o444)
-            if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
-            placed = true
-            return
+            return try copy(into: made)
         }
-        _ = try Self.copy(from: source, to: temporary, length: length, path: temporaryPath)
-        // A source written to while it was copied is not the file that was hashed: left out.
-        var after = stat()
-        guard fstat(source, &after) == 0, after.st_size == sourceInfo.st_size,
-              after.st_mtim.tv_sec == sourceInfo.st_mtim.tv_sec, after.st_mtim.tv_nsec == sourceInfo.st_mtim.tv_nsec
-        else { return }
-        // Read-only: a blob is never written again, and a tool that opens it for writing is refused.
-        _ = fchmod(temporary, 0o444)
-        if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
-        placed = true
+        try copy(into: temporary)
     }
 
     /// Tries to take the lock of the blob of `sha256` (`DIR/locks/ab/abcdef…`, `flock`): the
@@ -175,9 +164,7 @@ public final class BlobCache: Sendable {
     /// cannot be made at all (a read-only cache) counts as held: `-1`, nothing to release.
     func tryLock(sha256: String) -> Int32? {
         guard Self.isDigest(sha256) else { return -1 }
-        let folder = "\(path)/locks/\(sha256.prefix(2))"
-        guard (try? FileSystem.makeDirectories(folder)) != nil else { return -1 }
-        let fd = Glibc.open("\(folder)/\(sha256)", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        let fd = openLockFile(sha256: sha256)
         guard fd >= 0 else { return -1 }
         if flock(fd, LOCK_EX | LOCK_NB) == 0 { return fd }
         let code = errno
@@ -189,20 +176,38 @@ public final class BlobCache: Sendable {
     /// (`locks/ab/<sha256>`), never the blob's own, which may be a root's `DEST` (hardlinks).
     func touch(sha256: String) {
         guard Self.isDigest(sha256) else { return }
-        let folder = "\(path)/locks/\(sha256.prefix(2))"
-        let file = "\(folder)/\(sha256)"
-        if utimensat(AT_FDCWD, file, nil, 0) == 0 { return }
-        guard (try? FileSystem.makeDirectories(folder)) != nil else { return }
-        let fd = Glibc.open(file, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        if utimensat(AT_FDCWD, lockFile(sha256: sha256), nil, 0) == 0 { return }
+        let fd = openLockFile(sha256: sha256)
         if fd >= 0 { close(fd) }
     }
 
     /// When the blob was last used: its lock file's mtime, else the blob's (when it was put in).
     func lastUse(of blob: Blob) -> Int64 {
         var info = stat()
-        let lock = "\(path)/locks/\(blob.sha256.prefix(2))/\(blob.sha256)"
-        if stat(lock, &info) == 0 { return max(Int64(info.st_mtim.tv_sec), blob.modified) }
+        if stat(lockFile(sha256: blob.sha256), &info) == 0 { return max(Int64(info.st_mtim.tv_sec), blob.modified) }
         return blob.modified
+    }
+
+    /// The lock file of the blob of `sha256`, whose mtime is its last use.
+    private func lockFile(sha256: String) -> String {
+        "\(path)/locks/\(sha256.prefix(2))/\(sha256)"
+    }
+
+    /// Opens (making it, and its folder when that is missing) the lock file of the blob of
+    /// `sha256`; -1 when it cannot be.
+    private func openLockFile(sha256: String) -> Int32 {
+        let file = lockFile(sha256: sha256)
+        let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW
+        let fd = Glibc.open(file, flags, 0o644)
+        guard fd < 0, errno == ENOENT, (try? FileSystem.makeDirectories("\(path)/locks/\(sha256.prefix(2))")) != nil else { return fd }
+        return Glibc.open(file, flags, 0o644)
+    }
+
+    /// Opens the cache's own lock, `DIR/lock`, which runs hold shared and an eviction
+    /// exclusively; -1 when it cannot be made.
+    private func openCacheLock() -> Int32 {
+        guard (try? FileSystem.makeDirectories(path)) != nil else { return -1 }
+        return Glibc.open("\(path)/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
     }
 
     /// Holds the cache in use (`DIR/lock`, shared): an eviction waits until no run holds it, so
@@ -210,8 +215,7 @@ public final class BlobCache: Sendable {
     /// when the lock cannot be made (a read-only cache, where nothing is evicted anyway).
     /// `waiting` is called once when an eviction holds the cache and the run must wait for it.
     public func holdInUse(waiting: () -> Void = {}) -> Int32 {
-        guard (try? FileSystem.makeDirectories(path)) != nil else { return -1 }
-        let fd = Glibc.open("\(path)/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        let fd = openCacheLock()
         guard fd >= 0 else { return -1 }
         if flock(fd, LOCK_SH | LOCK_NB) == 0 { return fd }
         waiting()
@@ -271,8 +275,7 @@ public final class BlobCache: Sendable {
     /// next, and a blob is never half-deleted under its name. `now`: seconds since 1970.
     public func evict(_ limits: Limits, now: Int64, wait: Bool) throws(TransferFailure) -> Eviction {
         var outcome = Eviction()
-        try FileSystem.makeDirectories(path)
-        let lock = Glibc.open("\(path)/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        let lock = openCacheLock()
         guard lock >= 0 else { throw .localIO(path: "\(path)/lock", operation: "open", errno: errno) }
         defer { close(lock) }
         while flock(lock, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
@@ -302,7 +305,7 @@ public final class BlobCache: Sendable {
             guard tooOld || tooBig else { continue }
             try FileSystem.makeDirectories(trash)
             guard rename(blob.path, "\(trash)/\(blob.sha256)") == 0 else { continue }
-            _ = unlink("\(path)/locks/\(blob.sha256.prefix(2))/\(blob.sha256)")
+            _ = unlink(lockFile(sha256: blob.sha256))
             outcome.evicted.append(blob.sha256)
             outcome.bytesFreed = outcome.bytesFreed.saturatingAdding(blob.size)
             total -= blob.size
@@ -478,13 +481,6 @@ public final class BlobCache: Sendable {
     public static func chosen(
         flag: String?, disabled: Bool, variable: String?, manifest: Manifest, currentDirectory: String
     ) throws(Refusal) -> BlobCache? {
-        try chosenPath(flag: flag, disabled: disabled, variable: variable, manifest: manifest, currentDirectory: currentDirectory)
-            .map { BlobCache(path: $0, mode: manifest.cachePlacement) }
-    }
-
-    private static func chosenPath(
-        flag: String?, disabled: Bool, variable: String?, manifest: Manifest, currentDirectory: String
-    ) throws(Refusal) -> String? {
         if disabled { return nil }
         let chosen: (path: String, from: String)
         if let flag {
@@ -496,10 +492,15 @@ public final class BlobCache: Sendable {
         } else {
             return nil
         }
-        let path = LexicalPath.absolute(chosen.path, relativeTo: currentDirectory)
-        if LexicalPath.isWithin(path, manifest.root) {
-            throw Refusal(description: "\(chosen.from) \(path) is the root \(manifest.root) or inside it: a dest could overwrite a blob; choose a directory outside the root")
+        let cache = BlobCache.at(chosen.path, from: currentDirectory, mode: manifest.cachePlacement)
+        if LexicalPath.isWithin(cache.path, manifest.root) {
+            throw Refusal(description: "\(chosen.from) \(cache.path) is the root \(manifest.root) or inside it: a dest could overwrite a blob; choose a directory outside the root")
         }
-        return path
+        return cache
+    }
+
+    /// The cache at `path`, a relative one taken from `currentDirectory`.
+    public static func at(_ path: String, from currentDirectory: String, mode: Mode = .copy) -> BlobCache {
+        BlobCache(path: LexicalPath.absolute(path, relativeTo: currentDirectory), mode: mode)
     }
 }

@@ -704,29 +704,20 @@ final class EntryDriver: @unchecked Sendable {
             defer { close(blob) }
             var info = stat()
             if fstat(blob, &info) == 0 { identity = BlobCache.FileIdentity(info) }
-            let partial: Int32
-            if cache.mode == .hardlink, let target = cache.blobPath(sha256: sha256),
-               try rootDirectory.linkPartial(paths, to: target, durable: durable) {
-                partial = try rootDirectory.openPartialForReading(paths)
-            } else {
-                partial = try rootDirectory.openPartial(paths, truncate: true, durable: durable)
+            var linked = false
+            if cache.mode == .hardlink, let target = cache.blobPath(sha256: sha256) {
+                linked = try rootDirectory.linkPartial(paths, to: target, durable: durable)
             }
+            let partial = linked
+                ? try rootDirectory.openPartialForReading(paths) : try rootDirectory.openPartial(paths, truncate: true, durable: durable)
             defer { close(partial) }
-            if !(cache.mode == .hardlink && Self.isLink(partial, of: info)) {
-                _ = try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
-            }
+            if !linked { try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial) }
             let hasher = DigestHasher(.sha256)
             try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
             cache.touch(sha256: sha256)
             return EntryMachine.HashedFile(sha256: hasher.finalize(), sizeOnDisk: try FileSystem.size(of: partial, path: paths.partial))
         }
         return (result, identity)
-    }
-
-    /// Whether the open `file` is the blob `blob` describes (a link to it).
-    private static func isLink(_ file: Int32, of blob: stat) -> Bool {
-        var info = stat()
-        return fstat(file, &info) == 0 && info.st_dev == blob.st_dev && info.st_ino == blob.st_ino
     }
 
     /// When `DEST` is still the file `version` describes (not touched since the attempt
@@ -738,11 +729,11 @@ final class EntryDriver: @unchecked Sendable {
         env.blocking.submit { [self] in
             guard let destination = try? rootDirectory.openDestination(paths) else { return answer(.keepRefused) }
             defer { close(destination) }
-            guard (try? LocalIdentity.of(fd: destination, path: paths.destination)) == version.local else { return answer(.keepRefused) }
-            // Another name of a file (a blob of the cache, shared by other roots): its date is
-            // theirs too, so the new version is committed as a file of its own instead.
-            var links = stat()
-            if fstat(destination, &links) == 0, links.st_nlink > 1 { return answer(.keepRefused) }
+            // Refused too for another name of a file (a blob of the cache, shared by other
+            // roots): its date is theirs as well, so the new version is committed as a file of
+            // its own instead.
+            var info = stat()
+            guard fstat(destination, &info) == 0, LocalIdentity(info) == version.local, info.st_nlink <= 1 else { return answer(.keepRefused) }
             rootDirectory.removePartial(paths)
             // The same bytes, perhaps under a new date: DEST takes it, as a download would, so
             // that its date still names its version if the record is ever lost.

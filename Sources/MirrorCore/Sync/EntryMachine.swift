@@ -424,10 +424,7 @@ struct EntryMachine {
                 phase = .placing
                 // Offline, a partial file cannot be finished, and a DEST that is not the pinned
                 // file is replaced: the placement goes over both.
-                var clear: [Effect] = []
-                if local.partial.size != nil { clear.append(.removePartial) }
-                if record?.partial != nil { clear.append(.record(.clearPartial)) }
-                return clear + [.announce(.decided(.cached)), .place(size: size)]
+                return Self.partialCleared(local, record) + [.announce(.decided(.cached)), .place(size: size)]
             }
             if offline { return offlineEnd(local: local, record: record) }
             if fillsCache, !holdsBlobLock, pins.algorithm == .sha256, pins.digest != nil {
@@ -738,14 +735,11 @@ struct EntryMachine {
             let size = local.destination.size
             if mode == .plan { return end(.planned(.skip, localSize: size, remoteSize: size), after: .announce(.decided(.skip))) }
             // A partial file left beside a verified DEST goes, as online.
-            var clear: [Effect] = []
-            if local.partial.size != nil { clear.append(.removePartial) }
-            if record?.partial != nil { clear.append(.record(.clearPartial)) }
-            return clear + succeed(.skipped, size: size, sha256: verified.sha256, after: .announce(.decided(.skip)))
+            return Self.partialCleared(local, record) + succeed(.skipped, size: size, sha256: verified.sha256, after: .announce(.decided(.skip)))
         }
         let missing: String
         if let pin = pins.digest {
-            let name = pins.algorithm == .sha512 ? "sha512" : "sha256"
+            let name = pins.algorithm.key
             missing = local.destination == .missing
                 ? "neither the root nor the cache holds \(name) \(pin)"
                 : "DEST is not a file the state store verified as \(name) \(pin), and the cache does not hold it"
@@ -761,6 +755,14 @@ struct EntryMachine {
         }
         lastAction = action
         return end(.failed(failure, action: action, inspectPartial: false), after: .announce(.decided(action)))
+    }
+
+    /// Removes a partial file left on disk and the store's record of one, where there are.
+    private static func partialCleared(_ local: LocalFacts, _ record: StateRecord?) -> [Effect] {
+        var effects: [Effect] = []
+        if local.partial.size != nil { effects.append(.removePartial) }
+        if record?.partial != nil { effects.append(.record(.clearPartial)) }
+        return effects
     }
 
     /// What `decided` (already announced) makes the attempt do.
