@@ -98,6 +98,9 @@ enum PlanTable {
                 let why = entry.action.reason.map { "; \($0)" } ?? ""
                 detail = "from \(ByteCount.format(from))\(of)\(why)"
             }
+            if entry.manifestURL != nil, entry.action != .cached, entry.action != .skip {
+                detail += (detail.isEmpty ? "" : "; ") + "from \(entry.url) (rewritten)"
+            }
             let size = entry.remoteSize.map(ByteCount.format) ?? "-"
             // Escaped before the columns are measured, so a server's control characters
             // (in a reason) neither reach the terminal nor shift the columns.
@@ -182,6 +185,7 @@ enum PlanJSON {
             .object([
                 ("dest", .string(entry.dest)),
                 ("url", .string(entry.url)),
+                ("manifest_url", .string(entry.manifestURL)),
                 ("action", .string(entry.action.name)),
                 ("offset", .int(entry.action.offset)),
                 ("local_size", .int(entry.localSize)),
@@ -193,6 +197,7 @@ enum PlanJSON {
             entries.append(.object([
                 ("dest", .string(deletion.path)),
                 ("url", .null),
+                ("manifest_url", .null),
                 ("action", .string(PlanSummary.deleteName)),
                 ("offset", .null),
                 ("local_size", .int(PruneRows.size(deletion))),

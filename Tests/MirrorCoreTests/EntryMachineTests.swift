@@ -717,6 +717,20 @@ struct EntryMachineTests {
                 .announce(.decided(.download)), .releaseSlot, .finish(.planned(.download, localSize: nil, remoteSize: 100)),
             ], .done),
         ]),
+        Row(name: "plan: a source that fails is followed by the next, as sync would, with no retry", mode: .plan, sources: 2, retries: 3, steps: [
+            step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
+            step(.probed(.unavailable(notFound)), [
+                .releaseSlot, .announce(.fallingBack(source: 1, after: notFound)), .awaitHost(source: 1),
+            ], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.probe(source: 1)], .probing),
+            step(.probed(.unavailable(notFound)), [
+                .announce(.decided(.fail(notFound))), .releaseSlot, .finish(.planned(.fail(notFound), localSize: nil, remoteSize: nil)),
+            ], .done),
+        ]),
         Row(name: "plan: a partial file is shown as a resume and nothing is touched", mode: .plan, steps: [
             step(.start(cancelled: false), [.acquireSlot], .waitingForSlot),
             step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),

@@ -18,10 +18,15 @@ final class ChecksumPins: @unchecked Sendable {
     private var fetches: [ChecksumFileFetch] = []
     private var cancelled = false
 
-    init(fetcher: Fetcher, retryPolicy: RetryPolicy, width: Int) {
+    /// The manifest's `rewrite:` rules: a checksum file is fetched from its rewrites first (or
+    /// only), as the files it pins are.
+    private let rewrites: RewriteRules
+
+    init(fetcher: Fetcher, retryPolicy: RetryPolicy, width: Int, rewrites: RewriteRules = RewriteRules()) {
         self.fetcher = fetcher
         self.retryPolicy = retryPolicy
         self.width = max(1, width)
+        self.rewrites = rewrites
     }
 
     /// Whether an entry takes its pin from its checksum file.
@@ -46,9 +51,9 @@ final class ChecksumPins: @unchecked Sendable {
         func startNext() {
             let source = sources[next]
             next += 1
-            let fetch = ChecksumFileFetch(url: source.url, settings: source.settings, fetcher: fetcher, retryPolicy: retryPolicy)
-            fetches.append(fetch)
-            fetch.start { result in
+            var candidates = rewrites.candidates(for: [source.url], headers: source.settings.headers)
+            if candidates.isEmpty { candidates = [RewriteRules.Candidate(url: source.url)] }
+            fetchList(candidates[...], settings: source.settings) { result in
                 lists[source.url.string] = result
                 if next < sources.count { return startNext() }
                 guard lists.count == sources.count else { return }
@@ -58,9 +63,28 @@ final class ChecksumPins: @unchecked Sendable {
                 }
                 completion(resolution)
             }
-            if cancelled { fetch.cancel() }
         }
         while next < min(width, sources.count) { startNext() }
+    }
+
+    /// Fetches one checksum file from the first of `candidates` that serves it (a failure
+    /// but an interruption moves to the next), and hands on the last one's result.
+    private func fetchList(
+        _ candidates: ArraySlice<RewriteRules.Candidate>, settings: TransferSettings,
+        completion: @escaping (Result<ChecksumList, TransferFailure>) -> Void
+    ) {
+        let candidate = candidates.first!
+        var sent = settings
+        if let headers = candidate.headers { sent.headers = headers }
+        let fetch = ChecksumFileFetch(url: candidate.url, settings: sent, fetcher: fetcher, retryPolicy: retryPolicy)
+        fetches.append(fetch)
+        fetch.start { [self] result in
+            if case .failure(let failure) = result, failure != .cancelled, !cancelled, candidates.count > 1 {
+                return fetchList(candidates.dropFirst(), settings: settings, completion: completion)
+            }
+            completion(result)
+        }
+        if cancelled { fetch.cancel() }
     }
 
     /// Stops the fetches in progress: the entries that need them fail as interrupted.
@@ -90,7 +114,7 @@ final class ChecksumPins: @unchecked Sendable {
     /// of its url's path, percent-decoded.
     static func lookupName(of entry: Entry) -> String? {
         if let name = entry.checksumName { return name }
-        guard let components = URLComponents(string: entry.url.string) else { return nil }
+        guard let components = URLComponents(string: entry.manifestURL.string) else { return nil }
         return try? URLRules.fileName(fromPercentEncodedPath: components.percentEncodedPath)
     }
 }

@@ -4,4 +4,6 @@ struct EntryContext: Equatable {
     var defaults: TransferSettings
     /// The top level's `allow_file`.
     var allowFile: Bool
+    /// The site's `MIRROR_REWRITE` rules, then the manifest's `rewrite:`.
+    var rewrites = RewriteRules()
 }

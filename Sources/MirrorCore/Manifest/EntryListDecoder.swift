@@ -176,6 +176,6 @@ struct EntryListDecoder {
     }
 
     private static func claim(_ entry: Entry) -> DestinationClaim {
-        DestinationClaim(dest: entry.dest, url: entry.url.string, digest: entry.digest, size: entry.size, line: entry.location.line)
+        DestinationClaim(dest: entry.dest, url: entry.manifestURL.string, digest: entry.digest, size: entry.size, line: entry.location.line)
     }
 }

@@ -34,6 +34,9 @@ public struct Manifest: Sendable, Equatable {
     public var rateLimit: RateLimit?
     /// `hosts:`: limits and headers for the requests to particular hosts.
     public var hosts = HostRules()
+    /// `rewrite:` after the site's `MIRROR_REWRITE` rules. Applied to each entry as it is
+    /// decoded (`Entry.rewrite(by:)`); kept for the checksum files, fetched through them too.
+    public var rewrites = RewriteRules()
     /// The shard this manifest was narrowed to (`--shard K/N`: `ManifestLoader.load(…, shard:)`
     /// or `selecting(_:by:)`); nil: every entry. Chooses the run lock and the state store in the
     /// state directory.
@@ -302,6 +305,39 @@ public struct Entry: Sendable, Equatable {
         set { if newValue != repeatLocations { change { $0.repeatLocations = newValue } } }
     }
 
+    /// The `url` the manifest names, before any `rewrite:` rule: what names the file (the lock
+    /// file writes it back; the checksum file's name comes from it). `url` is the first source
+    /// the entry is fetched from.
+    public var manifestURL: RemoteURL {
+        extras?.fields.rewritten?.url ?? url
+    }
+
+    /// The `mirrors` the manifest names, before any `rewrite:` rule.
+    public var manifestMirrors: [RemoteURL] {
+        extras?.fields.rewritten?.mirrors ?? mirrors
+    }
+
+    /// Whether a `rewrite:` rule changed the entry's sources.
+    public var isRewritten: Bool { extras?.fields.rewritten != nil }
+
+    /// The request headers of source `index` (`url`, then `mirrors`) when a rewrite made it:
+    /// they replace the entry's. Nil: the entry's.
+    func rewrittenHeaders(ofSource index: Int) -> [HTTPHeader]? {
+        guard let headers = extras?.fields.rewritten?.headers, headers.indices.contains(index) else { return nil }
+        return headers[index]
+    }
+
+    /// Fetches the entry from what `rules` make of its `url` and `mirrors`; the manifest's
+    /// are kept as `manifestURL` and `manifestMirrors`. Nothing changes when no rule matches.
+    mutating func rewrite(by rules: RewriteRules) {
+        let candidates = rules.candidates(for: [url] + mirrors, headers: settings.headers)
+        guard let first = candidates.first else { return }
+        let original = Rewritten(url: url, mirrors: mirrors, headers: candidates.map(\.headers))
+        url = first.url
+        mirrors = candidates.dropFirst().map(\.url)
+        change { $0.rewritten = original }
+    }
+
     /// The algorithm the entry's files are hashed with: its pin's, else SHA-256.
     public var digestAlgorithm: DigestAlgorithm {
         digest.flatMap(DigestAlgorithm.init(hexDigest:)) ?? .sha256
@@ -343,9 +379,10 @@ public struct Entry: Sendable, Equatable {
             var checksumName: String?
             var size: Int64?
             var repeatLocations: [SourceLocation] = []
+            var rewritten: Rewritten?
 
             var isEmpty: Bool {
-                mirrors.isEmpty && digest == nil && checksumName == nil && size == nil && repeatLocations.isEmpty
+                mirrors.isEmpty && digest == nil && checksumName == nil && size == nil && repeatLocations.isEmpty && rewritten == nil
             }
         }
 
@@ -356,6 +393,14 @@ public struct Entry: Sendable, Equatable {
         }
 
         static func == (lhs: Extras, rhs: Extras) -> Bool { lhs === rhs || lhs.fields == rhs.fields }
+    }
+
+    /// What the manifest named before `rewrite:` rules made the entry's sources, and the
+    /// headers of each source (nil: the entry's).
+    struct Rewritten: Equatable {
+        var url: RemoteURL
+        var mirrors: [RemoteURL]
+        var headers: [[HTTPHeader]?]
     }
 }
 

@@ -147,6 +147,14 @@ extension ManifestDecoder {
             url: url.remote, mirrors: mirrors, dest: dest, digest: pin, size: size,
             settings: settings, location: location(of: node))
         entry.checksumName = checksumName
+        if !context.rewrites.isEmpty {
+            entry.rewrite(by: context.rewrites)
+            if !allowFile, entry.isRewritten, let local = ([entry.url] + entry.mirrors).first(where: { RemoteProbe.scheme(of: $0.string) == "file" }) {
+                report("a rewrite rule makes this entry's source the file URL `\(local.display)`; file URLs are refused unless the manifest sets `allow_file: true` at the top level",
+                       at: urlNode ?? node, key: urlKey)
+                return nil
+            }
+        }
         return DecodedEntry(entry: entry, destLocation: location(of: destNode), destIsFromURL: destIsFromURL)
     }
 

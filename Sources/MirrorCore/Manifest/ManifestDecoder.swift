@@ -15,16 +15,19 @@ struct ManifestDecoder {
     private(set) var diagnostics: [ManifestDiagnostic] = []
     /// The CA bundles this load has checked (`fresh` shares them).
     let certificateChecks: CertificateChecks
+    /// The rules of the file `MIRROR_REWRITE` names, read before the manifest's.
+    let siteRewrites: [RewriteRule]
 
     init(
         file: String, environment: [String: String], rootResolution: RootResolution, netrc: Netrc? = nil,
-        certificateChecks: CertificateChecks = CertificateChecks()
+        certificateChecks: CertificateChecks = CertificateChecks(), siteRewrites: [RewriteRule] = []
     ) {
         self.file = file
         self.environment = environment
         self.rootResolution = rootResolution
         self.netrc = netrc
         self.certificateChecks = certificateChecks
+        self.siteRewrites = siteRewrites
     }
 
     /// Where a relative `root` (or `state_dir`) is resolved, and what replaces it.
@@ -139,6 +142,7 @@ struct ManifestDecoder {
         var environmentSettings = settingsFromEnvironment()
         if let node = top?["segment_min"], let value = segmentMin(node, key: "segment_min") { environmentSettings.segmentMin = value }
         let baseSettings = defaults?.applied(to: environmentSettings) ?? environmentSettings
+        let rewrites = rewriteRules(top, allowFile: allowFile)
 
         let files = top?["files"]
         if files == nil, top != nil {
@@ -146,7 +150,7 @@ struct ManifestDecoder {
         }
         return TopLevel(
             root: rootDirectory, stateDirectory: stateDirectory, cache: cache, cachePlacement: cachePlacement, cacheLimits: cacheLimits, concurrency: concurrency, connectivity: connectivity, allowFile: allowFile, prune: prune,
-            rateLimit: rateLimit, hosts: hosts, entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile), files: files)
+            rateLimit: rateLimit, hosts: hosts, entryContext: EntryContext(defaults: baseSettings, allowFile: allowFile, rewrites: rewrites), files: files)
     }
 
     /// The entry context the top-level mapping `pairs` (the start of one) give, as
@@ -160,7 +164,15 @@ struct ManifestDecoder {
         let defaults = top?["defaults"].flatMap { decodeTransferOverrides($0, path: "defaults") }
         var environmentSettings = settingsFromEnvironment()
         if let node = top?["segment_min"], let value = segmentMin(node, key: "segment_min") { environmentSettings.segmentMin = value }
-        return EntryContext(defaults: defaults?.applied(to: environmentSettings) ?? environmentSettings, allowFile: allowFile)
+        return EntryContext(
+            defaults: defaults?.applied(to: environmentSettings) ?? environmentSettings, allowFile: allowFile,
+            rewrites: rewriteRules(top, allowFile: allowFile))
+    }
+
+    /// The site's rules, then those of the top level's `rewrite`.
+    private mutating func rewriteRules(_ top: CheckedMapping?, allowFile: Bool) -> RewriteRules {
+        let own = top?["rewrite"].map { decodeRewriteRules($0, key: "rewrite", allowFile: allowFile) } ?? []
+        return RewriteRules(siteRewrites + own)
     }
 
     /// The manifest of `top` and its entries, or nil when any problem was recorded.
@@ -185,6 +197,7 @@ struct ManifestDecoder {
         manifest.cacheLimits = top.cacheLimits
         manifest.rateLimit = top.rateLimit
         manifest.hosts = top.hosts
+        manifest.rewrites = top.entryContext.rewrites
         manifest.manifestDirectory = rootResolution.manifestDirectory
         manifest.currentDirectory = rootResolution.currentDirectory
         return manifest
@@ -192,7 +205,7 @@ struct ManifestDecoder {
 
     /// A decoder for the same manifest with no diagnostics yet.
     var fresh: ManifestDecoder {
-        ManifestDecoder(file: file, environment: environment, rootResolution: rootResolution, netrc: netrc, certificateChecks: certificateChecks)
+        ManifestDecoder(file: file, environment: environment, rootResolution: rootResolution, netrc: netrc, certificateChecks: certificateChecks, siteRewrites: siteRewrites)
     }
 
     /// What a directory-valued top-level key comes to.

@@ -188,7 +188,9 @@ public enum ManifestLoader {
         } catch {
             problems.append(ManifestDiagnostic(location: nil, key: nil, message: error.message))
         }
-        return (ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc), problems)
+        let site = ManifestDecoder.siteRewriteRules(environment: environment, rootResolution: rootResolution, netrc: netrc)
+        problems += site.problems
+        return (ManifestDecoder(file: path, environment: environment, rootResolution: rootResolution, netrc: netrc, siteRewrites: site.rules), problems)
     }
 
     /// SHA-256 of the text: a file's through the descriptor it was decoded from, whose file

@@ -5,20 +5,24 @@ enum ManifestSection: CaseIterable {
     case connectivity
     case entry
     case host
+    case rewrite
+    /// The file `MIRROR_REWRITE` names.
+    case rewriteFile
 
     static let transferKeys = ["retries", "timeout", "headers", "insecure", "ftp_tls", "max_size", "min_speed", "min_speed_time", "ca_file", "checksums", "segment_min"]
     // Made once: every mapping of the manifest looks its keys up here.
-    private static let topLevelKeys = ["version", "root", "state_dir", "cache", "cache_place", "cache_max_size", "cache_max_age", "concurrency", "defaults", "connectivity", "allow_file", "prune", "rate_limit", "segment_min", "hosts", "files"]
+    private static let topLevelKeys = ["version", "root", "state_dir", "cache", "cache_place", "cache_max_size", "cache_max_age", "concurrency", "defaults", "connectivity", "allow_file", "prune", "rate_limit", "segment_min", "hosts", "rewrite", "files"]
     private static let connectivityKeys = ["probe", "wait"]
     private static let entryKeys = ["url", "dest", "sha256", "size", "mirrors", "rate_limit"] + transferKeys + ["sha512", "checksum_name"]
     private static let hostKeys = ["concurrency", "rate_limit", "headers"]
+    private static let rewriteKeys = ["from", "to", "only", "headers"]
 
     /// Bit `i` stands for `allowedKeys[i]`: which of the transfer keys the section allows.
     var transferKeyBits: UInt64 {
         switch self {
         case .defaults: Self.defaultsTransferKeyBits
         case .entry: Self.entryTransferKeyBits
-        case .topLevel, .connectivity, .host: 0
+        case .topLevel, .connectivity, .host, .rewrite, .rewriteFile: 0
         }
     }
 
@@ -36,6 +40,8 @@ enum ManifestSection: CaseIterable {
         case .connectivity: Self.connectivityKeys
         case .entry: Self.entryKeys
         case .host: Self.hostKeys
+        case .rewrite: Self.rewriteKeys
+        case .rewriteFile: ["rewrite"]
         }
     }
 
@@ -47,6 +53,8 @@ enum ManifestSection: CaseIterable {
         case .connectivity: "`connectivity`"
         case .entry: "an entry of `files`"
         case .host: "a host of `hosts`"
+        case .rewrite: "a rule of `rewrite`"
+        case .rewriteFile: "a file of rewrite rules"
         }
     }
 

@@ -73,7 +73,7 @@ public enum ManifestWriter {
                 return kept.text
             }
             self.init(
-                url: written(entry.url), mirrors: entry.mirrors.map(written), dest: entry.dest,
+                url: written(entry.manifestURL), mirrors: entry.manifestMirrors.map(written), dest: entry.dest,
                 digest: entry.digest, size: entry.size, checksums: entry.settings.checksums.map(written),
                 checksumName: entry.checksumName,
                 headers: [])

@@ -96,8 +96,10 @@ final class EntryDriver: @unchecked Sendable {
             paths = manifest.paths(for: entry)
             var sources: [Source] = []
             sources.reserveCapacity(1 + entry.mirrors.count)
-            sources.append(Source(entry.url, entry: entry, context: context))
-            for mirror in entry.mirrors { sources.append(Source(mirror, entry: entry, context: context)) }
+            sources.append(Source(entry.url, index: 0, entry: entry, context: context))
+            for (index, mirror) in entry.mirrors.enumerated() {
+                sources.append(Source(mirror, index: index + 1, entry: entry, context: context))
+            }
             self.sources = sources
             var conditional = SourceIndexSet()
             let http = RedirectRule.protocols(forScheme: "http")
@@ -151,7 +153,8 @@ final class EntryDriver: @unchecked Sendable {
         /// The URL parsed for libcurl, when it is http or https (`ParsedURL`).
         let parsed: ParsedURL?
 
-        init(_ url: RemoteURL, entry: Entry, context: SourceContext) {
+        /// - Parameter index: the source's place: 0 for the entry's `url`, then its `mirrors`.
+        init(_ url: RemoteURL, index: Int, entry: Entry, context: SourceContext) {
             self.url = url
             let display = url.display
             self.display = display
@@ -161,7 +164,7 @@ final class EntryDriver: @unchecked Sendable {
             protocols = RedirectRule.protocols(forScheme: RemoteProbe.scheme(of: url.string))
             let hosts = context.hosts
             let rule = hosts.isEmpty ? nil : host.flatMap(hosts.rule(for:))
-            headers = rule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
+            headers = Self.headers(of: entry, source: index, hostRule: rule)
             limitedHost = rule?.concurrency == nil ? nil : rule?.key
             hostBucket = rule.flatMap { context.hostBuckets[$0.key] }
             origin = OriginKey(url: url.string, proxy: context.proxies.proxy(for: url.string)?.url)
@@ -171,6 +174,18 @@ final class EntryDriver: @unchecked Sendable {
         }
 
         private static let httpProtocols = RedirectRule.protocols(forScheme: "http")
+
+        /// The request headers of `entry`'s source `index`, whose host's rule is `hostRule`:
+        /// `defaults`', the host's, the entry's; or, for a URL a `rewrite:` rule made, the
+        /// host's under those the rewrite gave it (`RewriteRules.candidates`).
+        static func headers(of entry: Entry, source index: Int, hostRule: HostRule?) -> [HTTPHeader] {
+            if let rewritten = entry.rewrittenHeaders(ofSource: index) {
+                var merged = hostRule?.headers ?? []
+                HeaderRules.merge(rewritten, over: &merged)
+                return merged
+            }
+            return hostRule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
+        }
 
         /// What a permit for `request` to this source is asked for.
         func want(_ request: RequestBudget.Request) -> TransferSlots.Want {

@@ -721,7 +721,17 @@ struct EntryMachine {
             }
         }
         action = decided
-        if mode == .plan { return planned() }
+        if mode == .plan {
+            if case .unavailable(let failure) = remote, Self.worthAnotherSource(failure), source + 1 < sourceCount {
+                // `sync` would go on to the next source (a mirror, or the original after its
+                // rewrite): so does the plan, which retries nothing.
+                lastFailure = failure
+                source += 1
+                phase = .waitingForHost
+                return releaseSlot() + [.announce(.fallingBack(source: source, after: failure)), .awaitHost(source: source)]
+            }
+            return planned()
+        }
         return [.announce(.decided(decided))] + carryOut(decided)
     }
 

@@ -7,6 +7,9 @@ public struct PlannedEntry: Sendable {
     /// Size of `DEST`, or of `DEST.part` when only that exists.
     public var localSize: Int64?
     public var remoteSize: Int64?
+    /// The manifest's printable URL when a `rewrite:` rule replaced it (`url` is then the
+    /// first one the entry is fetched from); nil otherwise.
+    public var manifestURL: String? = nil
 }
 
 /// How a whole sync ended: a report per entry, in manifest order, and the prune when one was

@@ -356,7 +356,8 @@ public struct PlannedEntries: RandomAccessCollection, Sendable {
         let outcome = self.outcome(index)
         return PlannedEntry(
             dest: entry.dest, url: entry.url.display, action: outcome.action,
-            localSize: outcome.localSize, remoteSize: outcome.remoteSize)
+            localSize: outcome.localSize, remoteSize: outcome.remoteSize,
+            manifestURL: entry.isRewritten ? entry.manifestURL.display : nil)
     }
 
     /// Entry `index`'s action, without its printable URL (which a whole entry makes, by

@@ -62,7 +62,9 @@ final class SyncRun: @unchecked Sendable {
             engine: environment.fetcher.engine, onStoreProblem: environment.storeWriteFailed,
             beforeGroup: environment.beforeGroupCommit)
         entries = environment.manifest.entries
-        checksumPins = ChecksumPins(fetcher: environment.fetcher, retryPolicy: environment.retryPolicy, width: environment.concurrency)
+        checksumPins = ChecksumPins(
+            fetcher: environment.fetcher, retryPolicy: environment.retryPolicy, width: environment.concurrency,
+            rewrites: environment.manifest.rewrites)
         // Room for a full set of streams besides, where a request may ride on an HTTP/2
         // connection (an https URL, of an entry or of a mirror of one): entries waiting for a
         // connection permit leave room for those. A manifest of http URLs alone keeps none:
