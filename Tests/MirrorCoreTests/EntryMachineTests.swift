@@ -163,7 +163,7 @@ struct EntryMachineTests {
             step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
                  [.releaseSlot, .finishHash(size: 100)], .finishingHash),
             step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
-            step(.committed(.success(identity)), [.fillCache(sha256: pin, size: 100, identity: identity)], .fillingCache),
+            step(.committed(.success(identity)), [.fillCache(digest: pin, size: 100, identity: identity)], .fillingCache),
             step(.cacheFilled, [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin))], .done),
         ]),
         Row(name: "cache: a blob that cannot be read is a miss: the file is downloaded", pins: Pins(digest: pin), cache: true, steps: lockedBegin + [
@@ -191,20 +191,35 @@ struct EntryMachineTests {
         ]),
         Row(name: "cache: an unpinned download goes into the cache once committed", cache: true, steps: freshDownload + [
             step(.hashed(.success(.init(sha256: pin, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin)], .committing),
-            step(.committed(.success(identity)), [.fillCache(sha256: pin, size: 100, identity: identity)], .fillingCache),
+            step(.committed(.success(identity)), [.fillCache(digest: pin, size: 100, identity: identity)], .fillingCache),
             step(.cacheFilled, [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin))], .done),
         ]),
         Row(name: "cache: a DEST hashed at first sight is recorded, goes into the cache, and is kept", cache: true, steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [.probe(source: 0)], .probing),
             step(.probed(.available(file)), [.announce(.decided(.skip)), .hashDestination], .hashingForRecord),
             step(.destinationHashed(.success(pin)), [
-                .record(.complete(verified)), .releaseSlot, .fillCache(sha256: pin, size: 100, identity: identity),
+                .record(.complete(verified)), .releaseSlot, .fillCache(digest: pin, size: 100, identity: identity),
             ], .fillingCache),
             step(.cacheFilled, [.finish(.succeeded(.skipped, action: .skip, size: 100, sha256: pin))], .done),
         ]),
-        Row(name: "cache: a file hashed by SHA-512 does not go in", pins: Pins(digest: pin512), cache: true, steps: freshDownload + [
+        Row(name: "cache: a file pinned by SHA-512 takes the blob's lock, is downloaded and goes in", pins: Pins(digest: pin512), cache: true,
+            steps: begin + [
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.releaseSlot, .lockBlob], .lockingBlob),
+            step(.blobLocked, [.awaitHost(source: 0)], .waitingForHost),
+            step(.hostReady, [.acquireSlot], .waitingForSlot),
+            step(.slotGranted(hostTroubled: false), [.inspect], .inspecting),
+            step(.inspected(nothing, record: nil, recordUnreadable: false), [.announce(.decided(.download)), download()], .transferring),
+            step(.transferEnded(.written(position: 100, total: 100, bytes: 100, restartedFromZero: false, head: head)),
+                 [.releaseSlot, .finishHash(size: 100)], .finishingHash),
             step(.hashed(.success(.init(sha256: pin512, sizeOnDisk: 100))), [.commit(validators: validators, sha256: pin512)], .committing),
-            step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin512))], .done),
+            step(.committed(.success(identity)), [.fillCache(digest: pin512, size: 100, identity: identity)], .fillingCache),
+            step(.cacheFilled, [.finish(.succeeded(.transferred, action: .download, size: 100, sha256: pin512))], .done),
+        ]),
+        Row(name: "cache: a file pinned by SHA-512 whose blob the index names is placed and checked against that pin",
+            pins: Pins(digest: pin512), cache: true, steps: begin + [
+            step(.inspected(cachedOnly, record: nil, recordUnreadable: false), [.announce(.decided(.cached)), .place(size: 100)], .placing),
+            step(.placed(.success(.init(sha256: pin512, sizeOnDisk: 100))), [.releaseSlot, .commit(validators: noValidators, sha256: pin512)], .committing),
+            step(.committed(.success(identity)), [.finish(.succeeded(.transferred, action: .cached, size: 100, sha256: pin512))], .done),
         ]),
         Row(name: "cache: a partial file beside a cached blob is resumed, not placed over", pins: Pins(digest: pin), cache: true,
             steps: lockedBegin + [
@@ -230,7 +245,7 @@ struct EntryMachineTests {
     ]
 
     static let offlineMissing = TransferFailure.offline("neither the root nor the cache holds sha256 \(pin)")
-    static let offlineUnpinned = TransferFailure.offline("the root does not hold it, and with no sha256 pin the cache cannot stand in")
+    static let offlineUnpinned = TransferFailure.offline("the root does not hold it, and with no sha256 or sha512 pin the cache cannot stand in")
 
     /// `--offline`: no request, whatever is on disk.
     static let offlineRows: [Row] = [
@@ -283,10 +298,10 @@ struct EntryMachineTests {
         ]),
         Row(name: "offline: a DEST the store has no record of fails, named as such", offline: true, steps: begin + [
             step(.inspected(equalDest, record: nil, recordUnreadable: false), [
-                .announce(.decided(.fail(.offline("DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in")))),
+                .announce(.decided(.fail(.offline("DEST is not a file the state store verified, and with no sha256 or sha512 pin the cache cannot stand in")))),
                 .releaseSlot,
-                .finish(.failed(.offline("DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in"),
-                                action: .fail(.offline("DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in")),
+                .finish(.failed(.offline("DEST is not a file the state store verified, and with no sha256 or sha512 pin the cache cannot stand in"),
+                                action: .fail(.offline("DEST is not a file the state store verified, and with no sha256 or sha512 pin the cache cannot stand in")),
                                 inspectPartial: false)),
             ], .done),
         ]),

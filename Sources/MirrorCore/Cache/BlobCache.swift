@@ -54,6 +54,11 @@ public final class BlobCache: Sendable {
         return found
     }
 
+    /// The size of the blob a pin (SHA-256, or SHA-512 through the index) names, as `lookup`.
+    func lookup(pin digest: String, size: Int64?) -> Int64? {
+        blobName(forPin: digest).flatMap { lookup(sha256: $0, size: size) }
+    }
+
     /// Opens the blob of `sha256` for reading; nil when it is gone.
     func open(sha256: String) -> Int32? {
         guard let blob = blobPath(sha256: sha256) else { return nil }
@@ -97,13 +102,33 @@ public final class BlobCache: Sendable {
         return true
     }
 
-    /// Puts the complete file `source` (of `length` bytes, whose SHA-256 this process computed
-    /// as it wrote it) into the cache as the blob of `sha256`. A blob already there is left as
-    /// it is. Written to a temporary file of its own and renamed into place, so that no reader
-    /// ever sees a partial blob and two fillers of the same blob do not disturb each other.
-    func insert(from source: Int32, length: Int64, sha256: String, linking name: (directory: Int32, name: String)? = nil) throws(TransferFailure) {
-        guard let blob = blobPath(sha256: sha256) else { return }
-        if lookup(sha256: sha256, size: length) != nil { return }
+    /// Puts the complete file `source` (of `length` bytes, whose digest `digest` this process
+    /// computed as it wrote it) into the cache, named by its SHA-256, and indexes it by both
+    /// digests: the one not known is computed now, reading `source` (just written, so from the
+    /// page cache). A blob already there is left as it is. Written to a temporary file of its
+    /// own and renamed into place, so that no reader ever sees a partial blob and two fillers
+    /// of the same blob do not disturb each other. Returns the blob's name.
+    @discardableResult
+    func insert(
+        from source: Int32, length: Int64, digest: String, otherDigest: String? = nil,
+        linking name: (directory: Int32, name: String)? = nil
+    ) throws(TransferFailure) -> String? {
+        guard let known = DigestAlgorithm(hexDigest: digest) else { return nil }
+        var sourceInfo = stat()
+        guard fstat(source, &sourceInfo) == 0 else { throw .localIO(path: "\(path)/tmp", operation: "inspect the source of", errno: errno) }
+        let other: DigestAlgorithm = known == .sha256 ? .sha512 : .sha256
+        let computed: String
+        if let otherDigest {
+            computed = otherDigest
+        } else {
+            computed = try Self.digests(of: source, length: length, path: "the file put into \(path)", [other])[other]!
+        }
+        let (sha256, sha512) = known == .sha256 ? (digest, computed) : (computed, digest)
+        guard let blob = blobPath(sha256: sha256) else { return nil }
+        if lookup(sha256: sha256, size: length) != nil {
+            writePointer(sha512: sha512, sha256: sha256)
+            return sha256
+        }
         let folder = "\(path)/sha256/\(sha256.prefix(2))"
         try FileSystem.makeDirectories(folder)
         try FileSystem.makeDirectories("\(path)/tmp")
@@ -117,18 +142,18 @@ public final class BlobCache: Sendable {
             close(temporary)
             if !placed { unlink(temporaryPath) }
         }
-        var sourceInfo = stat()
-        guard fstat(source, &sourceInfo) == 0 else { throw .localIO(path: temporaryPath, operation: "inspect the source of", errno: errno) }
         // Read-only: a blob is never written again, and a tool that opens it for writing is
-        // refused; then the name.
+        // refused; then the name, and the row of what was put there.
         func publish(_ file: Int32) throws(TransferFailure) {
             _ = fchmod(file, 0o444)
             if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
             placed = true
+            var info = stat()
+            if fstat(file, &info) == 0 { writeIndex(IndexRow(sha256: sha256, sha512: sha512, stat: info)) }
         }
         func copy(into file: Int32) throws(TransferFailure) {
             try Self.copy(from: source, to: file, length: length, path: temporaryPath)
-            // A source written to while it was copied is not the file that was hashed: left out.
+            // A source written to since it was hashed is not the file that was: left out.
             var after = stat()
             guard fstat(source, &after) == 0, after.st_size == sourceInfo.st_size,
                   after.st_mtim.tv_sec == sourceInfo.st_mtim.tv_sec, after.st_mtim.tv_nsec == sourceInfo.st_mtim.tv_nsec
@@ -144,16 +169,19 @@ public final class BlobCache: Sendable {
             if linkat(name.directory, name.name, AT_FDCWD, temporaryPath, 0) == 0 {
                 var linked = stat()
                 guard lstat(temporaryPath, &linked) == 0, linked.st_dev == sourceInfo.st_dev, linked.st_ino == sourceInfo.st_ino else {
-                    return
+                    return sha256
                 }
-                return try publish(source)
+                try publish(source)
+                return sha256
             }
             let made = Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard made >= 0 else { throw .localIO(path: temporaryPath, operation: "create", errno: errno) }
             defer { close(made) }
-            return try copy(into: made)
+            try copy(into: made)
+            return sha256
         }
         try copy(into: temporary)
+        return sha256
     }
 
     /// Tries to take the lock of the blob of `sha256` (`DIR/locks/ab/abcdef…`, `flock`): the
@@ -163,7 +191,7 @@ public final class BlobCache: Sendable {
     /// every process downloads, and each fills the blob with the same bytes). A lock that
     /// cannot be made at all (a read-only cache) counts as held: `-1`, nothing to release.
     func tryLock(sha256: String) -> Int32? {
-        guard Self.isDigest(sha256) else { return -1 }
+        guard Self.isDigest(sha256, .sha256) || Self.isDigest(sha256, .sha512) else { return -1 }
         let fd = openLockFile(sha256: sha256)
         guard fd >= 0 else { return -1 }
         if flock(fd, LOCK_EX | LOCK_NB) == 0 { return fd }
@@ -306,6 +334,7 @@ public final class BlobCache: Sendable {
             try FileSystem.makeDirectories(trash)
             guard rename(blob.path, "\(trash)/\(blob.sha256)") == 0 else { continue }
             _ = unlink(lockFile(sha256: blob.sha256))
+            removeIndex(sha256: blob.sha256, pointer: true)
             outcome.evicted.append(blob.sha256)
             outcome.bytesFreed = outcome.bytesFreed.saturatingAdding(blob.size)
             total -= blob.size
@@ -331,6 +360,7 @@ public final class BlobCache: Sendable {
             var info = stat()
             guard lstat(blob, &info) == 0, FileIdentity(info) == file else { return nil }
         }
+        removeIndex(sha256: sha256, pointer: false)
         let aside = "\(path)/quarantine/\(sha256).\(String(UInt64.random(in: 0...UInt64.max), radix: 16))"
         if (try? FileSystem.makeDirectories("\(path)/quarantine")) != nil, rename(blob, aside) == 0 { return aside }
         // It cannot be moved aside: it must not stay under its name either, or every fill of the
@@ -410,10 +440,13 @@ public final class BlobCache: Sendable {
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw .localIO(path: blob.path, operation: "inspect", errno: errno) }
-        let hasher = DigestHasher(.sha256)
-        try hasher.update(fileDescriptor: fd, length: Int64(info.st_size), path: blob.path)
-        let digest = hasher.finalize()
-        if digest == blob.sha256 { return nil }
+        let digests = try Self.digests(of: fd, length: Int64(info.st_size), path: blob.path, [.sha256, .sha512])
+        let digest = digests[.sha256]!
+        if digest == blob.sha256 {
+            // Hashed now: trusted while it stays as it is, and reachable by its SHA-512.
+            writeIndex(IndexRow(sha256: digest, sha512: digests[.sha512], stat: info))
+            return nil
+        }
         quarantine(sha256: blob.sha256, ifStill: FileIdentity(info))
         return digest
     }
@@ -428,13 +461,12 @@ public final class BlobCache: Sendable {
         guard fstat(fd, &info) == 0 else { throw .localIO(path: file, operation: "inspect", errno: errno) }
         guard info.st_mode & S_IFMT == S_IFREG else { throw .localConflict("\(file) is not a regular file") }
         let size = Int64(info.st_size)
-        let hasher = DigestHasher(.sha256)
-        try hasher.update(fileDescriptor: fd, length: size, path: file)
-        let digest = hasher.finalize()
+        let digests = try Self.digests(of: fd, length: size, path: file, [.sha256, .sha512])
+        let digest = digests[.sha256]!
         defer { touch(sha256: digest) }
-        if lookup(sha256: digest, size: size) != nil { return (digest, false) }
-        try insert(from: fd, length: size, sha256: digest)
-        return (digest, true)
+        let held = lookup(sha256: digest, size: size) != nil
+        try insert(from: fd, length: size, digest: digest, otherDigest: digests[.sha512])
+        return (digest, !held)
     }
 
     private static func names(in directory: String) -> [String] {
@@ -449,7 +481,12 @@ public final class BlobCache: Sendable {
     }
 
     private static func isDigest(_ text: String) -> Bool {
-        text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+        isDigest(text, .sha256)
+    }
+
+    /// Whether `text` is a digest of `algorithm` in lowercase hex.
+    static func isDigest(_ text: String, _ algorithm: DigestAlgorithm) -> Bool {
+        text.utf8.count == algorithm.hexLength && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 
     /// Whether the cache and `root` are on one file system, judged by the nearest directory of

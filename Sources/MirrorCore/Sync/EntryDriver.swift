@@ -39,7 +39,7 @@ final class EntryDriver: @unchecked Sendable {
     /// The cache's lock of the entry's pinned blob, held until the entry ends.
     private var blobLock: Int32?
     /// The blob the last placement read: what a quarantine may move, and nothing else.
-    private var placedBlob: BlobCache.FileIdentity?
+    private var placedBlob: (name: String, identity: BlobCache.FileIdentity)?
     private var finished = false
     /// `RunEvent.started` was sent, at the first attempt.
     private var announcedStart = false
@@ -361,7 +361,8 @@ final class EntryDriver: @unchecked Sendable {
                 if case .failure(let failure) = result, !failure.isMissingFile {
                     // A blob that is there but cannot be read (a failing disk, its permissions)
                     // is said: silently, every run would download the file again.
-                    env.emit(.cacheProblem("\(cache.blobPath(sha256: digest) ?? cache.path) could not be placed as \(paths.destination): \(failure); downloaded instead"))
+                    let blobPath = blob.flatMap { cache.blobPath(sha256: $0.name) } ?? cache.path
+                    env.emit(.cacheProblem("\(blobPath) could not be placed as \(paths.destination): \(failure); downloaded instead"))
                 }
                 env.fetcher.engine.post { [self] in
                     placedBlob = blob
@@ -391,15 +392,14 @@ final class EntryDriver: @unchecked Sendable {
                 answer(.blobLocked)
             }
         case .quarantineCached:
-            guard let cache = env.cache, let digest = entry.pins.digest, let path = cache.blobPath(sha256: digest) else { return .quarantined }
-            let blob = placedBlob
+            guard let cache = env.cache, let blob = placedBlob, let path = cache.blobPath(sha256: blob.name) else { return .quarantined }
             env.blocking.submit { [self] in
-                if let aside = cache.quarantine(sha256: digest, ifStill: blob) {
+                if let aside = cache.quarantine(sha256: blob.name, ifStill: blob.identity) {
                     env.emit(.cacheProblem("\(path) did not hash to its name; moved to \(aside), and \(entry.dest) is downloaded instead"))
                 }
                 answer(.quarantined)
             }
-        case .fillCache(let sha256, let size, let identity):
+        case .fillCache(let digest, let size, let identity):
             let paths = self.paths
             let rootDirectory = env.rootDirectory
             guard let cache = env.cache, let identity else { return .cacheFilled }
@@ -409,10 +409,10 @@ final class EntryDriver: @unchecked Sendable {
                     defer { close(fd) }
                     // Only the bytes this run hashed: DEST changed since its commit goes nowhere.
                     guard try LocalIdentity.of(fd: fd, path: paths.destination) == identity else { return answer(.cacheFilled) }
-                    try rootDirectory.withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
-                        try cache.insert(from: fd, length: size, sha256: sha256, linking: (directory, paths.name))
+                    let name = try rootDirectory.withDirectory(paths.relativeDirectory) { directory throws(TransferFailure) in
+                        try cache.insert(from: fd, length: size, digest: digest, linking: (directory, paths.name))
                     }
-                    cache.touch(sha256: sha256)
+                    if let name = name ?? nil { cache.touch(sha256: name) }
                 } catch {
                     env.emit(.cacheProblem("\(paths.destination) was not put into the cache \(cache.path): \(error)"))
                 }
@@ -550,8 +550,8 @@ final class EntryDriver: @unchecked Sendable {
         if let problem = found.record.problem { env.emit(problem) }
         let record = found.record.record
         var local = found.local
-        if let cache = env.cache, local.destination == .missing || env.offline, entry.pins.algorithm == .sha256, let digest = entry.pins.digest {
-            local.cached = cache.lookup(sha256: digest, size: entry.size)
+        if let cache = env.cache, local.destination == .missing || env.offline, let digest = entry.pins.digest {
+            local.cached = cache.lookup(pin: digest, size: entry.size)
         }
         // The download driver is made for a segment map, or when an earlier attempt made it.
         let map = try? store?.segmentMap(for: entry.dest)
@@ -706,33 +706,54 @@ final class EntryDriver: @unchecked Sendable {
         }
     }
 
-    /// Copies the cache's blob of `sha256` into a new partial file of `paths` and hashes what
-    /// landed there (read back from the partial file, not taken from the blob's name).
+    /// Copies the cache's blob of the pin `digest` into a new partial file of `paths`, and
+    /// hashes what landed there (read back from the partial file, not taken from the blob's
+    /// name) unless the index vouches for the blob: its row's stat is the blob's, unchanged
+    /// since its bytes were last hashed (and, for a SHA-512 pin, its row holds that digest).
+    /// A blob hashed here and found to be the pin gets its row anew. Returns the blob's name
+    /// and which file it was, for a quarantine.
     private static func place(
-        _ sha256: String, size: Int64, from cache: BlobCache, paths: DestinationPaths, in rootDirectory: RootDirectory, durable: Bool
-    ) -> (Result<EntryMachine.HashedFile, TransferFailure>, BlobCache.FileIdentity?) {
-        var identity: BlobCache.FileIdentity?
+        _ digest: String, size: Int64, from cache: BlobCache, paths: DestinationPaths, in rootDirectory: RootDirectory, durable: Bool
+    ) -> (Result<EntryMachine.HashedFile, TransferFailure>, (name: String, identity: BlobCache.FileIdentity)?) {
+        var found: (name: String, identity: BlobCache.FileIdentity)?
         let result = Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
-            guard let blob = cache.open(sha256: sha256) else {
-                throw .localIO(path: cache.blobPath(sha256: sha256) ?? cache.path, operation: "open", errno: ENOENT)
+            guard let name = cache.blobName(forPin: digest), let blob = cache.open(sha256: name) else {
+                throw .localIO(path: cache.blobPath(sha256: digest) ?? cache.path, operation: "open", errno: ENOENT)
             }
             defer { close(blob) }
             var info = stat()
-            if fstat(blob, &info) == 0 { identity = BlobCache.FileIdentity(info) }
+            guard fstat(blob, &info) == 0 else { throw .localIO(path: cache.blobPath(sha256: name) ?? cache.path, operation: "inspect", errno: errno) }
+            found = (name, BlobCache.FileIdentity(info))
             var linked = false
-            if cache.mode == .hardlink, let target = cache.blobPath(sha256: sha256) {
+            if cache.mode == .hardlink, let target = cache.blobPath(sha256: name) {
                 linked = try rootDirectory.linkPartial(paths, to: target, durable: durable)
             }
             let partial = linked
                 ? try rootDirectory.openPartialForReading(paths) : try rootDirectory.openPartial(paths, truncate: true, durable: durable)
             defer { close(partial) }
-            if !linked { try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial) }
-            let hasher = DigestHasher(.sha256)
+            if linked {
+                // Linked by name: the file the link reached is the one that is vouched for.
+                guard fstat(partial, &info) == 0 else { throw .localIO(path: paths.partial, operation: "inspect", errno: errno) }
+                found = (name, BlobCache.FileIdentity(info))
+            } else {
+                try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
+            }
+            defer { cache.touch(sha256: name) }
+            let sizeOnDisk = try FileSystem.size(of: partial, path: paths.partial)
+            let algorithm = DigestAlgorithm(hexDigest: digest) ?? .sha256
+            let row = cache.indexRow(sha256: name)
+            if let row, row.describes(info), algorithm == .sha256 || row.sha512 == digest {
+                return EntryMachine.HashedFile(sha256: digest, sizeOnDisk: sizeOnDisk)
+            }
+            let hasher = DigestHasher(algorithm)
             try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
-            cache.touch(sha256: sha256)
-            return EntryMachine.HashedFile(sha256: hasher.finalize(), sizeOnDisk: try FileSystem.size(of: partial, path: paths.partial))
+            let hashed = hasher.finalize()
+            if hashed == digest {
+                cache.writeIndex(BlobCache.IndexRow(sha256: name, sha512: algorithm == .sha512 ? digest : row?.sha512, stat: info))
+            }
+            return EntryMachine.HashedFile(sha256: hashed, sizeOnDisk: sizeOnDisk)
         }
-        return (result, identity)
+        return (result, found)
     }
 
     /// When `DEST` is still the file `version` describes (not touched since the attempt

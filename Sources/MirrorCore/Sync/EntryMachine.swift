@@ -156,7 +156,7 @@ struct EntryMachine {
         /// Copy `DEST`, just committed with `sha256` and `size` as the file `identity` names (when
         /// it could be read), into the cache; nothing when `DEST` is no longer that file.
         /// Answers `cacheFilled`.
-        case fillCache(sha256: String, size: Int64, identity: LocalIdentity?)
+        case fillCache(digest: String, size: Int64, identity: LocalIdentity?)
         /// What the download in progress is to do (`DownloadMachine.Effect`).
         case download(DownloadMachine.Effect)
         /// Probe a body that ended with the connection and no length; answers `bodyMeasured`.
@@ -410,7 +410,7 @@ struct EntryMachine {
                 }
                 return succeed(.skipped, size: local.destination.size, sha256: pins.digest, after: .announce(.decided(.skip)))
             }
-            if let size = local.cached, !cacheTried, local.isEmpty || offline, pins.algorithm == .sha256, pins.digest != nil,
+            if let size = local.cached, !cacheTried, local.isEmpty || offline, pins.digest != nil,
                sizePin == nil || sizePin == size {
                 // The cache holds the pinned bytes: placed without a request, and checked against
                 // the pin like any download before they land under DEST. Not over a partial
@@ -427,7 +427,7 @@ struct EntryMachine {
                 return Self.partialCleared(local, record) + [.announce(.decided(.cached)), .place(size: size)]
             }
             if offline { return offlineEnd(local: local, record: record) }
-            if fillsCache, !holdsBlobLock, pins.algorithm == .sha256, pins.digest != nil {
+            if fillsCache, !holdsBlobLock, pins.digest != nil {
                 // One download of a pinned file for every root that shares the cache: whoever
                 // holds the blob's lock fetches it; the others wait, without a slot, and then
                 // look again, finding it in the cache. Asked only of an entry that would fetch.
@@ -755,8 +755,8 @@ struct EntryMachine {
                 : "DEST is not a file the state store verified as \(name) \(pin), and the cache does not hold it"
         } else {
             missing = local.destination == .missing
-                ? "the root does not hold it, and with no sha256 pin the cache cannot stand in"
-                : "DEST is not a file the state store verified, and with no sha256 pin the cache cannot stand in"
+                ? "the root does not hold it, and with no sha256 or sha512 pin the cache cannot stand in"
+                : "DEST is not a file the state store verified, and with no sha256 or sha512 pin the cache cannot stand in"
         }
         let failure = TransferFailure.offline(missing)
         action = .fail(failure)
@@ -861,13 +861,13 @@ struct EntryMachine {
     /// hashed at first sight or kept as the download's bytes) has gone into the cache, when one
     /// is used: only bytes mirror hashed itself enter. The slot is given back first.
     private mutating func succeedFillingCache(_ outcome: EntryReport.Outcome, size: Int64?, sha256: String, identity: LocalIdentity?) -> [Effect] {
-        guard fillsCache, let size, DigestAlgorithm(hexDigest: sha256) == .sha256 else {
+        guard fillsCache, let size, DigestAlgorithm(hexDigest: sha256) != nil else {
             return succeed(outcome, size: size, sha256: sha256)
         }
         committing = (size, committing?.validators ?? RemoteValidators(etag: nil, lastModified: nil, size: size), sha256)
         filledOutcome = outcome
         phase = .fillingCache
-        return releaseSlot() + [.fillCache(sha256: sha256, size: size, identity: identity)]
+        return releaseSlot() + [.fillCache(digest: sha256, size: size, identity: identity)]
     }
 
     private mutating func startTransfer(offset: Int64, remote: RemoteFile?, startedFrom: RemoteValidators?) -> [Effect] {
