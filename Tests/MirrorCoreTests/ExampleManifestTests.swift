@@ -11,6 +11,7 @@ struct ExampleManifestTests {
             path: path, environment: ["ASSET_TOKEN": "example-token", "MIRROR_HOST": "mirror.example.net"])
         #expect(!manifest.entries.isEmpty)
         #expect(manifest.entries.contains { !$0.mirrors.isEmpty })
+        #expect(!manifest.rewrites.isEmpty && manifest.entries.contains { $0.isRewritten })
         #expect(manifest.entries.contains { $0.digest != nil })
         #expect(manifest.entries.contains { $0.digestAlgorithm == .sha512 })
         #expect(manifest.entries.contains { $0.settings.checksums != nil && $0.checksumName != nil })

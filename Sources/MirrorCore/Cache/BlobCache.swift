@@ -108,10 +108,14 @@ public final class BlobCache: Sendable {
     /// page cache). A blob already there is left as it is. Written to a temporary file of its
     /// own and renamed into place, so that no reader ever sees a partial blob and two fillers
     /// of the same blob do not disturb each other. Returns the blob's name.
+    ///
+    /// - Parameter indexing: the blob's bytes are made durable before its name, and its row
+    ///   written after (`cache add`): later placements trust it without hashing. A fill does
+    ///   not (no fsync of its own): the blob's first placement hashes it and writes the row.
     @discardableResult
     func insert(
         from source: Int32, length: Int64, digest: String, otherDigest: String? = nil,
-        linking name: (directory: Int32, name: String)? = nil
+        linking name: (directory: Int32, name: String)? = nil, indexing: Bool = false
     ) throws(TransferFailure) -> String? {
         guard let known = DigestAlgorithm(hexDigest: digest) else { return nil }
         var sourceInfo = stat()
@@ -126,7 +130,7 @@ public final class BlobCache: Sendable {
         let (sha256, sha512) = known == .sha256 ? (digest, computed) : (computed, digest)
         guard let blob = blobPath(sha256: sha256) else { return nil }
         if lookup(sha256: sha256, size: length) != nil {
-            writePointer(sha512: sha512, sha256: sha256)
+            if indexRow(sha256: sha256)?.sha512 == nil { writePointer(sha512: sha512, sha256: sha256) }
             return sha256
         }
         let folder = "\(path)/sha256/\(sha256.prefix(2))"
@@ -146,10 +150,13 @@ public final class BlobCache: Sendable {
         // refused; then the name, and the row of what was put there.
         func publish(_ file: Int32) throws(TransferFailure) {
             _ = fchmod(file, 0o444)
+            if indexing, fdatasync(file) != 0 { throw .localIO(path: temporaryPath, operation: "sync", errno: errno) }
             if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
             placed = true
             var info = stat()
-            if fstat(file, &info) == 0 { writeIndex(IndexRow(sha256: sha256, sha512: sha512, stat: info)) }
+            // Without a sync, the row knows the digests but vouches for no file state.
+            let synced = indexing && fstat(file, &info) == 0
+            writeIndex(IndexRow(sha256: sha256, sha512: sha512, stat: synced ? info : nil))
         }
         func copy(into file: Int32) throws(TransferFailure) {
             try Self.copy(from: source, to: file, length: length, path: temporaryPath)
@@ -443,8 +450,8 @@ public final class BlobCache: Sendable {
         let digests = try Self.digests(of: fd, length: Int64(info.st_size), path: blob.path, [.sha256, .sha512])
         let digest = digests[.sha256]!
         if digest == blob.sha256 {
-            // Hashed now: trusted while it stays as it is, and reachable by its SHA-512.
-            writeIndex(IndexRow(sha256: digest, sha512: digests[.sha512], stat: info))
+            // Hashed now (and durable): trusted while it stays as it is, and reachable by its SHA-512.
+            writeIndex(IndexRow(sha256: digest, sha512: digests[.sha512], stat: info), syncing: fd)
             return nil
         }
         quarantine(sha256: blob.sha256, ifStill: FileIdentity(info))
@@ -465,7 +472,7 @@ public final class BlobCache: Sendable {
         let digest = digests[.sha256]!
         defer { touch(sha256: digest) }
         let held = lookup(sha256: digest, size: size) != nil
-        try insert(from: fd, length: size, digest: digest, otherDigest: digests[.sha512])
+        try insert(from: fd, length: size, digest: digest, otherDigest: digests[.sha512], indexing: true)
         return (digest, !held)
     }
 

@@ -7,12 +7,15 @@ import Glibc
 ///   one file were computed (a fill, `cache add`, `cache verify`). A `sha512` pin reaches its
 ///   blob through it.
 /// - `index/ab/<sha256>` is the blob's row: its digests and the stat (size, inode, mtime,
-///   ctime) it had when its bytes were last hashed (or copied in from bytes that were). While
+///   ctime) it had when its bytes were last hashed (or copied in from bytes that were), written
+///   once those bytes are durable. While
 ///   the blob's stat is the row's, its bytes are trusted to be its name without hashing them
 ///   again; a blob whose stat changed (written through, replaced, restored from a backup) is
 ///   hashed at its next placement, and its row made anew when it passes. A row is written only
 ///   for a file whose bytes this process hashed, so it never vouches for a blob that another
-///   process put there.
+///   process put there, and only after `fdatasync`: a crash that lost the bytes but kept the
+///   size (ext4's `data=writeback`) must not leave a row vouching for them. A fill (not
+///   fsync'd) writes none: the blob's first placement hashes it and writes it.
 ///
 /// One small file per fact, each written to `tmp/` and renamed into place: nothing is locked,
 /// so the index works wherever the blobs do (NFS and cluster file systems, where SQLite's
@@ -23,32 +26,45 @@ extension BlobCache {
     struct IndexRow: Sendable, Equatable {
         var sha256: String
         var sha512: String?
-        var size: Int64
-        var inode: UInt64
-        var modified: Timestamp
-        var changed: Timestamp
+        /// The blob as it was when its bytes were hashed and synced; nil: not vouched for (a
+        /// fill's row, which knows the digests only).
+        var file: FileState?
+
+        struct FileState: Sendable, Equatable {
+            var size: Int64
+            var inode: UInt64
+            var modified: Timestamp
+            var changed: Timestamp
+        }
 
         struct Timestamp: Sendable, Equatable {
             var seconds: Int64
             var nanoseconds: Int64
         }
 
-        init(sha256: String, sha512: String?, stat info: stat) {
+        init(sha256: String, sha512: String?, stat info: stat?) {
             self.sha256 = sha256
             self.sha512 = sha512
-            size = Int64(info.st_size)
-            inode = UInt64(info.st_ino)
-            modified = Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
-            changed = Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec))
+            file = info.map { info in
+                FileState(
+                    size: Int64(info.st_size), inode: UInt64(info.st_ino),
+                    modified: Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)),
+                    changed: Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec)))
+            }
         }
 
         /// Whether `info` is the file the row was written for, unchanged since: its size, inode,
         /// mtime and ctime (which no one can set back: a write, a `chmod`, a rename over it
         /// each move it on).
-        func describes(_ info: stat) -> Bool {
-            size == Int64(info.st_size) && inode == UInt64(info.st_ino)
-                && modified == Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
-                && changed == Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec))
+        ///
+        /// - Parameter changeTime: false under `cache_place: hardlink`, where every link made
+        ///   to the blob (each placement, each root's rename of it) moves its ctime on: there a
+        ///   write is told by the mtime alone.
+        func describes(_ info: stat, changeTime: Bool = true) -> Bool {
+            guard let file else { return false }
+            return file.size == Int64(info.st_size) && file.inode == UInt64(info.st_ino)
+                && file.modified == Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
+                && (!changeTime || file.changed == Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec)))
         }
 
         static let header = "mirror-blob-index 1"
@@ -56,8 +72,11 @@ extension BlobCache {
         var text: String {
             var lines = [Self.header, "sha256 \(sha256)"]
             if let sha512 { lines.append("sha512 \(sha512)") }
-            lines += ["size \(size)", "inode \(inode)", "mtime \(modified.seconds).\(modified.nanoseconds)",
-                      "ctime \(changed.seconds).\(changed.nanoseconds)", "end"]
+            if let file {
+                lines += ["size \(file.size)", "inode \(file.inode)", "mtime \(file.modified.seconds).\(file.modified.nanoseconds)",
+                          "ctime \(file.changed.seconds).\(file.changed.nanoseconds)"]
+            }
+            lines.append("end")
             return lines.joined(separator: "\n") + "\n"
         }
 
@@ -76,18 +95,22 @@ extension BlobCache {
                       let seconds = Int64(value[..<dot]), let nanoseconds = Int64(value[value.index(after: dot)...]) else { return nil }
                 return Timestamp(seconds: seconds, nanoseconds: nanoseconds)
             }
-            guard let sha256 = fields["sha256"].map(String.init), BlobCache.isDigest(sha256, .sha256),
-                  let size = fields["size"].flatMap({ Int64($0) }), let inode = fields["inode"].flatMap({ UInt64($0) }),
-                  let modified = timestamp("mtime"), let changed = timestamp("ctime")
-            else { return nil }
+            guard let sha256 = fields["sha256"].map(String.init), BlobCache.isDigest(sha256, .sha256) else { return nil }
             let sha512 = fields["sha512"].map(String.init)
             if let sha512, !BlobCache.isDigest(sha512, .sha512) { return nil }
             self.sha256 = sha256
             self.sha512 = sha512
-            self.size = size
-            self.inode = inode
-            self.modified = modified
-            self.changed = changed
+            // The file's state whole, or not at all.
+            let stateKeys: [Substring] = ["size", "inode", "mtime", "ctime"]
+            let present = stateKeys.filter { fields[$0] != nil }.count
+            if present == 0 {
+                file = nil
+                return
+            }
+            guard present == stateKeys.count, let size = fields["size"].flatMap({ Int64($0) }), let inode = fields["inode"].flatMap({ UInt64($0) }),
+                  let modified = timestamp("mtime"), let changed = timestamp("ctime")
+            else { return nil }
+            file = FileState(size: size, inode: inode, modified: modified, changed: changed)
         }
     }
 
@@ -114,7 +137,10 @@ extension BlobCache {
 
     /// Writes `row` (and, when it has a SHA-512, the pointer from it), each by a temporary file
     /// renamed into place. Best effort: an index that cannot be written costs a hash later.
-    func writeIndex(_ row: IndexRow) {
+    /// `syncing`: the blob, open; its bytes are made durable first, and no row is written when
+    /// they cannot be (a row must never outlive the bytes it vouches for).
+    func writeIndex(_ row: IndexRow, syncing blob: Int32? = nil) {
+        if let blob, fdatasync(blob) != 0 { return }
         writeSmallFile(rowPath(sha256: row.sha256), folder: "\(path)/index/\(row.sha256.prefix(2))", text: row.text)
         if let sha512 = row.sha512 { writePointer(sha512: sha512, sha256: row.sha256) }
     }

@@ -742,14 +742,14 @@ final class EntryDriver: @unchecked Sendable {
             let sizeOnDisk = try FileSystem.size(of: partial, path: paths.partial)
             let algorithm = DigestAlgorithm(hexDigest: digest) ?? .sha256
             let row = cache.indexRow(sha256: name)
-            if let row, row.describes(info), algorithm == .sha256 || row.sha512 == digest {
+            if let row, row.describes(info, changeTime: !linked), algorithm == .sha256 || row.sha512 == digest {
                 return EntryMachine.HashedFile(sha256: digest, sizeOnDisk: sizeOnDisk)
             }
             let hasher = DigestHasher(algorithm)
             try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
             let hashed = hasher.finalize()
             if hashed == digest {
-                cache.writeIndex(BlobCache.IndexRow(sha256: name, sha512: algorithm == .sha512 ? digest : row?.sha512, stat: info))
+                cache.writeIndex(BlobCache.IndexRow(sha256: name, sha512: algorithm == .sha512 ? digest : row?.sha512, stat: info), syncing: blob)
             }
             return EntryMachine.HashedFile(sha256: hashed, sizeOnDisk: sizeOnDisk)
         }

@@ -65,9 +65,12 @@ struct BlobIndexTests {
         _ = try await sync(root: "one", pinnedBy: .sha256)
         let name = Self.sha256(Self.a)
         let blob = try #require(cache.blobPath(sha256: name))
+        #expect(cache.indexRow(sha256: name)?.file == nil, "a fill (not synced) vouches for no file state")
+        #expect(cache.blobName(forPin: Self.sha512(Self.a)) == name, "but its SHA-512 pointer")
+        #expect(try await sync(root: "zero", pinnedBy: .sha256).map(\.action) == [.cached, .cached])
         var info = stat()
         #expect(lstat(blob, &info) == 0)
-        let row = try #require(cache.indexRow(sha256: name), "the fill wrote the blob's row")
+        let row = try #require(cache.indexRow(sha256: name), "the first placement hashed the blob and wrote its row")
         #expect(row.describes(info) && row.sha512 == Self.sha512(Self.a))
 
         // Bytes changed behind the index's back, and a row written for them as if they had been
@@ -93,13 +96,14 @@ struct BlobIndexTests {
         #expect(checked.map(\.action) == [.download, .cached])
         #expect(contents("three/a.bin") == Self.a)
         #expect(try scenario.nginxRequests().map(\.uri) == ["/a.bin"])
-        let rewritten = try #require(cache.indexRow(sha256: name), "the download put the blob and its row back")
-        #expect(lstat(blob, &info) == 0 && rewritten.describes(info) && FileManager.default.contents(atPath: blob) == Self.a)
+        #expect(cache.indexRow(sha256: name)?.file == nil, "the quarantine took the row; the refill's knows the digests only")
+        #expect(FileManager.default.contents(atPath: blob) == Self.a, "the download put the blob back")
     }
 
     @Test func aBlobWithNoRowIsHashedOnceAndThenTrusted() async throws {
         _ = try await sync(root: "one", pinnedBy: .sha256)
-        try FileManager.default.removeItem(atPath: cache.path + "/index")
+        try? FileManager.default.removeItem(atPath: cache.path + "/sha512")
+        try? FileManager.default.removeItem(atPath: cache.path + "/index")
         #expect(cache.indexRow(sha256: Self.sha256(Self.b)) == nil)
         #expect(try await sync(root: "two", pinnedBy: .sha256).map(\.action) == [.cached, .cached])
         let blob = try #require(cache.blobPath(sha256: Self.sha256(Self.b)))
@@ -115,10 +119,13 @@ struct BlobIndexTests {
 
     @Test func theIndexFollowsItsBlobsOutOfTheCache() async throws {
         _ = try await sync(root: "one", pinnedBy: .sha256)
+        _ = try await sync(root: "two", pinnedBy: .sha256)
+        #expect(cache.indexRow(sha256: Self.sha256(Self.a)) != nil && cache.indexRow(sha256: Self.sha256(Self.b)) != nil)
         let a = Self.sha256(Self.a)
         let b = Self.sha256(Self.b)
         #expect(cache.quarantine(sha256: a) != nil)
         #expect(cache.indexRow(sha256: a) == nil, "a quarantined blob has no row")
+        #expect(cache.blobName(forPin: Self.sha512(Self.a)) == a, "its pointer stays: a fact about bytes, not about that file")
         let eviction = try cache.evict(BlobCache.Limits(maxSize: 0), now: Int64(time(nil)), wait: true)
         #expect(eviction.evicted == [b])
         #expect(cache.indexRow(sha256: b) == nil && cache.blobName(forPin: Self.sha512(Self.b)) == nil, "an evicted blob leaves no row or pointer")
@@ -145,5 +152,8 @@ struct BlobIndexTests {
             #expect(BlobCache.IndexRow(text: String(row.text.prefix(cut))) == nil, "cut at \(cut)")
         }
         #expect(BlobCache.IndexRow(text: row.text.replacingOccurrences(of: "size 42", with: "size x")) == nil)
+        #expect(BlobCache.IndexRow(text: row.text.replacingOccurrences(of: "inode 7\n", with: "")) == nil, "a file's state whole or not at all")
+        let digestsOnly = BlobCache.IndexRow(sha256: Self.sha256(Self.a), sha512: Self.sha512(Self.a), stat: nil)
+        #expect(BlobCache.IndexRow(text: digestsOnly.text) == digestsOnly && !digestsOnly.describes(info), "a fill's row vouches for nothing")
     }
 }
