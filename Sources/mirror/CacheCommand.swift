@@ -135,22 +135,25 @@ struct CacheAddCommand: ParsableCommand {
 struct CacheListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
-        abstract: "List the blobs: SHA-256, size and when each was put in."
+        abstract: "List the blobs: SHA-256, size, when each was put in and last used, and how often it was placed."
     )
 
     @OptionGroup var options: CacheCommandOptions
 
     func run() throws {
         let console = options.console()
-        let blobs = try options.blobCache(console: console, hashing: false).blobs()
+        let cache = try options.blobCache(console: console, hashing: false)
+        let blobs = cache.blobs()
+        func time(_ seconds: Int64) -> String { LogTimestamp.format(seconds: Int(seconds), milliseconds: 0) }
         if options.json {
             console.json(JSONValue.object([("blobs", .array(blobs.map { blob in
-                .object([("sha256", .string(blob.sha256)), ("size", .int(blob.size)), ("added", .string(LogTimestamp.format(seconds: Int(blob.modified), milliseconds: 0)))])
+                .object([("sha256", .string(blob.sha256)), ("size", .int(blob.size)), ("added", .string(time(blob.modified))),
+                         ("last_used", .string(time(cache.lastUse(of: blob)))), ("hits", .int(cache.hits(of: blob)))])
             }))]).text)
             return
         }
         for blob in blobs {
-            console.line("\(blob.sha256)  \(ByteCount.format(blob.size))  \(LogTimestamp.format(seconds: Int(blob.modified), milliseconds: 0))")
+            console.line("\(blob.sha256)  \(ByteCount.format(blob.size))  added \(time(blob.modified))  used \(time(cache.lastUse(of: blob)))  \(cache.hits(of: blob)) hits")
         }
     }
 }
@@ -158,7 +161,7 @@ struct CacheListCommand: ParsableCommand {
 struct CacheStatsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
-        abstract: "Count the blobs and their bytes, the quarantined ones and the temporary files left."
+        abstract: "Count the blobs, their bytes and placements, the quarantined ones and the temporary files left."
     )
 
     @OptionGroup var options: CacheCommandOptions
@@ -170,11 +173,11 @@ struct CacheStatsCommand: ParsableCommand {
         if options.json {
             console.json(JSONValue.object([
                 ("path", .string(cache.path)), ("blobs", .int(stats.blobs)), ("bytes", .int(stats.bytes)),
-                ("quarantined", .int(stats.quarantined)), ("temporary", .int(stats.temporary)),
+                ("quarantined", .int(stats.quarantined)), ("temporary", .int(stats.temporary)), ("hits", .int(stats.hits)),
             ]).text)
             return
         }
-        console.line("\(cache.path): \(stats.blobs) blobs, \(ByteCount.format(stats.bytes)); \(stats.quarantined) quarantined; \(stats.temporary) temporary files")
+        console.line("\(cache.path): \(stats.blobs) blobs, \(ByteCount.format(stats.bytes)), placed \(stats.hits) times; \(stats.quarantined) quarantined; \(stats.temporary) temporary files")
     }
 }
 

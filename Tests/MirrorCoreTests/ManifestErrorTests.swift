@@ -70,7 +70,7 @@ let badManifests: [BadManifest] = [
                 location: "m.yaml:3:3", key: "defaults.timeuot", phrase: "did you mean `timeout`?"),
     BadManifest(name: "unknown key far from any", text: "version: 1\ncolour: red\nfiles:\n  - url: https://example.org/a\n",
                 location: "m.yaml:2:1", key: "colour",
-                phrase: "unknown key `colour` in the top level; allowed keys are `version`, `root`, `state_dir`, `cache`, `cache_place`, `cache_max_size`, `cache_max_age`, `concurrency`, `defaults`, `connectivity`, `allow_file`, `prune`, `rate_limit`, `segment_min`, `hosts`, `files`"),
+                phrase: "unknown key `colour` in the top level; allowed keys are `version`, `root`, `state_dir`, `cache`, `cache_place`, `cache_max_size`, `cache_max_age`, `concurrency`, `defaults`, `connectivity`, `allow_file`, `prune`, `rate_limit`, `segment_min`, `hosts`, `rewrite`, `files`"),
     BadManifest(name: "cache_place of another kind", text: "version: 1\ncache_place: symlink\nfiles:\n  - url: https://example.org/a\n",
                 location: "m.yaml:2:14", key: "cache_place", phrase: "expected `copy` or `hardlink`; found"),
     BadManifest(name: "transfer key at the top level", text: "version: 1\ntimeout: 30s\nfiles:\n  - url: https://example.org/a\n",

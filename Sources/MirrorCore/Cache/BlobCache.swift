@@ -216,8 +216,31 @@ public final class BlobCache: Sendable {
         if fd >= 0 { close(fd) }
     }
 
+    /// Counts a placement of the blob of `sha256`: a byte appended to its lock file, whose size
+    /// is then the blob's hits (`O_APPEND`: many processes count into one file), and whose
+    /// mtime it moves on as `touch` does.
+    func recordHit(sha256: String) {
+        guard Self.isDigest(sha256) else { return }
+        var fd = Glibc.open(lockFile(sha256: sha256), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 {
+            let made = openLockFile(sha256: sha256)
+            if made >= 0 { close(made) }
+            fd = Glibc.open(lockFile(sha256: sha256), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
+        }
+        guard fd >= 0 else { return touch(sha256: sha256) }
+        var mark: UInt8 = 0x2E
+        _ = write(fd, &mark, 1)
+        close(fd)
+    }
+
+    /// How many times the blob was placed (`recordHit`) since it was put in.
+    public func hits(of blob: Blob) -> Int {
+        var info = stat()
+        return stat(lockFile(sha256: blob.sha256), &info) == 0 ? Int(info.st_size) : 0
+    }
+
     /// When the blob was last used: its lock file's mtime, else the blob's (when it was put in).
-    func lastUse(of blob: Blob) -> Int64 {
+    public func lastUse(of blob: Blob) -> Int64 {
         var info = stat()
         if stat(lockFile(sha256: blob.sha256), &info) == 0 { return max(Int64(info.st_mtim.tv_sec), blob.modified) }
         return blob.modified
@@ -423,6 +446,8 @@ public final class BlobCache: Sendable {
         public var quarantined = 0
         /// Temporary files: fills under way, or left by a filler that died.
         public var temporary = 0
+        /// Placements from the blobs there now, since each was put in.
+        public var hits = 0
     }
 
     public func stats() -> Stats {
@@ -430,6 +455,7 @@ public final class BlobCache: Sendable {
         for blob in blobs() {
             stats.blobs += 1
             stats.bytes = stats.bytes.saturatingAdding(blob.size)
+            stats.hits += hits(of: blob)
         }
         stats.quarantined = Self.names(in: "\(path)/quarantine").count
         stats.temporary = Self.names(in: "\(path)/tmp").count

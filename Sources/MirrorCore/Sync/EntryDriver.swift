@@ -738,7 +738,7 @@ final class EntryDriver: @unchecked Sendable {
             } else {
                 try BlobCache.copy(from: blob, to: partial, length: size, path: paths.partial)
             }
-            defer { cache.touch(sha256: name) }
+            defer { cache.recordHit(sha256: name) }
             let sizeOnDisk = try FileSystem.size(of: partial, path: paths.partial)
             let algorithm = DigestAlgorithm(hexDigest: digest) ?? .sha256
             let row = cache.indexRow(sha256: name)

@@ -69,6 +69,10 @@ struct CacheOptionTests {
         let text = try scenario.run(["sync", "--cache", "c", "n.yaml"])
         #expect(!text.stdout.contains("placed from the cache"), "nothing placed the second time: \(text)")
         #expect(try scenario.nginxRequests().isEmpty, "neither plan nor sync asked the server")
+        let stats = try scenario.run(["cache", "stats", "--json", "--cache", "c"])
+        #expect(stats.stdout.contains(#""hits":1"#), "one placement counted: \(stats)")
+        let list = try scenario.run(["cache", "list", "--cache", "c"])
+        #expect(list.stdout.contains("1 hits"), "\(list)")
         #expect(FileManager.default.contents(atPath: scenario.directory.path("two/a.bin")) == Self.data)
         // Without the cache, the same plan downloads.
         let without = try scenario.run(["plan", "--no-cache", "n.yaml"], environment: ["MIRROR_CACHE": scenario.directory.path("c")])

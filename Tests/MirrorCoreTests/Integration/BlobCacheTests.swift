@@ -57,6 +57,12 @@ struct BlobCacheTests {
         #expect(contents("two", "a.bin") == Self.a && contents("two", "b.bin") == Self.b && contents("two", "c.bin") == Self.c)
         // The unpinned file is asked for (the cache cannot know which bytes its URL names now).
         #expect(try scenario.nginxRequests().map(\.uri) == ["/c.bin"])
+        // Each placement is counted against its blob: `mirror cache list` and `stats` show them.
+        let blobs = cache.blobs()
+        #expect(blobs.map { cache.hits(of: $0) }.reduce(0, +) == 2 && cache.stats().hits == 2)
+        #expect(blobs.first { $0.sha256 == DigestHasher.hex(of: Self.c) }.map(cache.hits(of:)) == 0, "the unpinned file was never placed")
+        _ = try await sync(root: "again")
+        #expect(cache.blobs().first { $0.sha256 == DigestHasher.hex(of: Self.a) }.map(cache.hits(of:)) == 2)
         // The placed files are recorded as verified: the next run needs no request for them.
         scenario.nginx.clearLog()
         let third = try await sync(root: "two")
