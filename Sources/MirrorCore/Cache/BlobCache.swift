@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import Synchronization
 
 /// A directory of files named by the SHA-256 of their bytes, shared by every root that names it
 /// (`cache:` in the manifest, `--cache`, `MIRROR_CACHE`): a pinned entry whose blob is here is
@@ -120,18 +121,45 @@ public final class BlobCache: Sendable {
         guard let known = DigestAlgorithm(hexDigest: digest) else { return nil }
         var sourceInfo = stat()
         guard fstat(source, &sourceInfo) == 0 else { throw .localIO(path: "\(path)/tmp", operation: "inspect the source of", errno: errno) }
-        let other: DigestAlgorithm = known == .sha256 ? .sha512 : .sha256
-        let computed: String
-        if let otherDigest {
-            computed = otherDigest
+        let readingPath = "the file put into \(path)"
+        // The name first: a SHA-512's blob needs the SHA-256, hashed now. A SHA-256's SHA-512 is
+        // hashed beside the copy, on a thread of its own (both read the page cache): the fill
+        // takes the longer of the two, not their sum.
+        let sha256: String
+        var sha512: String?
+        var companion: JoinableThread?
+        let hashed = Mutex<Result<String, TransferFailure>?>(nil)
+        if known == .sha256 {
+            sha256 = digest
+            sha512 = otherDigest
         } else {
-            computed = try Self.digests(of: source, length: length, path: "the file put into \(path)", [other])[other]!
+            sha512 = digest
+            if let otherDigest {
+                sha256 = otherDigest
+            } else {
+                sha256 = try Self.digests(of: source, length: length, path: readingPath, [.sha256])[.sha256]!
+            }
         }
-        let (sha256, sha512) = known == .sha256 ? (digest, computed) : (computed, digest)
         guard let blob = blobPath(sha256: sha256) else { return nil }
         if lookup(sha256: sha256, size: length) != nil {
-            if indexRow(sha256: sha256)?.sha512 == nil { writePointer(sha512: sha512, sha256: sha256) }
+            // Held already: what this fill knows of its SHA-512 goes to the index, and no more
+            // is hashed for it (`cache verify` computes what is missing).
+            if let sha512, indexRow(sha256: sha256)?.sha512 == nil { writePointer(sha512: sha512, sha256: sha256) }
             return sha256
+        }
+        if sha512 == nil {
+            companion = JoinableThread {
+                hashed.withLock { $0 = Result { () throws(TransferFailure) -> String in
+                    try Self.digests(of: source, length: length, path: readingPath, [.sha512])[.sha512]!
+                } }
+            }
+        }
+        defer { companion?.join() }
+        /// The SHA-512, once the thread that hashes it is done; nil when it failed.
+        func companionDigest() -> String? {
+            guard let companion else { return sha512 }
+            companion.join()
+            return try? hashed.withLock { $0 }?.get()
         }
         let folder = "\(path)/sha256/\(sha256.prefix(2))"
         try FileSystem.makeDirectories(folder)
@@ -156,7 +184,7 @@ public final class BlobCache: Sendable {
             var info = stat()
             // Without a sync, the row knows the digests but vouches for no file state.
             let synced = indexing && fstat(file, &info) == 0
-            writeIndex(IndexRow(sha256: sha256, sha512: sha512, stat: synced ? info : nil))
+            writeIndex(IndexRow(sha256: sha256, sha512: companionDigest(), stat: synced ? info : nil))
         }
         func copy(into file: Int32) throws(TransferFailure) {
             try Self.copy(from: source, to: file, length: length, path: temporaryPath)
