@@ -15,7 +15,7 @@ struct RewriteRulesTests {
 
     static let matches: [Match] = [
         Match(from: "https://github.com/", url: "https://github.com/a/b", remainder: "a/b"),
-        Match(from: "https://github.com", url: "https://GitHub.COM/a", remainder: "/a"),
+        Match(from: "https://github.com", url: "https://GitHub.COM/a", remainder: "a"),
         Match(from: "https://github.com/org", url: "https://github.com/org/x", remainder: "/x"),
         Match(from: "https://github.com/org", url: "https://github.com/organisation/x", remainder: nil),
         Match(from: "https://github.com/org", url: "https://github.com/org?x=1", remainder: "?x=1"),
@@ -30,6 +30,16 @@ struct RewriteRulesTests {
         Match(from: "https://github.com", url: "https://github.com.evil.example/a", remainder: nil),
         Match(from: "https://github.com/Org/", url: "https://github.com/org/a", remainder: nil),
         Match(from: "https://[::1]:8080/", url: "https://[::1]:8080/a", remainder: "a"),
+        // Other spellings of one origin.
+        Match(from: "https://github.com/", url: "https://github.com./a", remainder: "a"),
+        Match(from: "https://github.com/", url: "https://github.com:/a", remainder: "a"),
+        Match(from: "https://github.com/", url: "https://github.com:0443/a", remainder: "a"),
+        Match(from: "ftps://h/", url: "ftps://h:990/a", remainder: "a"),
+        Match(from: "https://[2001:db8::1]/", url: "https://[2001:DB8:0:0:0:0:0:1]/a", remainder: "a"),
+        Match(from: "https://h/", url: "https://h", remainder: ""),
+        Match(from: "https://h/", url: "https://h?x=1", remainder: "?x=1"),
+        // Compared byte for byte: "é" and "e" with a combining accent are two paths.
+        Match(from: "https://h/caf\u{E9}/", url: "https://h/cafe\u{301}/a", remainder: nil),
     ]
 
     @Test(arguments: matches)
@@ -70,6 +80,57 @@ struct RewriteRulesTests {
         #expect(entry.dest == "a.tgz")
         let untouched = manifest.entries[1]
         #expect(!untouched.isRewritten && untouched.url.string == "https://untouched.example/b.tgz" && untouched.mirrors.isEmpty)
+    }
+
+    @Test func anOnlyRuleIsAFilterNoOtherRuleCanOpen() throws {
+        let directory = try TemporaryDirectory()
+        let site = try directory.write(Data("""
+            rewrite:
+              - from: https://pypi.org/
+                to: https://pypi.internal/
+                only: true
+            """.utf8), to: "site.yaml")
+        let manifest = try Self.parse("""
+            version: 1
+            rewrite:
+              - from: https://pypi.org/simple/
+                to: [https://other.internal/simple/, https://pypi.org/elsewhere/]
+            files:
+              - url: https://pypi.org/simple/a.whl
+              - url: https://example.org/b.whl
+                mirrors: [https://pypi.org/b.whl]
+            """, environment: ["MIRROR_REWRITE": site])
+        #expect(([manifest.entries[0].url] + manifest.entries[0].mirrors).map(\.string) == ["https://other.internal/simple/a.whl"],
+                "neither the original nor a replacement on the forbidden host")
+        #expect(([manifest.entries[1].url] + manifest.entries[1].mirrors).map(\.string) == ["https://pypi.internal/b.whl", "https://example.org/b.whl"])
+        #expect(manifest.rewrites.forbids("https://PyPI.org:443/x") && !manifest.rewrites.forbids("https://pypi.internal/x"))
+        // A rule that leads a host into a path of its own: that path is allowed, the rest not.
+        let own = try Self.parse("""
+            version: 1
+            rewrite:
+              - from: https://h.example/
+                to: https://h.example/mirror/
+                only: true
+            connectivity:
+              probe: https://h.example/ping
+            files:
+              - url: https://h.example/a
+            """)
+        #expect(own.entries[0].url.string == "https://h.example/mirror/a" && own.entries[0].mirrors.isEmpty)
+        #expect(own.rewrites.forbids("https://h.example/b") && !own.rewrites.forbids("https://h.example/mirror/b"))
+        #expect(own.connectivity.probe?.string == "https://h.example/mirror/ping", "a forbidden probe goes to the replacement")
+    }
+
+    @Test func aFromWithNoPathCoversTheHostAndItsReplacementsAreReadWithASlash() throws {
+        let manifest = try Self.parse("""
+            version: 1
+            rewrite:
+              - from: https://github.com
+                to: https://m.internal/gh
+            files:
+              - url: https://github.com/o/a.bin
+            """)
+        #expect(manifest.entries[0].url.string == "https://m.internal/gh/o/a.bin")
     }
 
     @Test func theLongestPrefixWinsAndTheSitesRuleWinsATie() throws {
@@ -126,6 +187,34 @@ struct RewriteRulesTests {
         #expect(names(2) == ["Authorization: token ghp_secret"], "the original source is as it was")
     }
 
+    @Test func aSameOriginRewriteKeepsTheUsualOrderOfHeaders() throws {
+        let manifest = try Self.parse("""
+            version: 1
+            defaults:
+              headers:
+                X-A: defaults
+                X-B: defaults
+            hosts:
+              h.example:
+                headers:
+                  X-A: host
+                  X-C: host
+            rewrite:
+              - from: https://h.example/a/
+                to: https://h.example/b/
+                headers:
+                  X-C: rule
+            files:
+              - url: https://h.example/a/f
+                headers:
+                  X-B: entry
+            """)
+        let entry = manifest.entries[0]
+        let rule = HostKey(entry.url).flatMap(manifest.hosts.rule(for:))
+        let sent = EntryDriver.Source.headers(of: entry, source: 0, hostRule: rule).map { "\($0.name): \($0.value)" }
+        #expect(sent == ["X-A: host", "X-B: entry", "X-C: rule"], "defaults, then the host's, then the entry's, then the rule's: \(sent)")
+    }
+
     @Test func aReplacementCarriesItsOwnHostsNetrcLoginAndNeverTheOriginalsUserinfo() throws {
         let directory = try TemporaryDirectory()
         let netrc = try directory.write(Data("machine mirror.internal login robot password m1rr0r\nmachine github.com login me password p\n".utf8), to: "netrc")
@@ -157,8 +246,8 @@ struct RewriteRulesTests {
             files:
               - url: https://example.org/dir/a.bin
             """)
-        let candidates = manifest.rewrites.candidates(for: [manifest.entries[0].settings.checksums!], headers: [])
-        #expect(candidates.map(\.url.string) == ["https://mirror.internal/SHA256SUMS"])
+        let candidates = manifest.rewrites.candidates(for: [manifest.entries[0].settings.checksums!])
+        #expect(candidates?.map(\.url.string) == ["https://mirror.internal/SHA256SUMS"])
         #expect(ChecksumPins.lookupName(of: manifest.entries[0]) == "a.bin")
     }
 
@@ -194,7 +283,7 @@ struct RewriteRulesTests {
         BadRule(name: "empty to", rules: "rewrite:\n  - from: https://a/\n    to: []", location: "m.yaml:4:9", key: "rewrite[0].to", phrase: "at least one replacement"),
         BadRule(name: "slash on one side", rules: "rewrite:\n  - from: https://a/x/\n    to: https://b/y", location: "m.yaml:4:9", key: "rewrite[0].to",
                 phrase: "`from` ends with `/` and `to` does not"),
-        BadRule(name: "slash on the other side", rules: "rewrite:\n  - from: https://a\n    to: [https://b/y/]", location: "m.yaml:4:10", key: "rewrite[0].to[0]",
+        BadRule(name: "slash on the other side", rules: "rewrite:\n  - from: https://a/x\n    to: [https://b/y/]", location: "m.yaml:4:10", key: "rewrite[0].to[0]",
                 phrase: "`to` ends with `/` and `from` does not"),
         BadRule(name: "from with a query", rules: "rewrite:\n  - from: https://a/?x=1\n    to: https://b/", location: "m.yaml:3:11", key: "rewrite[0].from",
                 phrase: "cannot hold a query"),
@@ -210,6 +299,8 @@ struct RewriteRulesTests {
                 phrase: "allow_file"),
         BadRule(name: "the same prefix twice", rules: "rewrite:\n  - from: https://a/\n    to: https://b/\n  - from: https://A:443/\n    to: https://c/",
                 location: "m.yaml:5:11", key: "rewrite[1].from", phrase: "already set at line 3"),
+        BadRule(name: "to with a query", rules: "rewrite:\n  - from: https://a/\n    to: https://b/?x=", location: "m.yaml:4:9", key: "rewrite[0].to",
+                phrase: "cannot hold a query"),
         BadRule(name: "a forbidden header", rules: "rewrite:\n  - from: https://a/\n    to: https://b/\n    headers:\n      Range: bytes=0-",
                 location: "m.yaml:6:7", key: "rewrite[0].headers.Range", phrase: "cannot be set in a manifest"),
     ]
@@ -223,6 +314,57 @@ struct RewriteRulesTests {
             let match = error.diagnostics.first { $0.location?.description == bad.location && $0.key == bad.key && $0.message.contains(bad.phrase) }
             #expect(match != nil, "expected \(bad.location): \(bad.key): …\(bad.phrase)…; got:\n\(error)")
         }
+    }
+
+    @Test func whatARewriteCannotFetchIsRefusedWhereTheEntryIs() throws {
+        func problems(_ text: String, _ environment: [String: String] = [:]) -> [String] {
+            do {
+                _ = try Self.parse(text, environment: environment)
+                return []
+            } catch {
+                return error.diagnostics.map(\.description)
+            }
+        }
+        let nowhere = problems("""
+            version: 1
+            rewrite:
+              - from: https://a.example/
+                to: https://b.example/
+                only: true
+              - from: https://b.example/
+                to: https://a.example/
+                only: true
+            files:
+              - url: https://a.example/f
+            """)
+        #expect(nowhere.contains { $0.hasPrefix("m.yaml:10:10: files[0].url:") && $0.contains("nowhere to fetch it from") }, "\(nowhere)")
+        let token = problems("""
+            version: 1
+            rewrite:
+              - from: https://a.example/
+                to: https://m.internal/a/
+            files:
+              - url: https://a.example/f?token=${TOKEN}
+                dest: f
+              - url: https://a.example/${VERSION}/g
+            """, ["TOKEN": "s3cret", "VERSION": "1.2"])
+        #expect(token.count == 1 && token[0].hasPrefix("m.yaml:6:10: files[0].url:") && token[0].contains("query"), "\(token)")
+        #expect(!token.joined().contains("s3cret"))
+        let checksums = problems("""
+            version: 1
+            defaults:
+              checksums: https://a.example/SUMS
+            rewrite:
+              - from: https://a.example/
+                to: https://b.example/
+                only: true
+              - from: https://b.example/
+                to: https://a.example/
+                only: true
+            files:
+              - url: https://b.example/f
+            """)
+        #expect(checksums.contains { $0.contains("its checksum file") }, "\(checksums)")
     }
 
     @Test func theSitesFileIsNamedInItsProblems() throws {

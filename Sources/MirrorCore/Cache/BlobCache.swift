@@ -147,7 +147,9 @@ public final class BlobCache: Sendable {
             if let sha512, indexRow(sha256: sha256)?.sha512 == nil { writePointer(sha512: sha512, sha256: sha256) }
             return sha256
         }
-        if sha512 == nil {
+        if sha512 == nil, length < Self.companionThreshold {
+            sha512 = try Self.digests(of: source, length: length, path: readingPath, [.sha512])[.sha512]!
+        } else if sha512 == nil {
             companion = JoinableThread {
                 hashed.withLock { $0 = Result { () throws(TransferFailure) -> String in
                     try Self.digests(of: source, length: length, path: readingPath, [.sha512])[.sha512]!
@@ -176,7 +178,7 @@ public final class BlobCache: Sendable {
         }
         // Read-only: a blob is never written again, and a tool that opens it for writing is
         // refused; then the name, and the row of what was put there.
-        func publish(_ file: Int32) throws(TransferFailure) {
+        func publish(_ file: Int32, sha512: String?) throws(TransferFailure) {
             _ = fchmod(file, 0o444)
             if indexing, fdatasync(file) != 0 { throw .localIO(path: temporaryPath, operation: "sync", errno: errno) }
             if rename(temporaryPath, blob) != 0 { throw .localIO(path: blob, operation: "rename into", errno: errno) }
@@ -184,16 +186,28 @@ public final class BlobCache: Sendable {
             var info = stat()
             // Without a sync, the row knows the digests but vouches for no file state.
             let synced = indexing && fstat(file, &info) == 0
-            writeIndex(IndexRow(sha256: sha256, sha512: companionDigest(), stat: synced ? info : nil))
+            writeIndex(IndexRow(sha256: sha256, sha512: sha512, stat: synced ? info : nil))
+        }
+        /// Whether the source is as it was when it was hashed (its size and mtime), once every
+        /// reading of it is over: one written to meanwhile is not the file that was, and goes
+        /// nowhere.
+        func sourceUnchanged() -> Bool {
+            companion?.join()
+            var after = stat()
+            return fstat(source, &after) == 0 && after.st_size == sourceInfo.st_size
+                && after.st_mtim.tv_sec == sourceInfo.st_mtim.tv_sec && after.st_mtim.tv_nsec == sourceInfo.st_mtim.tv_nsec
         }
         func copy(into file: Int32) throws(TransferFailure) {
             try Self.copy(from: source, to: file, length: length, path: temporaryPath)
-            // A source written to since it was hashed is not the file that was: left out.
-            var after = stat()
-            guard fstat(source, &after) == 0, after.st_size == sourceInfo.st_size,
-                  after.st_mtim.tv_sec == sourceInfo.st_mtim.tv_sec, after.st_mtim.tv_nsec == sourceInfo.st_mtim.tv_nsec
-            else { return }
-            try publish(file)
+            guard sourceUnchanged() else { return }
+            var other = companionDigest()
+            if indexing {
+                // A row will vouch for this copy: its own bytes are hashed, not the source's.
+                let copied = try Self.digests(of: file, length: length, path: temporaryPath, [.sha256, .sha512])
+                guard copied[.sha256] == sha256 else { return }
+                other = copied[.sha512]
+            }
+            try publish(file, sha512: other)
         }
         if mode == .hardlink, let name {
             // The blob is another name of the file: the temporary one is replaced by a link to
@@ -203,10 +217,11 @@ public final class BlobCache: Sendable {
             unlink(temporaryPath)
             if linkat(name.directory, name.name, AT_FDCWD, temporaryPath, 0) == 0 {
                 var linked = stat()
-                guard lstat(temporaryPath, &linked) == 0, linked.st_dev == sourceInfo.st_dev, linked.st_ino == sourceInfo.st_ino else {
+                guard sourceUnchanged(), lstat(temporaryPath, &linked) == 0, linked.st_dev == sourceInfo.st_dev,
+                      linked.st_ino == sourceInfo.st_ino else {
                     return sha256
                 }
-                try publish(source)
+                try publish(source, sha512: companionDigest())
                 return sha256
             }
             let made = Glibc.open(temporaryPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -218,6 +233,10 @@ public final class BlobCache: Sendable {
         try copy(into: temporary)
         return sha256
     }
+
+    /// A fill of a file at least this large hashes the digest its download did not compute
+    /// on a thread of its own, beside the copy; a smaller one hashes it first.
+    static let companionThreshold: Int64 = 8 << 20
 
     /// Tries to take the lock of the blob of `sha256` (`DIR/locks/ab/abcdef…`, `flock`): the
     /// descriptor that holds it, `nil` while another holds it. Whoever holds it downloads the

@@ -56,15 +56,11 @@ extension BlobCache {
         /// Whether `info` is the file the row was written for, unchanged since: its size, inode,
         /// mtime and ctime (which no one can set back: a write, a `chmod`, a rename over it
         /// each move it on).
-        ///
-        /// - Parameter changeTime: false under `cache_place: hardlink`, where every link made
-        ///   to the blob (each placement, each root's rename of it) moves its ctime on: there a
-        ///   write is told by the mtime alone.
-        func describes(_ info: stat, changeTime: Bool = true) -> Bool {
+        func describes(_ info: stat) -> Bool {
             guard let file else { return false }
             return file.size == Int64(info.st_size) && file.inode == UInt64(info.st_ino)
                 && file.modified == Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
-                && (!changeTime || file.changed == Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec)))
+                && file.changed == Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec))
         }
 
         static let header = "mirror-blob-index 1"

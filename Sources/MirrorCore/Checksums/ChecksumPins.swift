@@ -51,9 +51,7 @@ final class ChecksumPins: @unchecked Sendable {
         func startNext() {
             let source = sources[next]
             next += 1
-            var candidates = rewrites.candidates(for: [source.url], headers: source.settings.headers)
-            if candidates.isEmpty { candidates = [RewriteRules.Candidate(url: source.url)] }
-            fetchList(candidates[...], settings: source.settings) { result in
+            func store(_ result: Result<ChecksumList, TransferFailure>) {
                 lists[source.url.string] = result
                 if next < sources.count { return startNext() }
                 guard lists.count == sources.count else { return }
@@ -63,6 +61,12 @@ final class ChecksumPins: @unchecked Sendable {
                 }
                 completion(resolution)
             }
+            let candidates = rewrites.candidates(for: [source.url]) ?? [RewriteRules.Candidate(url: source.url)]
+            guard !candidates.isEmpty else {
+                // Every URL of it is one an `only` rule forbids (a manifest the decoder refuses).
+                return store(.failure(.checksumFileUnusable(url: source.url.display, reason: "an `only: true` rewrite rule forbids every URL of it")))
+            }
+            fetchList(candidates[...], settings: source.settings, completion: store)
         }
         while next < min(width, sources.count) { startNext() }
     }
@@ -75,7 +79,12 @@ final class ChecksumPins: @unchecked Sendable {
     ) {
         let candidate = candidates.first!
         var sent = settings
-        if let headers = candidate.headers { sent.headers = headers }
+        if let rewritten = candidate.rewritten {
+            // Checksum files go without a host's settings (see mirror-manifest(5)).
+            var headers = rewritten.keepsEntryHeaders ? settings.headers : []
+            HeaderRules.merge(rewritten.rule, over: &headers)
+            sent.headers = headers
+        }
         let fetch = ChecksumFileFetch(url: candidate.url, settings: sent, fetcher: fetcher, retryPolicy: retryPolicy)
         fetches.append(fetch)
         fetch.start { [self] result in

@@ -320,22 +320,24 @@ public struct Entry: Sendable, Equatable {
     /// Whether a `rewrite:` rule changed the entry's sources.
     public var isRewritten: Bool { extras?.fields.rewritten != nil }
 
-    /// The request headers of source `index` (`url`, then `mirrors`) when a rewrite made it:
-    /// they replace the entry's. Nil: the entry's.
-    func rewrittenHeaders(ofSource index: Int) -> [HTTPHeader]? {
+    /// Which headers source `index` (`url`, then `mirrors`) gets, when a rewrite made it. Nil:
+    /// the entry's, as for any source.
+    func rewrittenHeaders(ofSource index: Int) -> RewriteRules.RewrittenHeaders? {
         guard let headers = extras?.fields.rewritten?.headers, headers.indices.contains(index) else { return nil }
         return headers[index]
     }
 
     /// Fetches the entry from what `rules` make of its `url` and `mirrors`; the manifest's
-    /// are kept as `manifestURL` and `manifestMirrors`. Nothing changes when no rule matches.
-    mutating func rewrite(by rules: RewriteRules) {
-        let candidates = rules.candidates(for: [url] + mirrors, headers: settings.headers)
-        guard let first = candidates.first else { return }
-        let original = Rewritten(url: url, mirrors: mirrors, headers: candidates.map(\.headers))
+    /// are kept as `manifestURL` and `manifestMirrors`. Nothing changes when no rule matches;
+    /// false when every URL the rules leave is one they forbid (the entry has no source).
+    mutating func rewrite(by rules: RewriteRules) -> Bool {
+        guard let candidates = rules.candidates(for: [url] + mirrors) else { return true }
+        guard let first = candidates.first else { return false }
+        let original = Rewritten(url: url, mirrors: mirrors, headers: candidates.map(\.rewritten))
         url = first.url
         mirrors = candidates.dropFirst().map(\.url)
         change { $0.rewritten = original }
+        return true
     }
 
     /// The algorithm the entry's files are hashed with: its pin's, else SHA-256.
@@ -400,7 +402,7 @@ public struct Entry: Sendable, Equatable {
     struct Rewritten: Equatable {
         var url: RemoteURL
         var mirrors: [RemoteURL]
-        var headers: [[HTTPHeader]?]
+        var headers: [RewriteRules.RewrittenHeaders?]
     }
 }
 

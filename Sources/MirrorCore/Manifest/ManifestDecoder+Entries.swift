@@ -147,15 +147,38 @@ extension ManifestDecoder {
             url: url.remote, mirrors: mirrors, dest: dest, digest: pin, size: size,
             settings: settings, location: location(of: node))
         entry.checksumName = checksumName
-        if !context.rewrites.isEmpty {
-            entry.rewrite(by: context.rewrites)
-            if !allowFile, entry.isRewritten, let local = ([entry.url] + entry.mirrors).first(where: { RemoteProbe.scheme(of: $0.string) == "file" }) {
-                report("a rewrite rule makes this entry's source the file URL `\(local.display)`; file URLs are refused unless the manifest sets `allow_file: true` at the top level",
-                       at: urlNode ?? node, key: urlKey)
-                return nil
-            }
+        if !context.rewrites.isEmpty, !rewrite(&entry, by: context.rewrites, at: urlNode ?? node, key: urlKey, allowFile: allowFile) {
+            return nil
         }
         return DecodedEntry(entry: entry, destLocation: location(of: destNode), destIsFromURL: destIsFromURL)
+    }
+
+    /// Applies the `rewrite:` rules to `entry` (`Entry.rewrite(by:)`); false, with a problem
+    /// reported at `node`, when what they make cannot be fetched: no URL left, a file URL the
+    /// manifest does not allow, a query's `${VAR}` sent to another host; the same for its
+    /// checksum file.
+    private mutating func rewrite(_ entry: inout Entry, by rules: RewriteRules, at node: YAMLNode, key: String, allowFile: Bool) -> Bool {
+        let countBefore = diagnostics.count
+        for source in [entry.url] + entry.mirrors where rules.sendsQueryVariable(of: source) {
+            report("a rewrite rule sends `\(source.display)` to another host, with the value of a ${VAR} in its query: a value written for its own host (a token, a signature) does not go to another; put it in a header (which stays with its host) or rewrite to the same host",
+                   at: node, key: key)
+        }
+        if !entry.rewrite(by: rules) {
+            report("every URL of this entry (its url and mirrors) is covered by an `only: true` rewrite rule, and no rule leads it anywhere else: there is nowhere to fetch it from",
+                   at: node, key: key)
+        } else if !allowFile, entry.isRewritten, let local = ([entry.url] + entry.mirrors).first(where: { RemoteProbe.scheme(of: $0.string) == "file" }) {
+            report("a rewrite rule makes this entry's source the file URL `\(local.display)`; file URLs are refused unless the manifest sets `allow_file: true` at the top level",
+                   at: node, key: key)
+        }
+        if let checksums = entry.settings.checksums, let candidates = rules.candidates(for: [checksums]) {
+            if candidates.isEmpty {
+                report("its checksum file `\(checksums.display)` is covered by an `only: true` rewrite rule that leads it nowhere else", at: node, key: key)
+            } else if !allowFile, let local = candidates.first(where: { RemoteProbe.scheme(of: $0.url.string) == "file" }) {
+                report("a rewrite rule makes its checksum file the file URL `\(local.url.display)`; file URLs are refused unless the manifest sets `allow_file: true` at the top level",
+                       at: node, key: key)
+            }
+        }
+        return diagnostics.count == countBefore
     }
 
     /// The last segment of the URL's path, when it makes a usable dest.

@@ -30,9 +30,12 @@ extension ManifestDecoder {
                     nodes = [(node, toKey)]
                 }
                 for (target, targetKey) in nodes {
-                    if let url = remoteURL(target, key: targetKey, role: .download(allowFile: allowFile)) {
-                        targets.append((url.remote, target, targetKey))
+                    guard let url = remoteURL(target, key: targetKey, role: .download(allowFile: allowFile)) else { continue }
+                    if url.remote.string.contains("?") || url.remote.string.contains("#") {
+                        report("`to` is a prefix the rest of each URL is appended to: it cannot hold a query (`?`) or fragment (`#`)", at: target, key: targetKey)
+                        continue
                     }
+                    targets.append((url.remote, target, targetKey))
                 }
             } else {
                 report("missing required key `to`, the replacement URL prefix (or a list of them)", at: item, key: path)
@@ -40,8 +43,16 @@ extension ManifestDecoder {
             let only = mapping["only"].flatMap { boolean($0, key: mapping.path(of: "only")) } ?? false
             let headers = mapping["headers"].flatMap { self.headers($0, key: mapping.path(of: "headers")) } ?? []
             if let from {
+                // `from` with no path covers the whole host, as `from` ending with `/` does: its
+                // replacements are read as ending with `/` too.
+                if from.prefix.pathWasEmpty {
+                    targets = targets.map { target in
+                        guard !target.url.string.hasSuffix("/") else { return target }
+                        return (RemoteURL(string: target.url.string + "/", written: target.url.written + "/", login: target.url.login), target.node, target.key)
+                    }
+                }
                 for target in targets {
-                    guard let prefix = URLPrefix(target.url.string), prefix.endsWithSlash != from.prefix.endsWithSlash else { continue }
+                    guard target.url.string.hasSuffix("/") != from.prefix.endsWithSlash else { continue }
                     let (with, without) = from.prefix.endsWithSlash ? ("from", "to") : ("to", "from")
                     report("`\(with)` ends with `/` and `\(without)` does not: the rest of each URL is appended to `to` as it follows `from`, so both end with `/` or neither does",
                            at: target.node, key: target.key)

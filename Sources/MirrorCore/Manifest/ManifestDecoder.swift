@@ -136,13 +136,18 @@ struct ManifestDecoder {
             integer($0, key: "concurrency", in: 1...64, expected: "an integer from 1 to 64")
         } ?? 4
         let defaults = top?["defaults"].flatMap { decodeTransferOverrides($0, path: "defaults") }
-        let connectivity = top?["connectivity"].flatMap { decodeConnectivity($0) } ?? ConnectivitySettings()
+        var connectivity = top?["connectivity"].flatMap { decodeConnectivity($0) } ?? ConnectivitySettings()
         let rateLimit = top?["rate_limit"].flatMap { self.rateLimit($0, key: "rate_limit") }
         let hosts = top?["hosts"].flatMap { decodeHosts($0) } ?? HostRules()
         var environmentSettings = settingsFromEnvironment()
         if let node = top?["segment_min"], let value = segmentMin(node, key: "segment_min") { environmentSettings.segmentMin = value }
         let baseSettings = defaults?.applied(to: environmentSettings) ?? environmentSettings
         let rewrites = rewriteRules(top, allowFile: allowFile)
+        if let probe = connectivity.probe, rewrites.forbids(probe.string) {
+            // A host an `only` rule keeps the run away from is no probe: its first replacement
+            // is, else none (each source's own host is checked).
+            connectivity.probe = rewrites.candidates(for: [probe])?.first?.url
+        }
 
         let files = top?["files"]
         if files == nil, top != nil {

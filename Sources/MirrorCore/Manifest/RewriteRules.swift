@@ -1,3 +1,5 @@
+import Glibc
+
 /// `rewrite:` (and the file `MIRROR_REWRITE` names): URL prefixes mapped to internal mirrors.
 ///
 /// Applied once, as each entry is decoded (`rewrite(_:)`): the entry's `url` and `mirrors`
@@ -28,21 +30,40 @@ public struct RewriteRules: Sendable, Equatable {
         return best
     }
 
+    /// Whether `url` is one an `only: true` rule keeps every run away from: a rule covers it,
+    /// and none of that rule's own replacements does. Checked whatever rule rewrote it (a more
+    /// specific rule, the manifest's under the site's, cannot open the host again) and at every
+    /// redirect (`Fetcher`).
+    public func forbids(_ url: String) -> Bool {
+        guard hasOnlyRules, let prefix = URLPrefix(url) else { return false }
+        return rules.contains { rule in
+            rule.only && rule.from.remainder(of: prefix) != nil && !rule.targets.contains { $0.remainder(of: prefix) != nil }
+        }
+    }
+
+    private var hasOnlyRules: Bool { rules.contains(where: \.only) }
+
     /// What a source is fetched from: its rewrites, or itself.
     struct Candidate: Equatable {
         var url: RemoteURL
-        /// The request headers of a rewritten URL, which replace the entry's; nil: the entry's.
-        var headers: [HTTPHeader]?
+        /// Set for a URL a rule made: which of the entry's headers it gets and the rule's own.
+        var rewritten: RewrittenHeaders?
+    }
+
+    /// The headers of a URL a rule made.
+    struct RewrittenHeaders: Equatable {
+        /// It keeps its source's scheme, host and port: `defaults`' and the entry's headers
+        /// (written for that host) go along. Otherwise none of them.
+        var keepsEntryHeaders: Bool
+        /// The rule's `headers`, over everything else.
+        var rule: [HTTPHeader]
     }
 
     /// The URLs `sources` (a `url` and its `mirrors`, in order) are fetched from: every rewrite
-    /// of each (in order), then each source no `only` rule replaced. Empty when no rule
-    /// matches any of them.
-    ///
-    /// - Parameter headers: the entry's request headers (`defaults`' and its own). They go to a
-    ///   rewritten URL only when it keeps its source's scheme, host and port: they were written
-    ///   for that host. A rule's own `headers` go to its replacements alone.
-    func candidates(for sources: [RemoteURL], headers: [HTTPHeader]) -> [Candidate] {
+    /// of each (in order), then each source the rules keep; none of them one `forbids`. Nil
+    /// when no rule covers any source (the entry is left as it is); empty when every URL was
+    /// forbidden.
+    func candidates(for sources: [RemoteURL]) -> [Candidate]? {
         var rewritten: [Candidate] = []
         var kept: [Candidate] = []
         var matched = false
@@ -57,15 +78,26 @@ public struct RewriteRules: Sendable, Equatable {
                 let url = RemoteURL(
                     string: target.string + remainder, written: target.written + Self.writtenRemainder(of: source, rule: rule, remainder: remainder),
                     login: target.login)
-                var sent = URLPrefix(url.string)?.origin == origin ? headers : []
-                HeaderRules.merge(rule.headers, over: &sent)
-                rewritten.append(Candidate(url: url, headers: sent))
+                let sameOrigin = URLPrefix(url.string).map { $0.origin.utf8.elementsEqual((origin ?? "").utf8) } ?? false
+                rewritten.append(Candidate(url: url, rewritten: RewrittenHeaders(keepsEntryHeaders: sameOrigin, rule: rule.headers)))
             }
             if !rule.only { kept.append(Candidate(url: source)) }
         }
-        guard matched else { return [] }
+        guard matched else { return nil }
         var seen = Set<String>()
-        return (rewritten + kept).filter { seen.insert($0.url.string).inserted }
+        return (rewritten + kept).filter { !forbids($0.url.string) && seen.insert($0.url.string).inserted }
+    }
+
+    /// Whether a rewrite of `source` would send, to a host other than its own, a query that
+    /// holds a `${VAR}`'s value: a token in a query string was written for its host, as a
+    /// header is (a variable in the path, a version, goes along).
+    func sendsQueryVariable(of source: RemoteURL) -> Bool {
+        guard source.written != source.string, let query = source.written.utf8.firstIndex(of: UInt8(ascii: "?")) else { return false }
+        guard source.written.utf8[query...].starts(with: Array("?".utf8)),
+              String(source.written.utf8[query...])?.contains("${") == true,
+              let (rule, _) = rule(for: source.string), let origin = URLPrefix(source.string)?.origin
+        else { return false }
+        return rule.to.contains { target in !(URLPrefix(target.string)?.origin.utf8.elementsEqual(origin.utf8) ?? false) }
     }
 
     /// The text after the matched prefix as the manifest wrote it (so that a `${VAR}`'s value
@@ -76,7 +108,7 @@ public struct RewriteRules: Sendable, Equatable {
         let written = source.written
         if written == source.string { return String(remainder) }
         if let prefix = URLPrefix(written), let own = rule.from.remainder(of: prefix) { return String(own) }
-        if written.hasSuffix(remainder) { return String(remainder) }
+        if written.utf8.reversed().starts(with: remainder.utf8.reversed()) { return String(remainder) }
         return "/…"
     }
 }
@@ -88,6 +120,8 @@ public struct RewriteRule: Sendable, Equatable {
     public let fromDisplay: String
     /// The replacement prefixes, tried in order, each with the netrc login of its host.
     let to: [RemoteURL]
+    /// `to`, split as URLs are compared.
+    let targets: [URLPrefix]
     /// The source itself is not tried: an air-gapped network's rule.
     public let only: Bool
     /// Sent with every request to a replacement, and to no other host.
@@ -98,6 +132,7 @@ public struct RewriteRule: Sendable, Equatable {
         self.from = from
         self.fromDisplay = fromDisplay
         self.to = to
+        targets = to.compactMap { URLPrefix($0.string) }
         self.only = only
         self.headers = headers
         self.location = location
@@ -110,43 +145,76 @@ public struct RewriteRule: Sendable, Equatable {
 }
 
 /// A URL split where a rewrite compares it: its origin (scheme and authority, lowercased,
-/// without userinfo or a default port) and the rest (path and query, compared exactly).
+/// without userinfo, a trailing dot or a default port, the port as a number, an IPv6 address in
+/// its one canonical form) and the rest (path and query, compared byte for byte; an empty path
+/// is `/`, as it is requested).
 struct URLPrefix: Sendable, Hashable {
     let origin: String
     let rest: Substring
+    /// The URL had no path at all (`https://h`): its rest is `/`.
+    let pathWasEmpty: Bool
 
-    /// Nil: `url` has no `scheme://`.
+    /// Nil: `url` has no `scheme://`, or a port that is not a number.
     init?(_ url: String) {
-        guard let colon = url.firstIndex(of: ":") else { return nil }
+        guard let colon = url.utf8.firstIndex(of: UInt8(ascii: ":")) else { return nil }
         let afterColon = url[url.index(after: colon)...]
-        guard afterColon.hasPrefix("//") else { return nil }
+        guard afterColon.utf8.starts(with: "//".utf8) else { return nil }
         let scheme = url[..<colon].lowercased()
         let afterScheme = afterColon.dropFirst(2)
-        let authorityEnd: String.Index = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
-        var authority: Substring = afterScheme[..<authorityEnd]
-        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        var host: String = authority.lowercased()
-        if let port = Self.defaultPorts[scheme], host.hasSuffix(port) { host.removeLast(port.count) }
-        origin = scheme + "://" + host
-        rest = url[authorityEnd...]
+        let authorityEnd = afterScheme.utf8.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+            ?? afterScheme.endIndex
+        var authority = afterScheme[..<authorityEnd]
+        if let at = authority.utf8.lastIndex(of: UInt8(ascii: "@")) { authority = authority[authority.index(after: at)...] }
+        var host: Substring = authority
+        var port: Int?
+        let closing = authority.utf8.lastIndex(of: UInt8(ascii: "]"))
+        if let portColon = authority.utf8.lastIndex(of: UInt8(ascii: ":")), closing.map({ portColon > $0 }) ?? true {
+            host = authority[..<portColon]
+            let digits = authority[authority.index(after: portColon)...]
+            if !digits.isEmpty {
+                guard digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), digits.utf8.count <= 10,
+                      let number = Int(digits) else { return nil }
+                port = number
+            }
+        }
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") {
+            name = "[" + Self.canonicalIPv6(String(name.dropFirst().dropLast())) + "]"
+        } else {
+            while name.utf8.last == UInt8(ascii: ".") { name.removeLast() }
+        }
+        if let port, port != Self.defaultPorts[scheme] { name += ":\(port)" }
+        origin = scheme + "://" + name
+        let rest = url[authorityEnd...]
+        pathWasEmpty = rest.utf8.first != UInt8(ascii: "/")
+        self.rest = pathWasEmpty ? Substring("/" + rest) : rest
     }
 
-    private static let defaultPorts = ["http": ":80", "https": ":443", "ftp": ":21"]
+    private static let defaultPorts = ["http": 80, "https": 443, "ftp": 21, "ftps": 990]
+
+    /// `address` as `inet_ntop` writes it; as given when it is not an IPv6 address.
+    private static func canonicalIPv6(_ address: String) -> String {
+        var bytes = in6_addr()
+        guard inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(AF_INET6, &bytes, &text, socklen_t(text.count)) != nil else { return address }
+        return String(cString: text)
+    }
 
     /// How much of a URL the prefix covers, to find the most specific rule.
     var length: Int { origin.utf8.count + rest.utf8.count }
 
     /// Whether the prefix ends at a `/`: its replacement must too.
-    var endsWithSlash: Bool { rest.isEmpty ? false : rest.last == "/" }
+    var endsWithSlash: Bool { rest.utf8.last == UInt8(ascii: "/") }
 
     /// The text of `url` after this prefix, or nil when the prefix does not cover it. A prefix
     /// that does not end with `/` ends at a boundary of the URL's path: `https://h/a` covers
-    /// `https://h/a/b` and `https://h/a?x`, not `https://h/ab`.
+    /// `https://h/a/b` and `https://h/a?x`, not `https://h/ab`. Compared byte for byte.
     func remainder(of url: URLPrefix) -> Substring? {
-        guard url.origin == origin, url.rest.hasPrefix(rest) else { return nil }
-        let remainder = url.rest.dropFirst(rest.count)
-        if rest.isEmpty || rest.last == "/" || remainder.isEmpty { return remainder }
-        guard let next = remainder.first, next == "/" || next == "?" || next == "#" else { return nil }
+        guard url.origin.utf8.elementsEqual(origin.utf8), url.rest.utf8.starts(with: rest.utf8) else { return nil }
+        let remainder = url.rest[url.rest.utf8.index(url.rest.utf8.startIndex, offsetBy: rest.utf8.count)...]
+        if rest.utf8.last == UInt8(ascii: "/") || remainder.isEmpty { return remainder }
+        guard let next = remainder.utf8.first, next == UInt8(ascii: "/") || next == UInt8(ascii: "?") || next == UInt8(ascii: "#") else { return nil }
         return remainder
     }
 }

@@ -176,15 +176,15 @@ final class EntryDriver: @unchecked Sendable {
         private static let httpProtocols = RedirectRule.protocols(forScheme: "http")
 
         /// The request headers of `entry`'s source `index`, whose host's rule is `hostRule`:
-        /// `defaults`', the host's, the entry's; or, for a URL a `rewrite:` rule made, the
-        /// host's under those the rewrite gave it (`RewriteRules.candidates`).
+        /// `defaults`', the host's, the entry's. For a URL a `rewrite:` rule made, `defaults`'
+        /// and the entry's only when it keeps its source's origin (they were written for that
+        /// host), and the rule's over all (`RewriteRules.candidates`).
         static func headers(of entry: Entry, source index: Int, hostRule: HostRule?) -> [HTTPHeader] {
-            if let rewritten = entry.rewrittenHeaders(ofSource: index) {
-                var merged = hostRule?.headers ?? []
-                HeaderRules.merge(rewritten, over: &merged)
-                return merged
-            }
-            return hostRule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
+            let own = hostRule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
+            guard let rewritten = entry.rewrittenHeaders(ofSource: index) else { return own }
+            var merged = rewritten.keepsEntryHeaders ? own : hostRule?.headers ?? []
+            HeaderRules.merge(rewritten.rule, over: &merged)
+            return merged
         }
 
         /// What a permit for `request` to this source is asked for.
@@ -370,7 +370,9 @@ final class EntryDriver: @unchecked Sendable {
                 }
             }
         case .lockBlob:
-            guard let cache = env.cache, let digest = entry.pins.digest else { return .blobLocked }
+            guard let cache = env.cache, let pin = entry.pins.digest else { return .blobLocked }
+            // By the blob's name where the index knows it: one lock whichever digest pins it.
+            let digest = cache.blobName(forPin: pin) ?? pin
             // Off the engine's thread (the lock file is made and opened on the cache's file
             // system, which may be a network's); held elsewhere, tried again every 20 ms, no
             // thread held meanwhile; an interrupted run stops waiting.
@@ -742,13 +744,20 @@ final class EntryDriver: @unchecked Sendable {
             let sizeOnDisk = try FileSystem.size(of: partial, path: paths.partial)
             let algorithm = DigestAlgorithm(hexDigest: digest) ?? .sha256
             let row = cache.indexRow(sha256: name)
-            if let row, row.describes(info, changeTime: !linked), algorithm == .sha256 || row.sha512 == digest {
+            // Trusted only as a copy of a blob unchanged from before the copy to after it. A
+            // link is always hashed: the blob is then a root's DEST too, written through by
+            // tools that keep its size and mtime, and every link moves its ctime on.
+            var after = stat()
+            if !linked, let row, row.describes(info), fstat(blob, &after) == 0, row.describes(after),
+               algorithm == .sha256 || row.sha512 == digest {
                 return EntryMachine.HashedFile(sha256: digest, sizeOnDisk: sizeOnDisk)
             }
             let hasher = DigestHasher(algorithm)
             try hasher.update(fileDescriptor: partial, length: size, path: paths.partial)
             let hashed = hasher.finalize()
-            if hashed == digest {
+            // The row vouches for the blob as it was before the copy: only if it is so still. A
+            // linked blob gets none (its ctime moves on with every link: no row would hold).
+            if hashed == digest, !linked, fstat(blob, &after) == 0, BlobCache.IndexRow(sha256: name, sha512: nil, stat: info).describes(after) {
                 cache.writeIndex(BlobCache.IndexRow(sha256: name, sha512: algorithm == .sha512 ? digest : row?.sha512, stat: info), syncing: blob)
             }
             return EntryMachine.HashedFile(sha256: hashed, sizeOnDisk: sizeOnDisk)

@@ -52,7 +52,7 @@ public final class ManifestRunner: Sendable {
         let fetcher = Fetcher(
             engine: TransferEngine(maxHostConnections: options.concurrency, early: options.earlyConnections), proxies: options.proxies,
             onOriginProtocol: { origin, heard in slots.learn(origin, speaks: heard) },
-            waitsForConnection: { origin in slots.waitsForConnection(to: origin) })
+            waitsForConnection: { origin in slots.waitsForConnection(to: origin) }, rewrites: manifest.rewrites)
         self.fetcher = fetcher
         probe = RemoteProbe(fetcher: fetcher)
         entryWidth = options.concurrency * Self.entriesPerTransfer

@@ -19,15 +19,19 @@ final class Fetcher: Sendable {
     /// Asked, for each such hop, whether it waits for a connection being set up to its origin
     /// rather than opening its own (`TransferRequest.waitsForConnection`); nil: it waits.
     let waitsForConnection: (@Sendable (OriginKey) -> Bool)?
+    /// The manifest's `rewrite:` rules: a redirect to a URL an `only: true` rule forbids is
+    /// refused, so that a mirror that sends a client upstream cannot take the run there.
+    let rewrites: RewriteRules
     static let maxRedirects = 10
 
     init(
         engine: TransferEngine, proxies: ProxyEnvironment,
         onOriginProtocol: (@Sendable (OriginKey, RequestBudget.OriginProtocol) -> Void)? = nil,
-        waitsForConnection: (@Sendable (OriginKey) -> Bool)? = nil
+        waitsForConnection: (@Sendable (OriginKey) -> Bool)? = nil, rewrites: RewriteRules = RewriteRules()
     ) {
         self.engine = engine
         self.proxies = proxies
+        self.rewrites = rewrites
         self.onOriginProtocol = onOriginProtocol
         self.waitsForConnection = waitsForConnection
     }
@@ -58,8 +62,8 @@ final class Fetcher: Sendable {
                 request.waitsForConnection = waitsForConnection?(origin) ?? true
             }
             // The engine hands the request back with its outcome: none is kept here meanwhile.
-            let id = engine.start(request, sink: sink) { outcome, request in
-                switch Self.next(after: outcome, of: request, originalURL: originalURL, hops: &hops) {
+            let id = engine.start(request, sink: sink) { [rewrites] outcome, request in
+                switch Self.next(after: outcome, of: request, originalURL: originalURL, hops: &hops, rewrites: rewrites) {
                 case .done(let result): completion(result)
                 case .follow(let next): hop(next)
                 }
@@ -75,7 +79,9 @@ final class Fetcher: Sendable {
     }
 
     /// What follows a hop's outcome: the result, or the request for the next location.
-    private static func next(after outcome: TransferOutcome, of request: TransferRequest, originalURL: String, hops: inout Int) -> Step {
+    private static func next(
+        after outcome: TransferOutcome, of request: TransferRequest, originalURL: String, hops: inout Int, rewrites: RewriteRules
+    ) -> Step {
         guard let head = outcome.head, head.isRedirect, outcome.succeeded, let target = outcome.redirectURL else {
             return .done(Result(outcome: outcome, redirectFailure: nil))
         }
@@ -89,6 +95,10 @@ final class Fetcher: Sendable {
         case .refuse(let reason):
             return .done(Result(outcome: outcome, redirectFailure: .redirectRefused(reason)))
         case .follow(let url, let sameOrigin):
+            if rewrites.forbids(url) {
+                let reason = "to \(RemoteURL.redactingUserinfo(in: url)), which an `only: true` rewrite rule keeps the run away from"
+                return .done(Result(outcome: outcome, redirectFailure: .redirectRefused(reason)))
+            }
             var next = request
             next.url = url
             next.parsed = nil

@@ -119,4 +119,29 @@ struct RewriteTests {
         #expect(missing.stderr.contains("\(mirrorBase)c.bin") || missing.stdout.contains("\(mirrorBase)c.bin"), "\(missing)")
         #expect(original.acceptedConnections == 0, "an `only` rule's host saw \(original.acceptedConnections) connections")
     }
+
+    @Test func aMirrorThatRedirectsToTheForbiddenHostIsNotFollowed() throws {
+        let original = try FaultServer.start()
+        let redirecting = try FaultServer.start()
+        redirecting.route("/m/r.bin", reply: .redirect(to: original.url("/r.bin")))
+        redirecting.route("/m/elsewhere.bin", reply: .redirect(to: mirror.url("/gh/a.bin")))
+        _ = try scenario.write(text: """
+            version: 1
+            root: root
+            rewrite:
+              - from: \(original.url("/"))
+                to: \(redirecting.url("/m/"))
+                only: true
+            files:
+              - url: \(original.url("/r.bin"))
+              - url: \(original.url("/elsewhere.bin"))
+
+            """, to: "redirect.yaml")
+        let synced = try scenario.run(["sync", "redirect.yaml"])
+        #expect(synced.status == 1, "\(synced)")
+        #expect(synced.stderr.contains("r.bin") && synced.stderr.contains("`only: true` rewrite rule"), "\(synced)")
+        #expect(FileManager.default.contents(atPath: scenario.rootPath("elsewhere.bin")) == Self.files["a.bin"],
+                "a redirect anywhere else is followed")
+        #expect(original.acceptedConnections == 0, "the forbidden host saw \(original.acceptedConnections) connections")
+    }
 }
