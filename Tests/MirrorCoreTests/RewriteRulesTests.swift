@@ -49,6 +49,11 @@ struct RewriteRulesTests {
         #expect(from.remainder(of: url).map(String.init) == match.remainder)
     }
 
+    /// A site's rules file of `rules` (the text under `rewrite:`), in `directory`; its path.
+    private static func siteFile(_ rules: String, in directory: TemporaryDirectory, name: String = "site.yaml") throws -> String {
+        try directory.write(Data(("rewrite:\n" + rules).utf8), to: name)
+    }
+
     private static func parse(_ text: String, environment: [String: String] = [:]) throws(ManifestError) -> Manifest {
         try ManifestLoader.parse(text: text, path: "m.yaml", baseDirectory: "/srv", environment: environment, currentDirectory: "/")
     }
@@ -84,12 +89,11 @@ struct RewriteRulesTests {
 
     @Test func anOnlyRuleIsAFilterNoOtherRuleCanOpen() throws {
         let directory = try TemporaryDirectory()
-        let site = try directory.write(Data("""
-            rewrite:
+        let site = try Self.siteFile("""
               - from: https://pypi.org/
                 to: https://pypi.internal/
                 only: true
-            """.utf8), to: "site.yaml")
+            """, in: directory)
         let manifest = try Self.parse("""
             version: 1
             rewrite:
@@ -135,12 +139,11 @@ struct RewriteRulesTests {
 
     @Test func theLongestPrefixWinsAndTheSitesRuleWinsATie() throws {
         let directory = try TemporaryDirectory()
-        let site = try directory.write(Data("""
-            rewrite:
+        let site = try Self.siteFile("""
               - from: https://example.org/
                 to: https://site.internal/
                 only: true
-            """.utf8), to: "site.yaml")
+            """, in: directory)
         let manifest = try Self.parse("""
             version: 1
             rewrite:
