@@ -198,7 +198,7 @@ struct URLPrefix: Sendable, Hashable {
         guard inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         guard inet_ntop(AF_INET6, &bytes, &text, socklen_t(text.count)) != nil else { return address }
-        return String(cString: text)
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// How much of a URL the prefix covers, to find the most specific rule.
