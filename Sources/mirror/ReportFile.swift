@@ -10,6 +10,9 @@ import MirrorCore
 ///   `state_dir`; null for `ROOT/.mirror`) and `allow_file`; all but `manifest` null when the
 ///   manifest could not be loaded. Reports that differ in any of the first four are not one
 ///   run's;
+/// - `rewrite`: the manifest's own `rewrite:` rules as it wrote them (`ManifestWriter.WrittenRule`:
+///   `from`, `to`, `only`, `headers`, `withheld_headers`, `withheld_password`), which a manifest
+///   of the failed entries keeps (absent in a report of an older mirror: none);
 /// - `shard`: `{"index": K, "count": N, "by": "hash"|"bytes"}`, or null for an unsharded run;
 /// - `exit_status`: the run's exit status;
 /// - in each failed entry, `manifest_entry`: the entry as its manifest wrote it
@@ -31,6 +34,7 @@ enum ReportFile {
             ("root", .string(manifest?.root)),
             ("state_dir", .string(manifest?.stateDirectory)),
             ("allow_file", .bool(manifest?.allowFile ?? false)),
+            ("rewrite", .array((manifest.map(ManifestWriter.WrittenRule.own(of:)) ?? []).map(writtenRuleJSON))),
             ("shard", manifest.flatMap { manifest in
                 manifest.shard.map { shardJSON(index: $0.index, count: $0.count, by: manifest.shardBalance.rawValue) }
             } ?? .null),
@@ -59,6 +63,17 @@ enum ReportFile {
         ])
     }
 
+    static func writtenRuleJSON(_ rule: ManifestWriter.WrittenRule) -> JSONValue {
+        .object([
+            ("from", .string(rule.from)),
+            ("to", .array(rule.to.map { .string($0) })),
+            ("only", .bool(rule.only)),
+            ("headers", .array(rule.headers.map { .object([("name", .string($0.name)), ("value", .string($0.value))]) })),
+            ("withheld_headers", .array(rule.withheldHeaders.map { .string($0) })),
+            ("withheld_password", .bool(rule.withheldPassword)),
+        ])
+    }
+
     /// A report's `shard` object, as `mirror report --json` repeats it.
     static func shardJSON(index: Int, count: Int, by balance: String) -> JSONValue {
         .object([("index", .int(index)), ("count", .int(count)), ("by", .string(balance))])
@@ -72,6 +87,7 @@ enum ReportFile {
         var root: String?
         var stateDirectory: String?
         var allowFile: Bool?
+        var rewrite: [WrittenRule]?
         var shard: Shard?
         var exitStatus: Int32
         var entries: [Entry]
@@ -97,6 +113,28 @@ enum ReportFile {
                 case dest, url, status, error
                 case bytesTransferred = "bytes_transferred"
                 case manifestEntry = "manifest_entry"
+            }
+        }
+
+        /// A `rewrite` rule as the manifest wrote it.
+        struct WrittenRule: Decodable {
+            var from: String
+            var to: [String]
+            var only: Bool?
+            var headers: [WrittenEntry.Header]?
+            var withheldHeaders: [String]?
+            var withheldPassword: Bool?
+
+            enum CodingKeys: String, CodingKey {
+                case from, to, only, headers
+                case withheldHeaders = "withheld_headers"
+                case withheldPassword = "withheld_password"
+            }
+
+            var written: ManifestWriter.WrittenRule {
+                ManifestWriter.WrittenRule(
+                    from: from, to: to, only: only ?? false, headers: (headers ?? []).map { .init(name: $0.name, value: $0.value) },
+                    withheldHeaders: withheldHeaders ?? [], withheldPassword: withheldPassword ?? false)
             }
         }
 
@@ -139,7 +177,7 @@ enum ReportFile {
 
         enum CodingKeys: String, CodingKey {
             case version = "mirror_report"
-            case manifest, root, shard, entries
+            case manifest, root, shard, entries, rewrite
             case manifestSHA256 = "manifest_sha256"
             case allowFile = "allow_file"
             case stateDirectory = "state_dir"

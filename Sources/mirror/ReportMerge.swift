@@ -131,8 +131,11 @@ struct ReportMerge {
         // refused by every later run of the manifest (a state_dir beside a ROOT/.mirror).
         let stateDirectory = failed.lazy.compactMap(\.report.stateDirectory).first
         let sources = Set(failed.compactMap(\.report.manifest)).sorted().joined(separator: ", ")
+        // One run's reports share one manifest (`checkOneRun`), and so its rules: a retry goes
+        // where the run went, and never where an `only` rule kept it from.
+        let rewrites = (failed.lazy.compactMap(\.report.rewrite).first ?? []).map(\.written)
         return ManifestWriter.text(
-            root: root, stateDirectory: stateDirectory, allowFile: allowFile, entries: entries,
+            root: root, stateDirectory: stateDirectory, allowFile: allowFile, rewrites: rewrites, entries: entries,
             comment: "The \(entries.count) failed \(entries.count == 1 ? "entry" : "entries") of \(sources), written by mirror report.")
     }
 

@@ -269,6 +269,35 @@ struct RewriteRulesTests {
         #expect(written.url == "https://example.org/a.bin" && written.mirrors == ["https://example.org/b/a.bin"])
     }
 
+    @Test func aManifestWrittenBackKeepsItsOwnRulesAndNoLiteralSecret() throws {
+        let directory = try TemporaryDirectory()
+        let site = try Self.siteFile("  - from: https://site.example/\n    to: https://site.internal/\n", in: directory)
+        let manifest = try Self.parse("""
+            version: 1
+            rewrite:
+              - from: https://example.org/
+                to: [https://robot:literal@m.internal/a/, "https://m2.internal/${PART}/"]
+                only: true
+                headers:
+                  Authorization: Bearer written-here
+                  X-Key: "${KEY}"
+                  Accept: application/octet-stream
+            files:
+              - url: https://example.org/f
+            """, environment: ["MIRROR_REWRITE": site, "PART": "p", "KEY": "k"])
+        let rules = ManifestWriter.WrittenRule.own(of: manifest)
+        #expect(rules.count == 1, "the site's rule is the environment's, not the manifest's")
+        let rule = try #require(rules.first)
+        #expect(rule.from == "https://example.org/" && rule.only && rule.to == ["https://robot@m.internal/a/", "https://m2.internal/${PART}/"])
+        #expect(rule.withheldPassword && rule.withheldHeaders == ["Authorization"])
+        #expect(rule.headers.map(\.name) == ["X-Key", "Accept"] && rule.headers[0].value == "${KEY}")
+        let text = ManifestWriter.text(root: "/srv/root", allowFile: false, rewrites: rules, entries: [ManifestWriter.WrittenEntry(manifest.entries[0])])
+        #expect(!text.contains("literal") && !text.contains("written-here"), "\(text)")
+        let again = try Self.parse(text, environment: ["PART": "p", "KEY": "k"])
+        #expect(again.rewrites.rules.count == 1 && again.rewrites.rules[0].only)
+        #expect(([again.entries[0].url] + again.entries[0].mirrors).map(\.string) == ["https://robot@m.internal/a/f", "https://m2.internal/p/f"])
+    }
+
     /// A manifest (or site file) with a mistake in its rules, and what the message must say.
     struct BadRule: Sendable, CustomTestStringConvertible {
         var name: String

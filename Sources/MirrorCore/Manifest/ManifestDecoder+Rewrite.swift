@@ -13,7 +13,7 @@ extension ManifestDecoder {
             let path = "\(key)[\(index)]"
             guard let mapping = checkedMapping(item, path: path, section: .rewrite, expected: "a rule mapping with `from` and `to`") else { continue }
             let countBefore = diagnostics.count
-            var from: (prefix: URLPrefix, display: String)?
+            var from: (prefix: URLPrefix, display: String, written: String)?
             if let node = mapping["from"] {
                 from = rewritePrefix(node, key: mapping.path(of: "from"), role: .download(allowFile: allowFile))
             } else {
@@ -64,14 +64,14 @@ extension ManifestDecoder {
             guard diagnostics.count == countBefore, let from, !targets.isEmpty else { continue }
             lineOfPrefix[from.prefix] = mapping["from"]?.line
             rules.append(RewriteRule(
-                from: from.prefix, fromDisplay: from.display, to: targets.map(\.url), only: only, headers: headers,
+                from: from.prefix, fromDisplay: from.display, fromWritten: from.written, to: targets.map(\.url), only: only, headers: headers,
                 location: location(of: item)))
         }
         return rules
     }
 
     /// A rule's `from`: a URL with no userinfo, query or fragment, split where rules compare.
-    private mutating func rewritePrefix(_ node: YAMLNode, key: String, role: URLRules.Role) -> (prefix: URLPrefix, display: String)? {
+    private mutating func rewritePrefix(_ node: YAMLNode, key: String, role: URLRules.Role) -> (prefix: URLPrefix, display: String, written: String)? {
         guard let url = remoteURL(node, key: key, role: role) else { return nil }
         let components = url.components
         if components.user != nil || components.password != nil {
@@ -86,7 +86,7 @@ extension ManifestDecoder {
             report("`from` must start with a scheme and `://`, like `https://example.org/`", at: node, key: key)
             return nil
         }
-        return (prefix, url.display)
+        return (prefix, url.display, url.remote.written)
     }
 
     /// The rules of the file `MIRROR_REWRITE` names (a site's policy, read before a manifest's

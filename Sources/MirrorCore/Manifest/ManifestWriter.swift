@@ -104,11 +104,60 @@ public enum ManifestWriter {
         }
     }
 
+    /// A `rewrite:` rule of the manifest as it wrote it: a retry of its failed entries must
+    /// reach the mirrors the first run did, and never a host an `only` rule kept it from.
+    /// Written as `WrittenEntry` writes: a literal password in a URL and a literal credential
+    /// header left out.
+    public struct WrittenRule: Sendable, Equatable {
+        public var from: String
+        public var to: [String]
+        public var only: Bool
+        public var headers: [WrittenEntry.Header]
+        public var withheldHeaders: [String]
+        public var withheldPassword: Bool
+
+        public init(
+            from: String, to: [String], only: Bool, headers: [WrittenEntry.Header] = [], withheldHeaders: [String] = [],
+            withheldPassword: Bool = false
+        ) {
+            self.from = from
+            self.to = to
+            self.only = only
+            self.headers = headers
+            self.withheldHeaders = withheldHeaders
+            self.withheldPassword = withheldPassword
+        }
+
+        public init(_ rule: RewriteRule) {
+            var withheld = false
+            let to = rule.to.map { url in
+                let kept = RemoteURL.withholdingLiteralPassword(in: url.written)
+                withheld = withheld || kept.withheld
+                return kept.text
+            }
+            self.init(from: rule.fromWritten, to: to, only: rule.only, withheldPassword: withheld)
+            for header in rule.headers {
+                if !WrittenEntry.mayCarryACredential(header.name) || WrittenEntry.holdsAReference(header.written) {
+                    headers.append(WrittenEntry.Header(name: header.name, value: header.written))
+                } else {
+                    withheldHeaders.append(header.name)
+                }
+            }
+        }
+
+        /// The rules `manifest` wrote itself (not a site's `MIRROR_REWRITE`, which a retry
+        /// reads from its environment as the run did).
+        public static func own(of manifest: Manifest) -> [WrittenRule] {
+            manifest.rewrites.rules.filter { $0.location.file == manifest.path }.map(WrittenRule.init)
+        }
+    }
+
     /// The manifest's text; `root` and `stateDirectory` are absolute, so the file may live
     /// anywhere. `allowFile`
     /// is written when any URL is a `file://` one.
     public static func text(
-        root: String, stateDirectory: String? = nil, allowFile: Bool, entries: [WrittenEntry], comment: String? = nil
+        root: String, stateDirectory: String? = nil, allowFile: Bool, rewrites: [WrittenRule] = [], entries: [WrittenEntry],
+        comment: String? = nil
     ) -> String {
         var text = ""
         if let comment {
@@ -118,6 +167,28 @@ public enum ManifestWriter {
         text += "root: \(quoted(literally(root)))\n"
         if let stateDirectory { text += "state_dir: \(quoted(literally(stateDirectory)))\n" }
         if allowFile { text += "allow_file: true\n" }
+        if !rewrites.isEmpty {
+            text += "rewrite:\n"
+            for rule in rewrites {
+                if rule.withheldPassword {
+                    text += "  # The manifest gave a replacement of this rule a password, which reports never hold: put it back,\n"
+                    text += "  # or give it as ${VAR} or in ~/.netrc.\n"
+                }
+                if !rule.withheldHeaders.isEmpty {
+                    let names = rule.withheldHeaders.map { quoted($0) }.joined(separator: ", ")
+                    text += "  # The manifest wrote the value of \(names) in the file, which reports never hold: put it back,\n"
+                    text += "  # or give it as ${VAR}.\n"
+                }
+                text += "  - from: \(quoted(rule.from))\n"
+                text += "    to:\n"
+                for target in rule.to { text += "      - \(quoted(target))\n" }
+                if rule.only { text += "    only: true\n" }
+                if !rule.headers.isEmpty {
+                    text += "    headers:\n"
+                    for header in rule.headers { text += "      \(quoted(header.name)): \(quoted(header.value))\n" }
+                }
+            }
+        }
         text += "files:\n"
         for entry in entries {
             if entry.withheldPassword {

@@ -118,6 +118,8 @@ public struct RewriteRule: Sendable, Equatable {
     let from: URLPrefix
     /// `from` as written, userinfo redacted: for messages.
     public let fromDisplay: String
+    /// `from` as the manifest wrote it (`${VAR}` unexpanded), for writing a manifest back.
+    let fromWritten: String
     /// The replacement prefixes, tried in order, each with the netrc login of its host.
     let to: [RemoteURL]
     /// `to`, split as URLs are compared.
@@ -128,9 +130,10 @@ public struct RewriteRule: Sendable, Equatable {
     let headers: [HTTPHeader]
     public let location: SourceLocation
 
-    init(from: URLPrefix, fromDisplay: String, to: [RemoteURL], only: Bool, headers: [HTTPHeader], location: SourceLocation) {
+    init(from: URLPrefix, fromDisplay: String, fromWritten: String, to: [RemoteURL], only: Bool, headers: [HTTPHeader], location: SourceLocation) {
         self.from = from
         self.fromDisplay = fromDisplay
+        self.fromWritten = fromWritten
         self.to = to
         targets = to.compactMap { URLPrefix($0.string) }
         self.only = only

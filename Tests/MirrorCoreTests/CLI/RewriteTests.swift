@@ -114,9 +114,18 @@ struct RewriteTests {
 
         // A file the mirror lacks fails, naming the URL it was asked at: the original is not tried.
         _ = try scenario.write(text: text + "  - url: \(base)c.bin\n", to: "only.yaml")
-        let missing = try scenario.run(["sync", "only.yaml"])
+        let missing = try scenario.run(["sync", "--report", "r.json", "only.yaml"])
         #expect(missing.status == 1, "\(missing)")
         #expect(missing.stderr.contains("\(mirrorBase)c.bin") || missing.stdout.contains("\(mirrorBase)c.bin"), "\(missing)")
+
+        // A manifest of the failed entries keeps the rules: its retry goes to the mirror too.
+        let merged = try scenario.run(["report", "--failed-manifest", "retry.yaml", "r.json"])
+        let retry = String(decoding: scenario.directory.contents(of: "retry.yaml") ?? Data(), as: UTF8.self)
+        #expect(retry.contains("rewrite:") && retry.contains("only: true") && retry.contains("c.bin"), "\(merged)\n\(retry)")
+        _ = try mirrorSite.write(Self.files["c.bin"]!, to: "gh/c.bin")
+        let retried = try scenario.run(["sync", "retry.yaml"])
+        #expect(retried.status == 0, "\(retried)")
+        #expect(FileManager.default.contents(atPath: scenario.rootPath("c.bin")) == Self.files["c.bin"])
         #expect(original.acceptedConnections == 0, "an `only` rule's host saw \(original.acceptedConnections) connections")
     }
 
