@@ -134,9 +134,14 @@ struct ReportMerge {
         // One run's reports share one manifest (`checkOneRun`), and so its rules: a retry goes
         // where the run went, and never where an `only` rule kept it from.
         let rewrites = (failed.lazy.compactMap(\.report.rewrite).first ?? []).map(\.written)
+        var comment = "The \(entries.count) failed \(entries.count == 1 ? "entry" : "entries") of \(sources), written by mirror report."
+        if failed.contains(where: { $0.report.rewrite == nil }) {
+            // A report of an older mirror does not say: a retry without them could go where an
+            // `only` rule kept the run from.
+            comment += "\nA report written by an older mirror does not hold the manifest's rewrite rules: if it had any, put them back before this runs."
+        }
         return ManifestWriter.text(
-            root: root, stateDirectory: stateDirectory, allowFile: allowFile, rewrites: rewrites, entries: entries,
-            comment: "The \(entries.count) failed \(entries.count == 1 ? "entry" : "entries") of \(sources), written by mirror report.")
+            root: root, stateDirectory: stateDirectory, allowFile: allowFile, rewrites: rewrites, entries: entries, comment: comment)
     }
 
     /// The failed entries whose manifest gave a URL a password, which the reports left out.

@@ -38,6 +38,12 @@ struct RewriteRulesTests {
         Match(from: "https://[2001:db8::1]/", url: "https://[2001:DB8:0:0:0:0:0:1]/a", remainder: "a"),
         Match(from: "https://h/", url: "https://h", remainder: ""),
         Match(from: "https://h/", url: "https://h?x=1", remainder: "?x=1"),
+        Match(from: "https://github.com/", url: "https://github.com:00000000000443/a", remainder: "a"),
+        Match(from: "https://github.com/", url: "https://git%68ub.com/a", remainder: "a"),
+        Match(from: "http://127.0.0.1/", url: "http://127.1/a", remainder: "a"),
+        Match(from: "http://127.0.0.1/", url: "http://0x7f.0.0.1/a", remainder: "a"),
+        Match(from: "http://127.0.0.1/", url: "http://2130706433/a", remainder: "a"),
+        Match(from: "https://[fe80::1%25eth0]/", url: "https://[FE80:0::1%25eth0]/a", remainder: "a"),
         // Compared byte for byte: "é" and "e" with a combining accent are two paths.
         Match(from: "https://h/caf\u{E9}/", url: "https://h/cafe\u{301}/a", remainder: nil),
     ]
@@ -108,6 +114,8 @@ struct RewriteRulesTests {
                 "neither the original nor a replacement on the forbidden host")
         #expect(([manifest.entries[1].url] + manifest.entries[1].mirrors).map(\.string) == ["https://pypi.internal/b.whl", "https://example.org/b.whl"])
         #expect(manifest.rewrites.forbids("https://PyPI.org:443/x") && !manifest.rewrites.forbids("https://pypi.internal/x"))
+        #expect(manifest.rewrites.forbids("https://pypi.org:99999/x"), "a URL the rules cannot read is kept away from too")
+        #expect(manifest.rewrites.candidates(for: [RemoteURL(string: "https://pypi.org:99999/x")]) == [])
         // A rule that leads a host into a path of its own: that path is allowed, the rest not.
         let own = try Self.parse("""
             version: 1
@@ -333,6 +341,8 @@ struct RewriteRulesTests {
                 location: "m.yaml:5:11", key: "rewrite[1].from", phrase: "already set at line 3"),
         BadRule(name: "to with a query", rules: "rewrite:\n  - from: https://a/\n    to: https://b/?x=", location: "m.yaml:4:9", key: "rewrite[0].to",
                 phrase: "cannot hold a query"),
+        BadRule(name: "the same prefix with and without its slash", rules: "rewrite:\n  - from: https://a\n    to: https://b/\n  - from: https://a/\n    to: https://c/",
+                location: "m.yaml:5:11", key: "rewrite[1].from", phrase: "already set at line 3"),
         BadRule(name: "a forbidden header", rules: "rewrite:\n  - from: https://a/\n    to: https://b/\n    headers:\n      Range: bytes=0-",
                 location: "m.yaml:6:7", key: "rewrite[0].headers.Range", phrase: "cannot be set in a manifest"),
     ]
@@ -382,6 +392,23 @@ struct RewriteRulesTests {
             """, ["TOKEN": "s3cret", "VERSION": "1.2"])
         #expect(token.count == 1 && token[0].hasPrefix("m.yaml:6:10: files[0].url:") && token[0].contains("query"), "\(token)")
         #expect(!token.joined().contains("s3cret"))
+        // A variable that brings the `?` itself, and a checksum file's query, count too; a
+        // literal `$$` is no variable.
+        let hidden = problems("""
+            version: 1
+            defaults:
+              checksums: "https://a.example/SUMS?sig=${SIG}"
+            rewrite:
+              - from: https://a.example/
+                to: https://m.internal/a/
+            files:
+              - url: https://a.example/f${QUERY}
+                dest: f
+              - url: https://a.example/g?x=$$1
+                checksums: none
+            """, ["QUERY": "?token=s3cret", "SIG": "abc"])
+        #expect(hidden.filter { $0.hasPrefix("m.yaml:8:10:") }.count == 2, "the url's and its checksum file's: \(hidden)")
+        #expect(!hidden.contains { $0.hasPrefix("m.yaml:10:10:") }, "\(hidden)")
         let checksums = problems("""
             version: 1
             defaults:

@@ -108,7 +108,8 @@ public final class BlobCache: Sendable {
     /// digests: the one not known is computed now, reading `source` (just written, so from the
     /// page cache). A blob already there is left as it is. Written to a temporary file of its
     /// own and renamed into place, so that no reader ever sees a partial blob and two fillers
-    /// of the same blob do not disturb each other. Returns the blob's name.
+    /// of the same blob do not disturb each other. Returns the blob's name, or nil when it was
+    /// not put in: the source changed while it was read (or was not the file hashed).
     ///
     /// - Parameter indexing: the blob's bytes are made durable before its name, and its row
     ///   written after (`cache add`): later placements trust it without hashing. A fill does
@@ -219,7 +220,7 @@ public final class BlobCache: Sendable {
                 var linked = stat()
                 guard sourceUnchanged(), lstat(temporaryPath, &linked) == 0, linked.st_dev == sourceInfo.st_dev,
                       linked.st_ino == sourceInfo.st_ino else {
-                    return sha256
+                    return nil
                 }
                 try publish(source, sha512: companionDigest())
                 return sha256
@@ -228,10 +229,10 @@ public final class BlobCache: Sendable {
             guard made >= 0 else { throw .localIO(path: temporaryPath, operation: "create", errno: errno) }
             defer { close(made) }
             try copy(into: made)
-            return sha256
+            return placed ? sha256 : nil
         }
         try copy(into: temporary)
-        return sha256
+        return placed ? sha256 : nil
     }
 
     /// A fill of a file at least this large hashes the digest its download did not compute
@@ -545,7 +546,9 @@ public final class BlobCache: Sendable {
         let digest = digests[.sha256]!
         defer { touch(sha256: digest) }
         let held = lookup(sha256: digest, size: size) != nil
-        try insert(from: fd, length: size, digest: digest, otherDigest: digests[.sha512], indexing: true)
+        guard try insert(from: fd, length: size, digest: digest, otherDigest: digests[.sha512], indexing: true) != nil else {
+            throw .localConflict("\(file) changed while it was put into the cache; add it again once it is still")
+        }
         return (digest, !held)
     }
 

@@ -159,7 +159,7 @@ extension ManifestDecoder {
     /// checksum file.
     private mutating func rewrite(_ entry: inout Entry, by rules: RewriteRules, at node: YAMLNode, key: String, allowFile: Bool) -> Bool {
         let countBefore = diagnostics.count
-        for source in [entry.url] + entry.mirrors where rules.sendsQueryVariable(of: source) {
+        for source in [entry.url] + entry.mirrors + [entry.settings.checksums].compactMap({ $0 }) where rules.sendsQueryVariable(of: source) {
             report("a rewrite rule sends `\(source.display)` to another host, with the value of a ${VAR} in its query: a value written for its own host (a token, a signature) does not go to another; put it in a header (which stays with its host) or rewrite to the same host",
                    at: node, key: key)
         }

@@ -8,7 +8,8 @@ extension ManifestDecoder {
             return []
         }
         var rules: [RewriteRule] = []
-        var lineOfPrefix: [URLPrefix: Int] = [:]
+        // Keyed by the prefix's bytes: `https://h` and `https://h/` are one prefix.
+        var lineOfPrefix: [[UInt8]: Int] = [:]
         for (index, item) in items.enumerated() {
             let path = "\(key)[\(index)]"
             guard let mapping = checkedMapping(item, path: path, section: .rewrite, expected: "a rule mapping with `from` and `to`") else { continue }
@@ -57,12 +58,12 @@ extension ManifestDecoder {
                     report("`\(with)` ends with `/` and `\(without)` does not: the rest of each URL is appended to `to` as it follows `from`, so both end with `/` or neither does",
                            at: target.node, key: target.key)
                 }
-                if let line = lineOfPrefix[from.prefix], let node = mapping["from"] {
+                if let line = lineOfPrefix[from.prefix.key], let node = mapping["from"] {
                     report("a rule for `\(from.display)` is already set at line \(line); list its replacements in one `to`", at: node, key: mapping.path(of: "from"))
                 }
             }
             guard diagnostics.count == countBefore, let from, !targets.isEmpty else { continue }
-            lineOfPrefix[from.prefix] = mapping["from"]?.line
+            lineOfPrefix[from.prefix.key] = mapping["from"]?.line
             rules.append(RewriteRule(
                 from: from.prefix, fromDisplay: from.display, fromWritten: from.written, to: targets.map(\.url), only: only, headers: headers,
                 location: location(of: item)))

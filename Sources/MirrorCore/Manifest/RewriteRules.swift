@@ -35,7 +35,10 @@ public struct RewriteRules: Sendable, Equatable {
     /// specific rule, the manifest's under the site's, cannot open the host again) and at every
     /// redirect (`Fetcher`).
     public func forbids(_ url: String) -> Bool {
-        guard hasOnlyRules, let prefix = URLPrefix(url) else { return false }
+        guard hasOnlyRules else { return false }
+        // A URL the rules cannot read might name any host: where a host is kept away from,
+        // it is kept away from too.
+        guard let prefix = URLPrefix(url) else { return true }
         return rules.contains { rule in
             rule.only && rule.from.remainder(of: prefix) != nil && !rule.targets.contains { $0.remainder(of: prefix) != nil }
         }
@@ -70,6 +73,8 @@ public struct RewriteRules: Sendable, Equatable {
         for source in sources {
             guard let (rule, remainder) = rule(for: source.string) else {
                 kept.append(Candidate(url: source))
+                // One no rule can read, where an `only` rule exists: left to the filter below.
+                if forbids(source.string) { matched = true }
                 continue
             }
             matched = true
@@ -90,14 +95,21 @@ public struct RewriteRules: Sendable, Equatable {
 
     /// Whether a rewrite of `source` would send, to a host other than its own, a query that
     /// holds a `${VAR}`'s value: a token in a query string was written for its host, as a
-    /// header is (a variable in the path, a version, goes along).
+    /// header is (a variable in the path, a version, goes along). A variable that brings the
+    /// `?` itself counts too.
     func sendsQueryVariable(of source: RemoteURL) -> Bool {
-        guard source.written != source.string, let query = source.written.utf8.firstIndex(of: UInt8(ascii: "?")) else { return false }
-        guard source.written.utf8[query...].starts(with: Array("?".utf8)),
-              String(source.written.utf8[query...])?.contains("${") == true,
-              let (rule, _) = rule(for: source.string), let origin = URLPrefix(source.string)?.origin
-        else { return false }
+        guard source.written != source.string, let expandedQuery = Self.query(of: source.string) else { return false }
+        if let writtenQuery = Self.query(of: source.written),
+           VariableExpansion(expanding: String(writtenQuery), environment: [:]).referenced.isEmpty {
+            return false
+        }
+        guard !expandedQuery.isEmpty, let (rule, _) = rule(for: source.string), let origin = URLPrefix(source.string)?.origin else { return false }
         return rule.to.contains { target in !(URLPrefix(target.string)?.origin.utf8.elementsEqual(origin.utf8) ?? false) }
+    }
+
+    /// The text after the first `?`, nil when there is none.
+    private static func query(of url: String) -> Substring? {
+        url.utf8.firstIndex(of: UInt8(ascii: "?")).map { url[url.index(after: $0)...] }
     }
 
     /// The text after the matched prefix as the manifest wrote it (so that a `${VAR}`'s value
@@ -175,16 +187,19 @@ struct URLPrefix: Sendable, Hashable {
             host = authority[..<portColon]
             let digits = authority[authority.index(after: portColon)...]
             if !digits.isEmpty {
-                guard digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), digits.utf8.count <= 10,
-                      let number = Int(digits) else { return nil }
+                guard digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+                // Leading zeros are no part of the number (libcurl reads `00443` as 443).
+                let significant = digits.drop { $0 == "0" }
+                guard significant.utf8.count <= 5, let number = Int(significant.isEmpty ? "0" : significant), number <= 65535 else { return nil }
                 port = number
             }
         }
-        var name = host.lowercased()
+        var name = Self.percentDecoded(host).lowercased()
         if name.hasPrefix("["), name.hasSuffix("]") {
             name = "[" + Self.canonicalIPv6(String(name.dropFirst().dropLast())) + "]"
         } else {
             while name.utf8.last == UInt8(ascii: ".") { name.removeLast() }
+            name = Self.canonicalIPv4(name) ?? name
         }
         if let port, port != Self.defaultPorts[scheme] { name += ":\(port)" }
         origin = scheme + "://" + name
@@ -195,14 +210,50 @@ struct URLPrefix: Sendable, Hashable {
 
     private static let defaultPorts = ["http": 80, "https": 443, "ftp": 21, "ftps": 990]
 
-    /// `address` as `inet_ntop` writes it; as given when it is not an IPv6 address.
+    /// A host's `%XX` escapes decoded (ASCII only; anything else as written).
+    private static func percentDecoded(_ host: Substring) -> String {
+        guard host.utf8.contains(UInt8(ascii: "%")) else { return String(host) }
+        var bytes: [UInt8] = []
+        var rest = Array(host.utf8)[...]
+        while let first = rest.first {
+            if first == UInt8(ascii: "%"), rest.count >= 3, let value = UInt8(String(decoding: rest.dropFirst().prefix(2), as: UTF8.self), radix: 16), value < 0x80, value != 0 {
+                bytes.append(value)
+                rest = rest.dropFirst(3)
+            } else {
+                bytes.append(first)
+                rest = rest.dropFirst()
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// An IPv4 address in any of the forms a URL parser takes (`127.1`, `0x7f.0.0.1`,
+    /// `2130706433`) as four decimal numbers; nil for a name.
+    private static func canonicalIPv4(_ host: String) -> String? {
+        guard let first = host.utf8.first, first >= UInt8(ascii: "0"), first <= UInt8(ascii: "9"),
+              host.utf8.allSatisfy({ ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) || $0 == UInt8(ascii: "x") || $0 == UInt8(ascii: ".") })
+        else { return nil }
+        var address = in_addr()
+        guard inet_aton(host, &address) != 0 else { return nil }
+        let value = UInt32(bigEndian: address.s_addr)
+        return "\(value >> 24).\((value >> 16) & 0xFF).\((value >> 8) & 0xFF).\(value & 0xFF)"
+    }
+
+    /// `address` as `inet_ntop` writes it (a zone after `%` kept as it is); as given when it is
+    /// not an IPv6 address.
     private static func canonicalIPv6(_ address: String) -> String {
+        if let percent = address.utf8.firstIndex(of: UInt8(ascii: "%")) {
+            return canonicalIPv6(String(address[..<percent])) + String(address[percent...])
+        }
         var bytes = in6_addr()
         guard inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         guard inet_ntop(AF_INET6, &bytes, &text, socklen_t(text.count)) != nil else { return address }
         return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+
+    /// The prefix as bytes (origin, NUL, rest): two prefixes are one exactly when these are.
+    var key: [UInt8] { Array(origin.utf8) + [0] + Array(rest.utf8) }
 
     /// How much of a URL the prefix covers, to find the most specific rule.
     var length: Int { origin.utf8.count + rest.utf8.count }

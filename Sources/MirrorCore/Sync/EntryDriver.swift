@@ -371,12 +371,13 @@ final class EntryDriver: @unchecked Sendable {
             }
         case .lockBlob:
             guard let cache = env.cache, let pin = entry.pins.digest else { return .blobLocked }
-            // By the blob's name where the index knows it: one lock whichever digest pins it.
-            let digest = cache.blobName(forPin: pin) ?? pin
             // Off the engine's thread (the lock file is made and opened on the cache's file
             // system, which may be a network's); held elsewhere, tried again every 20 ms, no
             // thread held meanwhile; an interrupted run stops waiting.
             waiting = Task { [self] in
+                // By the blob's name where the index knows it (read here, off the engine's
+                // thread): one lock whichever digest pins the file.
+                let digest = cache.blobName(forPin: pin) ?? pin
                 while true {
                     if let fd = cache.tryLock(sha256: digest) {
                         env.fetcher.engine.post { [self] in
