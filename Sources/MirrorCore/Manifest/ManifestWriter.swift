@@ -79,13 +79,22 @@ public enum ManifestWriter {
                 headers: [])
             withheldPassword = withheld
             ftpTLS = entry.settings.ftpTLS == .no ? nil : entry.settings.ftpTLS.rawValue
-            for header in entry.settings.headers {
-                if !Self.mayCarryACredential(header.name) || Self.holdsAReference(header.written) {
-                    headers.append(Header(name: header.name, value: header.written))
+            (headers, withheldHeaders) = Self.written(entry.settings.headers)
+        }
+
+        /// `headers` as written, but for the credential headers whose value is written
+        /// literally (`mayCarryACredential`, no `${VAR}`): those are named, left out.
+        static func written(_ headers: [HTTPHeader]) -> (kept: [Header], withheld: [String]) {
+            var kept: [Header] = []
+            var withheld: [String] = []
+            for header in headers {
+                if !mayCarryACredential(header.name) || holdsAReference(header.written) {
+                    kept.append(Header(name: header.name, value: header.written))
                 } else {
-                    withheldHeaders.append(header.name)
+                    withheld.append(header.name)
                 }
             }
+            return (kept, withheld)
         }
 
         /// Whether a header of this name may carry a credential: `Authorization`,
@@ -135,14 +144,8 @@ public enum ManifestWriter {
                 withheld = withheld || kept.withheld
                 return kept.text
             }
-            self.init(from: rule.fromWritten, to: to, only: rule.only, withheldPassword: withheld)
-            for header in rule.headers {
-                if !WrittenEntry.mayCarryACredential(header.name) || WrittenEntry.holdsAReference(header.written) {
-                    headers.append(WrittenEntry.Header(name: header.name, value: header.written))
-                } else {
-                    withheldHeaders.append(header.name)
-                }
-            }
+            let (kept, withheldHeaders) = WrittenEntry.written(rule.headers)
+            self.init(from: rule.fromWritten, to: to, only: rule.only, headers: kept, withheldHeaders: withheldHeaders, withheldPassword: withheld)
         }
 
         /// The rules `manifest` wrote itself (not a site's `MIRROR_REWRITE`, which a retry
@@ -170,15 +173,8 @@ public enum ManifestWriter {
         if !rewrites.isEmpty {
             text += "rewrite:\n"
             for rule in rewrites {
-                if rule.withheldPassword {
-                    text += "  # The manifest gave a replacement of this rule a password, which reports never hold: put it back,\n"
-                    text += "  # or give it as ${VAR} or in ~/.netrc.\n"
-                }
-                if !rule.withheldHeaders.isEmpty {
-                    let names = rule.withheldHeaders.map { quoted($0) }.joined(separator: ", ")
-                    text += "  # The manifest wrote the value of \(names) in the file, which reports never hold: put it back,\n"
-                    text += "  # or give it as ${VAR}.\n"
-                }
+                text += withheldComment(
+                    password: rule.withheldPassword ? "The manifest gave a replacement of this rule a password," : nil, headers: rule.withheldHeaders)
                 text += "  - from: \(quoted(rule.from))\n"
                 text += "    to:\n"
                 for target in rule.to { text += "      - \(quoted(target))\n" }
@@ -191,16 +187,9 @@ public enum ManifestWriter {
         }
         text += "files:\n"
         for entry in entries {
-            if entry.withheldPassword {
-                text += "  # The manifest gave a URL of this entry a password (or a user name alone, which may be a token),\n"
-                text += "  # which reports never hold: put it back,\n"
-                text += "  # or give it as ${VAR} or in ~/.netrc.\n"
-            }
-            if !entry.withheldHeaders.isEmpty {
-                let names = entry.withheldHeaders.map { quoted($0) }.joined(separator: ", ")
-                text += "  # The manifest wrote the value of \(names) in the file, which reports never hold: put it back,\n"
-                text += "  # or give it as ${VAR}.\n"
-            }
+            text += withheldComment(
+                password: entry.withheldPassword ? "The manifest gave a URL of this entry a password (or a user name alone, which may be a token),\n  #" : nil,
+                headers: entry.withheldHeaders)
             text += "  - url: \(quoted(entry.url))\n"
             if !entry.mirrors.isEmpty {
                 text += "    mirrors:\n"
@@ -218,6 +207,22 @@ public enum ManifestWriter {
                 text += "    headers:\n"
                 for header in entry.headers { text += "      \(quoted(header.name)): \(quoted(header.value))\n" }
             }
+        }
+        return text
+    }
+
+    /// The comment above an entry or rule that a report left a secret out of: `password` says
+    /// whose password it was.
+    private static func withheldComment(password: String?, headers: [String]) -> String {
+        var text = ""
+        if let password {
+            text += "  # \(password) which reports never hold: put it back,\n"
+            text += "  # or give it as ${VAR} or in ~/.netrc.\n"
+        }
+        if !headers.isEmpty {
+            let names = headers.map { quoted($0) }.joined(separator: ", ")
+            text += "  # The manifest wrote the value of \(names) in the file, which reports never hold: put it back,\n"
+            text += "  # or give it as ${VAR}.\n"
         }
         return text
     }
