@@ -60,6 +60,16 @@ struct RewriteRulesTests {
         try directory.write(Data(("rewrite:\n" + rules).utf8), to: name)
     }
 
+    @Test(arguments: ["https://m.internal/p/", "https://m.internal/p", "https://M.internal:443", "https://[::1]/x/"])
+    func aRewrittenURLIsSplitAsItsTargetAndRemainderSay(_ target: String) throws {
+        let split = try #require(URLPrefix(target))
+        for remainder in ["a/b", "/a?x=1", "", "?q", "/%41"] {
+            let parsed = URLPrefix(target + remainder)
+            if split.pathWasEmpty { continue }
+            #expect(parsed == URLPrefix(origin: split.origin, rest: Substring(String(split.rest) + remainder)), "\(target) + \(remainder)")
+        }
+    }
+
     private static func parse(_ text: String, environment: [String: String] = [:]) throws(ManifestError) -> Manifest {
         try ManifestLoader.parse(text: text, path: "m.yaml", baseDirectory: "/srv", environment: environment, currentDirectory: "/")
     }

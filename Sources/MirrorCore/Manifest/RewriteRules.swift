@@ -21,6 +21,11 @@ public struct RewriteRules: Sendable, Equatable {
     /// (the site's file is read before the manifest). Nil: none matches.
     func rule(for url: String) -> (rule: RewriteRule, remainder: Substring)? {
         guard !rules.isEmpty, let prefix = URLPrefix(url) else { return nil }
+        return rule(for: prefix)
+    }
+
+    /// The same, for a URL already split.
+    private func rule(for prefix: URLPrefix) -> (rule: RewriteRule, remainder: Substring)? {
         var best: (rule: RewriteRule, remainder: Substring)?
         for rule in rules {
             guard let remainder = rule.from.remainder(of: prefix) else { continue }
@@ -39,7 +44,12 @@ public struct RewriteRules: Sendable, Equatable {
         // A URL the rules cannot read might name any host: where a host is kept away from,
         // it is kept away from too.
         guard let prefix = URLPrefix(url) else { return true }
-        return rules.contains { rule in
+        return forbids(prefix)
+    }
+
+    /// The same, for a URL already split.
+    private func forbids(_ prefix: URLPrefix) -> Bool {
+        rules.contains { rule in
             rule.only && rule.from.remainder(of: prefix) != nil && !rule.targets.contains { $0.remainder(of: prefix) != nil }
         }
     }
@@ -67,30 +77,42 @@ public struct RewriteRules: Sendable, Equatable {
     /// when no rule covers any source (the entry is left as it is); empty when every URL was
     /// forbidden.
     func candidates(for sources: [RemoteURL]) -> [Candidate]? {
-        var rewritten: [Candidate] = []
-        var kept: [Candidate] = []
+        guard !rules.isEmpty else { return nil }
+        let onlyRules = hasOnlyRules
+        // Each URL split once: a rewritten one is its target's origin and the target's rest
+        // followed by the source's remainder, which is how it was made.
+        var rewritten: [(candidate: Candidate, prefix: URLPrefix?)] = []
+        var kept: [(candidate: Candidate, prefix: URLPrefix?)] = []
         var matched = false
         for source in sources {
-            guard let (rule, remainder) = rule(for: source.string) else {
-                kept.append(Candidate(url: source))
+            let prefix = URLPrefix(source.string)
+            guard let prefix, let (rule, remainder) = rule(for: prefix) else {
+                kept.append((Candidate(url: source), prefix))
                 // One no rule can read, where an `only` rule exists: left to the filter below.
-                if forbids(source.string) { matched = true }
+                if onlyRules, prefix.map(forbids) ?? true { matched = true }
                 continue
             }
             matched = true
-            let origin = URLPrefix(source.string)?.origin
-            for target in rule.to {
+            for (target, targetPrefix) in zip(rule.to, rule.targets) {
                 let url = RemoteURL(
                     string: target.string + remainder, written: target.written + Self.writtenRemainder(of: source, rule: rule, remainder: remainder),
                     login: target.login)
-                let sameOrigin = URLPrefix(url.string).map { $0.origin.utf8.elementsEqual((origin ?? "").utf8) } ?? false
-                rewritten.append(Candidate(url: url, rewritten: RewrittenHeaders(keepsEntryHeaders: sameOrigin, rule: rule.headers)))
+                let sameOrigin = targetPrefix.origin.utf8.elementsEqual(prefix.origin.utf8)
+                // A target with no path at all (`https://m`) has the rest `/` it does not write.
+                let urlPrefix = targetPrefix.pathWasEmpty
+                    ? URLPrefix(url.string) : URLPrefix(origin: targetPrefix.origin, rest: Substring(String(targetPrefix.rest) + remainder))
+                rewritten.append((Candidate(url: url, rewritten: RewrittenHeaders(keepsEntryHeaders: sameOrigin, rule: rule.headers)), urlPrefix))
             }
-            if !rule.only { kept.append(Candidate(url: source)) }
+            if !rule.only { kept.append((Candidate(url: source), prefix)) }
         }
         guard matched else { return nil }
         var seen = Set<String>()
-        return (rewritten + kept).filter { !forbids($0.url.string) && seen.insert($0.url.string).inserted }
+        var list: [Candidate] = []
+        for (candidate, prefix) in rewritten + kept {
+            if onlyRules, prefix.map(forbids) ?? true { continue }
+            if seen.insert(candidate.url.string).inserted { list.append(candidate) }
+        }
+        return list
     }
 
     /// Whether a rewrite of `source` would send, to a host other than its own, a query that
@@ -168,6 +190,14 @@ struct URLPrefix: Sendable, Hashable {
     let rest: Substring
     /// The URL had no path at all (`https://h`): its rest is `/`.
     let pathWasEmpty: Bool
+
+    /// A prefix made of its parts (a rewritten URL's: its target's origin, and the target's
+    /// rest followed by the rewritten URL's remainder).
+    init(origin: String, rest: Substring) {
+        self.origin = origin
+        self.rest = rest
+        pathWasEmpty = false
+    }
 
     /// Nil: `url` has no `scheme://`, or a port that is not a number.
     init?(_ url: String) {
