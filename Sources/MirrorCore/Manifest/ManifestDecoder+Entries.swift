@@ -159,10 +159,12 @@ extension ManifestDecoder {
     /// checksum file.
     private mutating func rewrite(_ entry: inout Entry, by rules: RewriteRules, at node: YAMLNode, key: String, allowFile: Bool) -> Bool {
         let countBefore = diagnostics.count
-        for source in [entry.url] + entry.mirrors + [entry.settings.checksums].compactMap({ $0 }) where rules.sendsQueryVariable(of: source) {
+        func sendsQueryVariable(_ source: RemoteURL) {
+            guard rules.sendsQueryVariable(of: source) else { return }
             report("a rewrite rule sends `\(source.display)` to another host, with the value of a ${VAR} in its query: a value written for its own host (a token, a signature) does not go to another; put it in a header (which stays with its host) or rewrite to the same host",
                    at: node, key: key)
         }
+        for source in [entry.url] + entry.mirrors { sendsQueryVariable(source) }
         if !entry.rewrite(by: rules) {
             report("every URL of this entry (its url and mirrors) is covered by an `only: true` rewrite rule, and no rule leads it anywhere else: there is nowhere to fetch it from",
                    at: node, key: key)
@@ -170,13 +172,23 @@ extension ManifestDecoder {
             report("a rewrite rule makes this entry's source the file URL `\(local.display)`; file URLs are refused unless the manifest sets `allow_file: true` at the top level",
                    at: node, key: key)
         }
-        if let checksums = entry.settings.checksums, let candidates = rules.candidates(for: [checksums]) {
-            if candidates.isEmpty {
-                report("its checksum file `\(checksums.display)` is covered by an `only: true` rewrite rule that leads it nowhere else", at: node, key: key)
-            } else if !allowFile, let local = candidates.first(where: { RemoteProbe.scheme(of: $0.url.string) == "file" }) {
-                report("a rewrite rule makes its checksum file the file URL `\(local.url.display)`; file URLs are refused unless the manifest sets `allow_file: true` at the top level",
-                       at: node, key: key)
+        if let checksums = entry.settings.checksums {
+            if let passed = checkedChecksumRewrites[checksums.string] {
+                // Said at the first entry that names it; this one fails with it, unsaid.
+                return passed && diagnostics.count == countBefore
             }
+            let beforeChecksums = diagnostics.count
+            sendsQueryVariable(checksums)
+            if let candidates = rules.candidates(for: [checksums]) {
+                if candidates.isEmpty {
+                    report("its checksum file `\(checksums.display)` (and every entry's that names it) is covered by an `only: true` rewrite rule that leads it nowhere else",
+                           at: node, key: key)
+                } else if !allowFile, let local = candidates.first(where: { RemoteProbe.scheme(of: $0.url.string) == "file" }) {
+                    report("a rewrite rule makes its checksum file (and every entry's that names it) the file URL `\(local.url.display)`; file URLs are refused unless the manifest sets `allow_file: true` at the top level",
+                           at: node, key: key)
+                }
+            }
+            checkedChecksumRewrites[checksums.string] = diagnostics.count == beforeChecksums
         }
         return diagnostics.count == countBefore
     }

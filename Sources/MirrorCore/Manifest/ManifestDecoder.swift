@@ -13,6 +13,9 @@ struct ManifestDecoder {
     /// Where the logins of URLs come from; nil when there is no netrc file.
     let netrc: Netrc?
     private(set) var diagnostics: [ManifestDiagnostic] = []
+    /// Each checksum file's URL the rewrite rules were checked against, and whether it passed:
+    /// `defaults` names one for every entry, which is checked (and a problem said) once.
+    var checkedChecksumRewrites: [String: Bool] = [:]
     /// The CA bundles this load has checked (`fresh` shares them).
     let certificateChecks: CertificateChecks
     /// The rules of the file `MIRROR_REWRITE` names, read before the manifest's.
