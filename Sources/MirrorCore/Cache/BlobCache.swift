@@ -145,7 +145,7 @@ public final class BlobCache: Sendable {
         if lookup(sha256: sha256, size: length) != nil {
             // Held already: what this fill knows of its SHA-512 goes to the index, and no more
             // is hashed for it (`cache verify` computes what is missing).
-            if let sha512, indexRow(sha256: sha256)?.sha512 == nil { writePointer(sha512: sha512, sha256: sha256) }
+            if let sha512 { writePointer(sha512: sha512, sha256: sha256) }
             return sha256
         }
         if sha512 == nil, length < Self.companionThreshold {

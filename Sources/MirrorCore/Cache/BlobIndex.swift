@@ -35,6 +35,21 @@ extension BlobCache {
             var inode: UInt64
             var modified: Timestamp
             var changed: Timestamp
+
+            init(size: Int64, inode: UInt64, modified: Timestamp, changed: Timestamp) {
+                self.size = size
+                self.inode = inode
+                self.modified = modified
+                self.changed = changed
+            }
+
+            /// What `info` says of the file: its size, inode, mtime and ctime.
+            init(_ info: stat) {
+                self.init(
+                    size: Int64(info.st_size), inode: UInt64(info.st_ino),
+                    modified: Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)),
+                    changed: Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec)))
+            }
         }
 
         struct Timestamp: Sendable, Equatable {
@@ -45,22 +60,14 @@ extension BlobCache {
         init(sha256: String, sha512: String?, stat info: stat?) {
             self.sha256 = sha256
             self.sha512 = sha512
-            file = info.map { info in
-                FileState(
-                    size: Int64(info.st_size), inode: UInt64(info.st_ino),
-                    modified: Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec)),
-                    changed: Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec)))
-            }
+            file = info.map(FileState.init)
         }
 
         /// Whether `info` is the file the row was written for, unchanged since: its size, inode,
         /// mtime and ctime (which no one can set back: a write, a `chmod`, a rename over it
         /// each move it on).
         func describes(_ info: stat) -> Bool {
-            guard let file else { return false }
-            return file.size == Int64(info.st_size) && file.inode == UInt64(info.st_ino)
-                && file.modified == Timestamp(seconds: Int64(info.st_mtim.tv_sec), nanoseconds: Int64(info.st_mtim.tv_nsec))
-                && file.changed == Timestamp(seconds: Int64(info.st_ctim.tv_sec), nanoseconds: Int64(info.st_ctim.tv_nsec))
+            file == FileState(info)
         }
 
         static let header = "mirror-blob-index 1"

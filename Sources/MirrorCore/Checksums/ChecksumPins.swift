@@ -81,9 +81,7 @@ final class ChecksumPins: @unchecked Sendable {
         var sent = settings
         if let rewritten = candidate.rewritten {
             // Checksum files go without a host's settings (see mirror-manifest(5)).
-            var headers = rewritten.keepsEntryHeaders ? settings.headers : []
-            HeaderRules.merge(rewritten.rule, over: &headers)
-            sent.headers = headers
+            sent.headers = rewritten.headers(entry: settings.headers, host: [])
         }
         let fetch = ChecksumFileFetch(url: candidate.url, settings: sent, fetcher: fetcher, retryPolicy: retryPolicy)
         fetches.append(fetch)

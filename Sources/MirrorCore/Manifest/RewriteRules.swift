@@ -70,6 +70,14 @@ public struct RewriteRules: Sendable, Equatable {
         var keepsEntryHeaders: Bool
         /// The rule's `headers`, over everything else.
         var rule: [HTTPHeader]
+
+        /// What the URL is sent: `entry` (the headers its source would be sent) when it keeps
+        /// its source's origin, else `host` (its own host's alone); the rule's over either.
+        func headers(entry: [HTTPHeader], host: [HTTPHeader]) -> [HTTPHeader] {
+            var merged = keepsEntryHeaders ? entry : host
+            HeaderRules.merge(rule, over: &merged)
+            return merged
+        }
     }
 
     /// The URLs `sources` (a `url` and its `mirrors`, in order) are fetched from: every rewrite
@@ -97,7 +105,7 @@ public struct RewriteRules: Sendable, Equatable {
                 let url = RemoteURL(
                     string: target.string + remainder, written: target.written + Self.writtenRemainder(of: source, rule: rule, remainder: remainder),
                     login: target.login)
-                let sameOrigin = targetPrefix.origin.utf8.elementsEqual(prefix.origin.utf8)
+                let sameOrigin = targetPrefix.hasOrigin(of: prefix)
                 // A target with no path at all (`https://m`) has the rest `/` it does not write.
                 let urlPrefix = targetPrefix.pathWasEmpty
                     ? URLPrefix(url.string) : URLPrefix(origin: targetPrefix.origin, rest: Substring(String(targetPrefix.rest) + remainder))
@@ -125,8 +133,8 @@ public struct RewriteRules: Sendable, Equatable {
            VariableExpansion(expanding: String(writtenQuery), environment: [:]).referenced.isEmpty {
             return false
         }
-        guard !expandedQuery.isEmpty, let (rule, _) = rule(for: source.string), let origin = URLPrefix(source.string)?.origin else { return false }
-        return rule.to.contains { target in !(URLPrefix(target.string)?.origin.utf8.elementsEqual(origin.utf8) ?? false) }
+        guard !expandedQuery.isEmpty, let prefix = URLPrefix(source.string), let (rule, _) = rule(for: prefix) else { return false }
+        return rule.targets.contains { !$0.hasOrigin(of: prefix) }
     }
 
     /// The text after the first `?`, nil when there is none.
@@ -294,8 +302,13 @@ struct URLPrefix: Sendable, Hashable {
     /// The text of `url` after this prefix, or nil when the prefix does not cover it. A prefix
     /// that does not end with `/` ends at a boundary of the URL's path: `https://h/a` covers
     /// `https://h/a/b` and `https://h/a?x`, not `https://h/ab`. Compared byte for byte.
+    /// Whether `other` has this scheme, host and port, byte for byte.
+    func hasOrigin(of other: URLPrefix) -> Bool {
+        origin.utf8.elementsEqual(other.origin.utf8)
+    }
+
     func remainder(of url: URLPrefix) -> Substring? {
-        guard url.origin.utf8.elementsEqual(origin.utf8), url.rest.utf8.starts(with: rest.utf8) else { return nil }
+        guard hasOrigin(of: url), url.rest.utf8.starts(with: rest.utf8) else { return nil }
         let remainder = url.rest[url.rest.utf8.index(url.rest.utf8.startIndex, offsetBy: rest.utf8.count)...]
         if rest.utf8.last == UInt8(ascii: "/") || remainder.isEmpty { return remainder }
         guard let next = remainder.utf8.first, next == UInt8(ascii: "/") || next == UInt8(ascii: "?") || next == UInt8(ascii: "#") else { return nil }

@@ -181,10 +181,7 @@ final class EntryDriver: @unchecked Sendable {
         /// host), and the rule's over all (`RewriteRules.candidates`).
         static func headers(of entry: Entry, source index: Int, hostRule: HostRule?) -> [HTTPHeader] {
             let own = hostRule.map { entry.settings.headers(toHostWith: $0.headers) } ?? entry.settings.headers
-            guard let rewritten = entry.rewrittenHeaders(ofSource: index) else { return own }
-            var merged = rewritten.keepsEntryHeaders ? own : hostRule?.headers ?? []
-            HeaderRules.merge(rewritten.rule, over: &merged)
-            return merged
+            return entry.rewrittenHeaders(ofSource: index)?.headers(entry: own, host: hostRule?.headers ?? []) ?? own
         }
 
         /// What a permit for `request` to this source is asked for.
@@ -758,7 +755,7 @@ final class EntryDriver: @unchecked Sendable {
             let hashed = hasher.finalize()
             // The row vouches for the blob as it was before the copy: only if it is so still. A
             // linked blob gets none (its ctime moves on with every link: no row would hold).
-            if hashed == digest, !linked, fstat(blob, &after) == 0, BlobCache.IndexRow(sha256: name, sha512: nil, stat: info).describes(after) {
+            if hashed == digest, !linked, fstat(blob, &after) == 0, BlobCache.IndexRow.FileState(info) == BlobCache.IndexRow.FileState(after) {
                 cache.writeIndex(BlobCache.IndexRow(sha256: name, sha512: algorithm == .sha512 ? digest : row?.sha512, stat: info), syncing: blob)
             }
             return EntryMachine.HashedFile(sha256: hashed, sizeOnDisk: sizeOnDisk)
