@@ -49,20 +49,27 @@ struct CommonOptions: ParsableArguments {
     ///
     /// - Parameter shard: Keeps only this shard's entries, by the hash of their dest.
     func loadManifest(console: Console, hashingContent: Bool = false, shard: ShardSelection? = nil) throws -> Manifest {
-        try loadManifest(console: console) { () throws(ManifestError) in try readManifest(hashingContent: hashingContent, shard: shard) }
+        try loadManifest(console: console, hashesWhileReading: hashingContent || shard != nil) { () throws(ManifestError) in
+            try readManifest(hashingContent: hashingContent, shard: shard)
+        }
     }
 
-    /// The checks and warnings of `loadManifest` around `read`.
-    private func loadManifest(console: Console, _ read: () throws(ManifestError) -> Manifest) throws -> Manifest {
-        // Every command that reads a manifest may hash (its bytes for a report, shards, files):
-        // libcrypto is there first, or the command stops here.
-        try prepareHashing(console: console)
+    /// The checks and warnings of `loadManifest` around `read`. Every command that reads a
+    /// manifest hashes (its bytes for a report, each dest for a shard, the files): libcrypto
+    /// is there before anything is hashed, or the command stops with status 2. A read that
+    /// hashes waits for it first. One that does not reads first: for a command that makes
+    /// requests libcrypto is loaded on the thread that loads libcurl (`NetworkPreparation`),
+    /// and the read no longer waits for it, nor do the connections opened as soon as the
+    /// manifest is read (`EarlyConnections`).
+    private func loadManifest(console: Console, hashesWhileReading: Bool, _ read: () throws(ManifestError) -> Manifest) throws -> Manifest {
+        if hashesWhileReading { try prepareHashing(console: console) }
         let loaded: Manifest
         do {
             loaded = try read()
         } catch {
             throw refused(error, console: console)
         }
+        if !hashesWhileReading { try prepareHashing(console: console) }
         // Reading made and freed far more than it kept (libyaml's nodes, each entry's scratch,
         // the conflict check's keys): the pages this thread freed go back now, not after the
         // allocator's delay, since the run holds the entries from here to its end. 0.3-0.5 MB
@@ -100,7 +107,7 @@ struct CommonOptions: ParsableArguments {
     /// (`ManifestLoader.loadStreaming`).
     func loadManifestStreaming(console: Console) throws -> (Manifest, ManifestEntryStream?) {
         var stream: ManifestEntryStream?
-        let manifest = try loadManifest(console: console) { () throws(ManifestError) in
+        let manifest = try loadManifest(console: console, hashesWhileReading: false) { () throws(ManifestError) in
             let loaded = try ManifestLoader.loadStreaming(path: self.manifest, rootOverride: root, stateDirectoryOverride: stateDir)
             stream = loaded.stream
             return loaded.manifest
@@ -112,7 +119,7 @@ struct CommonOptions: ParsableArguments {
     }
 
     /// Loads libcrypto (for a command that makes requests, `main` started that with libcurl's
-    /// loading); one that cannot be loaded exits with status 2, before anything is read.
+    /// loading); one that cannot be loaded exits with status 2, before anything is hashed.
     func prepareHashing(console: Console) throws {
         try requireLibrary(console: console, CryptoLibrary.load)
     }
