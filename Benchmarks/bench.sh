@@ -250,8 +250,9 @@ if wants loopback; then
     cc -O2 -o "$work/multi-head" "$here/Benchmarks/multi-head.c" -lcurl
     # The reference for (b) as shipped: the same GETs over libcurl's multi interface from C,
     # each file made durable before its rename and the renames before the group's record, by
-    # each of the ways it can be done (Benchmarks/durable-files.c); `none` is that program
-    # without an fsync.
+    # each of the ways it can be done (Benchmarks/durable-files.c), each also with a short
+    # body held in memory and its file made by the committing thread (`held-`, as mirror
+    # does); `none` and `held-none` are that program without an fsync.
     cc -O2 -pthread -o "$work/durable-files" "$here/Benchmarks/durable-files.c" -lcurl
 
     echo "(b) ${small_count} x 16 KiB, 8 at a time, and (c) re-checking them" >&2
@@ -265,7 +266,7 @@ if wants loopback; then
         measure "c aria2" aria2c -q -j 8 --conditional-get=true --allow-overwrite=true --file-allocation=none -d "$work/out/small" -i "$work/cfg/aria2"
         fresh small; measure "b rclone" rclone copy -q --transfers 8 --http-url "$base/small/" :http: "$work/out/small"
         measure "c rclone" rclone copy -q --transfers 8 --http-url "$base/small/" :http: "$work/out/small"
-        for strategy in writeback syncfs fsync none; do
+        for strategy in writeback syncfs fsync none held-writeback held-syncfs held-fsync held-none; do
             fresh small; mkdir -p "$work/out/small"
             measure "b durable-C($strategy)" "$work/durable-files" "$work/cfg/urls" "$work/out/small" 8 "$strategy"
         done
@@ -642,7 +643,7 @@ for work in ["a", "b", "c", "d", "n", "o", "e", "f", "g", "v", "s16", "sv"]:
         print(f"| {t} | {medians[t]:.3f} | {peaks[t] / 1024:.1f} | {ratio} |")
     if best:
         print(f"\nbest peer: {best}; runs per tool: {len(tools[best])}")
-    durable = [t for t in medians if t.startswith("durable-C(") and t != "durable-C(none)"]
+    durable = [t for t in medians if t.startswith("durable-C(") and t not in ("durable-C(none)", "durable-C(held-none)")]
     if durable and "mirror" in medians:
         reference = min(durable, key=medians.get)
         print(f"\nmirror as shipped ÷ the durable C reference ({reference}, the fastest way it keeps the promise): "

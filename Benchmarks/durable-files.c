@@ -14,6 +14,10 @@
  *   syncfs     one syncfs of the file system for the group's data, and one for its renames
  *              (in place of the directory's fsync)
  *   none       no fsync at all (the floor: what curl and wget leave)
+ * Each also as held-STRATEGY: a body of at most 64 KiB is kept in memory as it comes, and the
+ * committing thread makes its NAME.part and writes it there before the group's sync (a longer
+ * body goes to its file as it comes, made once it outgrows the limit), so that the thread that
+ * talks to the server makes no file (what mirror does).
  * Prints the wall time in seconds and the number of files that failed.
  */
 #define _GNU_SOURCE
@@ -34,7 +38,40 @@ struct file {
     int fd;
     int failed;
     char name[256];
+    /* A body held in memory (held-STRATEGY): fd is -1 until it is written. */
+    unsigned char *held;
+    size_t held_length;
 };
+
+#define HOLD_LIMIT (64 * 1024)
+static int holding;
+static int out_dir;
+
+static int open_part(struct file *file) {
+    char part[300];
+    snprintf(part, sizeof part, "%s.part", file->name);
+    file->fd = openat(out_dir, part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return file->fd >= 0;
+}
+
+static int write_all(int fd, const unsigned char *data, size_t length) {
+    size_t written = 0;
+    while (written < length) {
+        ssize_t n = write(fd, data + written, length - written);
+        if (n < 0) { if (errno == EINTR) continue; return 0; }
+        written += (size_t)n;
+    }
+    return 1;
+}
+
+/* The held body goes to its file, made now. */
+static int spill(struct file *file) {
+    int ok = open_part(file) && write_all(file->fd, file->held, file->held_length);
+    free(file->held);
+    file->held = NULL;
+    file->held_length = 0;
+    return ok;
+}
 
 static int out_dir;
 static int records;
@@ -53,12 +90,16 @@ static int downloads_over;
 
 static size_t store(char *data, size_t size, size_t count, void *user) {
     struct file *file = user;
-    size_t length = size * count, written = 0;
-    while (written < length) {
-        ssize_t n = write(file->fd, data + written, length - written);
-        if (n < 0) { if (errno == EINTR) continue; file->failed = 1; return 0; }
-        written += (size_t)n;
+    size_t length = size * count;
+    if (file->fd < 0 && !file->failed) {
+        if (file->held_length + length <= HOLD_LIMIT) {
+            memcpy(file->held + file->held_length, data, length);
+            file->held_length += length;
+            return length;
+        }
+        if (!spill(file)) { file->failed = 1; return 0; }
     }
+    if (!write_all(file->fd, (const unsigned char *)data, length)) { file->failed = 1; return 0; }
     return length;
 }
 
@@ -72,6 +113,8 @@ static void check_all(int ok, struct file **group, size_t count) {
 /* One group: durable data, renames, durable renames, then the record of the files that got
    that far (and only those). */
 static void commit(struct file **group, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if (group[i]->held && !group[i]->failed) check(spill(group[i]), group[i]);
     if (strategy == WRITEBACK)
         for (size_t i = 0; i < count; i++) sync_file_range(group[i]->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (strategy == FSYNC || strategy == WRITEBACK)
@@ -99,8 +142,9 @@ static void commit(struct file **group, size_t count) {
     }
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < count; i++) {
-        close(group[i]->fd);
+        if (group[i]->fd >= 0) close(group[i]->fd);
         if (group[i]->failed) failures++;
+        free(group[i]->held);
         free(group[i]);
     }
     open_files -= count;
@@ -142,10 +186,13 @@ static void add(CURLM *multi, const char *url) {
     struct file *file = calloc(1, sizeof *file);
     const char *slash = strrchr(url, '/');
     snprintf(file->name, sizeof file->name, "%s", slash ? slash + 1 : url);
-    char part[300];
-    snprintf(part, sizeof part, "%s.part", file->name);
-    file->fd = openat(out_dir, part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (file->fd < 0) file->failed = 1;
+    file->fd = -1;
+    if (holding) {
+        file->held = malloc(HOLD_LIMIT);
+        if (!file->held) file->failed = 1;
+    } else if (!open_part(file)) {
+        file->failed = 1;
+    }
     CURL *easy = curl_easy_init();
     curl_easy_setopt(easy, CURLOPT_URL, url);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, store);
@@ -158,12 +205,14 @@ static void add(CURLM *multi, const char *url) {
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: %s URL-LIST-FILE OUT-DIR CONCURRENCY fsync|writeback|syncfs|none\n", argv[0]);
+        fprintf(stderr, "usage: %s URL-LIST-FILE OUT-DIR CONCURRENCY [held-]fsync|writeback|syncfs|none\n", argv[0]);
         return 2;
     }
     const char *names[] = {"fsync", "writeback", "syncfs", "none"};
+    const char *name = argv[4];
+    if (strncmp(name, "held-", 5) == 0) { holding = 1; name += 5; }
     strategy = (enum strategy)-1;
-    for (int i = 0; i < 4; i++) if (strcmp(argv[4], names[i]) == 0) strategy = (enum strategy)i;
+    for (int i = 0; i < 4; i++) if (strcmp(name, names[i]) == 0) strategy = (enum strategy)i;
     if ((int)strategy < 0) { fprintf(stderr, "unknown strategy %s\n", argv[4]); return 2; }
     size_t count;
     char **urls = read_url_list(argv[1], &count);

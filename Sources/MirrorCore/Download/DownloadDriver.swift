@@ -98,6 +98,7 @@ final class DownloadDriver: @unchecked Sendable {
         case .removeSegmentMap:
             removeSegmentMap()
         case .openPartial:
+            if let failure = host.spillHeld() { return .download(.notOpened(failure)) }
             do {
                 let (fd, _) = try openPartial(truncate: false)
                 return .download(.opened(size: try FileSystem.size(of: fd, path: host.partialPath)))
@@ -142,10 +143,11 @@ final class DownloadDriver: @unchecked Sendable {
         guard let order else { return .download(.notOpened(.localConflict("internal error: no download ordered"))) }
         let writer: PartialFileWriter
         if get.opensPartial {
-            writer = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: []) { [self] () throws(TransferFailure) in
+            writer = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: !order.hadPartialRecord) { [self] () throws(TransferFailure) in
                 try openPartial(truncate: true)
             }
         } else {
+            if let failure = host.spillHeld() { return .download(.notOpened(failure)) }
             guard let partial = host.partial, let hasher = partial.hasher else {
                 return .download(.notOpened(.localConflict("internal error: no partial file to write")))
             }
@@ -181,7 +183,7 @@ final class DownloadDriver: @unchecked Sendable {
             writer.forgoOpening()
             streamEnded(fetched, writer: writer, watched: watched, needsConnection: guarded?.needsConnection == true, source: source.url)
         }
-        if get.opensPartial {
+        if get.opensPartial, !writer.mayHold {
             // Once the turn has sent the request; the reply's head would open it otherwise. A
             // request over by then (stopped by the run's interruption in the same turn) opens
             // nothing: its end forgoes the opening, and an entry ends only after its request
@@ -215,6 +217,9 @@ final class DownloadDriver: @unchecked Sendable {
             if let watched, segmented === watched.transfer { segmented = nil }
             writer.progress?.finish()
         }
+        // A body held in memory is the attempt's partial file from here: committed as it is, or
+        // written to the file when the attempt ends otherwise.
+        if writer.holding { host.partial = OpenPartial(holding: writer) }
         var facts = Self.facts(of: fetched, writer: writer, source: source)
         facts.reachedEnd = watched?.reachedEnd ?? false
         facts.needsConnection = needsConnection
@@ -321,9 +326,12 @@ final class DownloadDriver: @unchecked Sendable {
 
     /// The writer of `order`'s body into the open partial file, from `firstByte`, with its
     /// progress ticket and the store's record of the version it starts.
+    /// With `holds`, a new file's short body may be held in memory (`PartialFileWriter`): only
+    /// when the store has no partial record for `DEST`, which a partial file left by a crash
+    /// during the commit would then be read with.
     private func makeWriter(
         _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher?, firstByte: Int64, startedFrom: RemoteValidators?, overlap: [UInt8],
-        opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil
+        holds: Bool = false, opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil
     ) -> PartialFileWriter {
         let ticket = env.progress?.startTransfer(dest: entry.dest, total: order.remote?.size.map { $0 - order.offset })
         return PartialFileWriter(
@@ -334,7 +342,8 @@ final class DownloadDriver: @unchecked Sendable {
                 store: store, dest: entry.dest, url: host.sources[order.source].display, paths: paths, rootDirectory: env.rootDirectory,
                 continuingRecord: order.startedFrom != nil, hadPartialRecord: order.hadPartialRecord
             ).write,
-            opener: opener
+            opener: opener,
+            holdLimit: holds ? PartialFileWriter.defaultHoldLimit : 0
         )
     }
 
@@ -376,8 +385,10 @@ final class DownloadDriver: @unchecked Sendable {
             host.deliver(.download(.begin(surroundings(of: order))))
             guard let asLead = bodyTakenAsLead else { return nil }
             bodyTakenAsLead = nil
-            let (fd, hasher) = try openPartial(truncate: true)
-            let body = makeWriter(order, fd: fd, hasher: hasher, firstByte: 0, startedFrom: nil, overlap: [])
+            // Opened (emptied) at the head the writer is given next, unless the body is held.
+            let body = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: !order.hadPartialRecord) { [self] () throws(TransferFailure) in
+                try openPartial(truncate: true)
+            }
             conditionalWriter = body
             guard asLead else { return body }
             let leading = segmentLead(writer: body, source: source)
@@ -413,17 +424,30 @@ final class DownloadDriver: @unchecked Sendable {
 final class OpenPartial: @unchecked Sendable {
     let fd: Int32
     let hasher: TrailingHasher?
+    /// The writer that holds the whole body in memory, the file not made (`fd` -1): the commit
+    /// writes it, or `EntryDriver.spillHeld` puts it in the file.
+    let holder: PartialFileWriter?
     var committed = false
 
     init(fd: Int32, hasher: TrailingHasher?) {
         self.fd = fd
         self.hasher = hasher
+        holder = nil
     }
+
+    init(holding writer: PartialFileWriter) {
+        fd = -1
+        hasher = nil
+        holder = writer
+    }
+
+    /// The body held in memory, when it is.
+    var heldBody: [UInt8]? { holder?.heldBody }
 
     func close() {
         if !committed {
             hasher?.abandon()
-            _ = Glibc.close(fd)
+            if fd >= 0 { _ = Glibc.close(fd) }
         }
         committed = true
     }

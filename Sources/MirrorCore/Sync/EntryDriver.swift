@@ -421,6 +421,7 @@ final class EntryDriver: @unchecked Sendable {
         case .record(let change):
             record(change)
         case .removePartial:
+            dropHeld()
             download.removeSegmentMap()
             env.rootDirectory.removePartial(paths)
         case .removePartialIfEmpty:
@@ -428,6 +429,7 @@ final class EntryDriver: @unchecked Sendable {
             // By its name, open or not: a GET stopped at its head to wait for a connection
             // permit closed its file, and the one sent again makes its own only once it is on
             // its way; interrupted in between, the entry may have left the first one, empty.
+            if partial?.heldBody?.isEmpty == true { dropHeld() }
             env.rootDirectory.removePartialIfEmpty(paths)
         case .pauseHost(let index, let header):
             if let host = sources[index].host,
@@ -461,7 +463,26 @@ final class EntryDriver: @unchecked Sendable {
 
     /// Closes the attempt's partial file, unless it was committed.
     func closePartial() {
+        _ = spillHeld()
         partial?.close()
+        partial = nil
+    }
+
+    /// A body held in memory (`PartialFileWriter`) that the attempt did not commit goes to the
+    /// partial file now, so that the file and its record say what the machine was told: a
+    /// later attempt, or run, resumes from there. Returns why it could not (the file then
+    /// holds what was written of it). After it, `partial` is the opened file, if any.
+    func spillHeld() -> TransferFailure? {
+        guard let open = partial, let holder = open.holder, !open.committed else { return nil }
+        open.committed = true
+        partial = nil
+        return holder.spill()
+    }
+
+    /// The partial file is removed by name: a body held in memory for it is dropped with it.
+    private func dropHeld() {
+        guard let open = partial, open.holder != nil else { return }
+        open.committed = true
         partial = nil
     }
 
@@ -695,7 +716,12 @@ final class EntryDriver: @unchecked Sendable {
     private static func hash(_ open: OpenPartial, size: Int64, path: String, algorithm: DigestAlgorithm) -> Result<EntryMachine.HashedFile, TransferFailure> {
         Result { () throws(TransferFailure) -> EntryMachine.HashedFile in
             let digest: String
-            if let hasher = open.hasher {
+            if let body = open.heldBody {
+                // Not read back: the bytes the commit writes are these.
+                let hasher = DigestHasher(algorithm)
+                body.withUnsafeBytes { hasher.update($0) }
+                return EntryMachine.HashedFile(sha256: hasher.finalize(), sizeOnDisk: Int64(body.count))
+            } else if let hasher = open.hasher {
                 digest = try hasher.finish(size: size)
             } else {
                 let hasher = DigestHasher(algorithm)
@@ -787,7 +813,12 @@ final class EntryDriver: @unchecked Sendable {
                let identity = try? LocalIdentity.of(fd: destination, path: paths.destination) {
                 local = identity
             }
-            answer(.kept(local))
+            let kept = local
+            env.fetcher.engine.post { [self] in
+                // Its partial file is gone, and so is a body held for it.
+                dropHeld()
+                deliver(.kept(kept))
+            }
         }
     }
 
@@ -796,7 +827,7 @@ final class EntryDriver: @unchecked Sendable {
     private func commit(_ open: OpenPartial, validators: RemoteValidators, sha256: String) {
         run.commitStarted()
         run.groupCommit.commit(GroupCommit.Request(
-            fd: open.fd, paths: paths, dest: entry.dest, url: urlDisplay, validators: validators, sha256: sha256
+            fd: open.fd, held: open.heldBody, paths: paths, dest: entry.dest, url: urlDisplay, validators: validators, sha256: sha256
         ) { [self] result in
             run.commitEnded()
             if case .success = result { open.committed = true }

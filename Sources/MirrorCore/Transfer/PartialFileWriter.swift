@@ -4,6 +4,14 @@ import Glibc
 /// guards: it never writes a byte that does not belong at its offset, and never grows the file
 /// past the size the response, the manifest's `size` pin or `max_size` allows.
 ///
+/// A new file's body of at most `holdLimit` bytes may be held in memory instead (`holding`):
+/// the partial file is then neither made nor touched, nor its version recorded, until the body
+/// is written out whole by the group commit, on its thread, or the bytes go to the file after
+/// all (`spill`): when the body outgrows the limit, or the attempt ends without a commit.
+/// Creating a file costs more than its request on a busy directory (ext4 looks for a free
+/// inode), and the engine's thread no longer pays for it. What a crash leaves is what it left
+/// before the file was opened: the partial file and its record as they were.
+///
 /// Used by one thread at a time (see `ResponseBodySink`).
 final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     /// The open partial file; -1 while it waits to be opened (`opener`).
@@ -36,8 +44,8 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     private(set) var placement: BodyPlacement?
     /// Size of the file's valid content so far.
     private(set) var position: Int64
-    /// Where the bytes in the file (not counting those still buffered) end.
-    var flushedPosition: Int64 { position - Int64(buffered) }
+    /// Where the bytes in the file (not counting those still buffered or held) end.
+    var flushedPosition: Int64 { position - Int64(buffered) - Int64(held.count) }
     /// Body bytes written by this request.
     private(set) var bytesWritten: Int64 = 0
     private(set) var failure: TransferFailure?
@@ -49,15 +57,25 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     private var buffer: UnsafeMutableRawBufferPointer?
     private var buffered = 0
     static let bufferSize = 1 << 20
+    /// The longest body held in memory (`holding`); 0: none is. Below the smallest file that
+    /// may be split into segments (`SegmentMinimum.floor`): a held body is never a lead's.
+    let holdLimit: Int
+    static let defaultHoldLimit = 64 << 10
+    /// The body so far is in `held`, not in the file, which is not open (see the type).
+    private(set) var holding = false
+    private var held: [UInt8] = []
 
     init(
         fd: Int32, path: String, requestedOffset: Int64, expectedTotal: Int64?, pinnedSize: Int64?,
         maxSize: Int64?, hasher: TrailingHasher?, progress: ProgressTicket?,
         startedFrom: RemoteValidators? = nil, overlap: [UInt8] = [],
         onStart: (@Sendable (ResponseHead, Int64) -> TransferFailure?)? = nil,
-        opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil
+        opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil,
+        holdLimit: Int = 0
     ) {
         self.opener = opener
+        // Only a new file's body, written from its first byte into a file still to be made.
+        self.holdLimit = opener != nil && requestedOffset == 0 && overlap.isEmpty && startedFrom == nil ? holdLimit : 0
         self.startedFrom = startedFrom
         self.overlap = overlap
         self.onStart = onStart
@@ -94,17 +112,46 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
     /// The file is yet to be opened (`openIfWaiting`).
     var waitsToOpen: Bool { opener != nil }
 
-    /// The request ended before the file was opened: it never will be.
+    /// The body may be held in memory, so the file is opened at the reply's head at the
+    /// earliest, and only for a body that is not held.
+    var mayHold: Bool { holdLimit > 0 }
+
+    /// The request ended before the file was opened: it never will be, unless the body is held
+    /// (`spill` opens it then).
     func forgoOpening() {
-        opener = nil
+        if !holding { opener = nil }
+    }
+
+    /// The whole body, held in memory (nil when it went to the file, or none is held): the
+    /// commit writes it.
+    var heldBody: [UInt8]? { holding ? held : nil }
+
+    /// Writes the held body to the partial file, opened (emptied) now, after the version it is
+    /// of is recorded (`onStart`), as if it had been written as it came; nil when nothing is
+    /// held. Returns why it could not, the file then holding what was written of it.
+    func spill() -> TransferFailure? {
+        guard holding else { return nil }
+        holding = false
+        let bytes = held
+        held = []
+        guard openIfWaiting() else { return failure ?? .localConflict("internal error: no partial file to write \(path) to") }
+        startFrom = 0
+        guard announceStart() else { return failure }
+        if bytes.isEmpty { return nil }
+        let written = bytes.withUnsafeBytes { writeOut($0, endingAt: Int64(bytes.count)) }
+        return written ? nil : failure
     }
 
     func begin(_ head: ResponseHead) -> BodyDisposition {
         self.head = head
-        guard openIfWaiting() else { return .abort }
         let placement = BodyPlacement.decide(
             offset: requestedOffset, head: head, expectedTotal: expectedTotal, startedFrom: startedFrom,
             rangeRequested: !overlap.isEmpty)
+        let holds: Bool = {
+            guard mayHold, case .write(from: 0, let total) = placement else { return false }
+            return total.map { $0 <= Int64(holdLimit) } ?? true
+        }()
+        guard holds || openIfWaiting() else { return .abort }
         self.placement = placement
         switch placement {
         case .alreadyComplete:
@@ -137,6 +184,14 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
             }
             position = from
             limit = [total, pinnedSize, maxSize].compactMap { $0 }.min()
+            if holds {
+                // Its start is recorded when it is written (`spill`), or not at all: the commit
+                // records the complete file.
+                holding = true
+                held.reserveCapacity(Int(total ?? 16 << 10))
+                if let total { progress?.setTotal(total) }
+                return .write
+            }
             if total.map({ $0 - from > Int64(Self.bufferSize) }) ?? true, buffer == nil {
                 buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 16)
             }
@@ -179,6 +234,21 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         if let limit, position + count > limit {
             failure = .bodyTooLarge(limit: limit)
             return false
+        }
+        if holding {
+            if held.count + bytes.count <= holdLimit {
+                held.append(contentsOf: bytes)
+                position += count
+                bytesWritten += count
+                progress?.add(count)
+                return true
+            }
+            // Longer than a held body may be: from here on, to the file, through the buffer a
+            // body of unknown length gets (`begin`).
+            if spill() != nil { return false }
+            if case .write(_, nil)? = placement, buffer == nil {
+                buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 16)
+            }
         }
         if let size = buffer?.count, bytes.count < size {
             if buffered + bytes.count > size, !flush() { return false }

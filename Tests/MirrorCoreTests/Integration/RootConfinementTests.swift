@@ -63,15 +63,19 @@ struct RootConfinementTests {
         try WriteWatch.writeBeforeWatching("decoy", to: directory.path("outside/a.bin.part"))
         let watch = try WriteWatch(directory.path("outside"))
         let runner = scenario.runner(try manifest(dest: "d/a.bin"), Self.settings())
-        // With nothing on disk the GET is the first request, sent once the partial file is open;
-        // the swap follows it from a thread of its own, during the body's stall. (Waited for by a
-        // task instead, the swap came after the stall when a loaded machine's cooperative
-        // threads were all busy, and the file was renamed before it.)
+        // With nothing on disk the GET is the first request; its partial file is made at the
+        // reply's head (the body is too long to be held in memory). The swap follows the file
+        // from a thread of its own, during the body's stall. (Waited for by a task instead, the
+        // swap came after the stall when a loaded machine's cooperative threads were all busy,
+        // and the file was renamed before it.)
         let swapped = SwapFlag()
+        let partial = directory.path("root/d/a.bin.part")
         let swapper = Thread { [self] in
             let deadline = ContinuousClock.now + .seconds(30)
-            while server.requests.isEmpty && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.002) }
-            guard !server.requests.isEmpty else { return }
+            while (server.requests.isEmpty || !FileManager.default.fileExists(atPath: partial)) && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.002)
+            }
+            guard !server.requests.isEmpty, FileManager.default.fileExists(atPath: partial) else { return }
             swapDirectoryForLink()
             swapped.value.store(true, ordering: .relaxed)
         }
