@@ -47,8 +47,9 @@ struct BlockingPoolTests {
                 done.signal()
             }
             done.wait()
-            // The thread is back waiting well before the next job comes.
-            usleep(2_000)
+            // The next job comes once the thread is back waiting (a fixed pause was not always
+            // long enough on a loaded machine).
+            for _ in 0..<2_000 where pool.waitingThreads == 0 { usleep(1_000) }
         }
         #expect(threads.withLock { $0.count } == 1)
     }

@@ -26,6 +26,9 @@ final class BlockingPool: Sendable {
         self.limit = max(1, limit)
     }
 
+    /// Threads waiting for a job now.
+    var waitingThreads: Int { state.withLock { $0.waiting } }
+
     /// Runs `body` on one of the pool's threads and returns its result.
     func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
