@@ -108,6 +108,23 @@ struct HeldBodyTests {
         #expect(try hasher.finish(size: Int64(body.count)) == DigestHasher.hex(of: body), "the digest covers every byte, held or streamed")
     }
 
+    /// Which downloads may hold their body: a new file, or a new version of `DEST`, where the
+    /// store holds no partial record and no partial file is left to start over.
+    @Test func whichDownloadsMayHoldTheirBody() {
+        typealias Order = EntryMachine.TransferOrder
+        let rows: [(Order, Bool, String)] = [
+            (Order(source: 0, action: .download, offset: 0, remote: nil, startedFrom: nil, hadPartialRecord: false), true, "a new file"),
+            (Order(source: 0, action: .replace(reason: "changed"), offset: 0, remote: nil, startedFrom: nil, hadPartialRecord: false), true, "a new version of DEST"),
+            (Order(source: 0, action: .download, offset: 0, remote: nil, startedFrom: nil, hadPartialRecord: true), false, "a partial record of another version"),
+            (Order(source: 0, action: .restart(reason: "larger"), offset: 0, remote: nil, startedFrom: nil, hadPartialRecord: false), false, "a partial file to start over"),
+            (Order(source: 0, action: .resume(from: 10, source: .partial), offset: 10, remote: nil, startedFrom: nil, hadPartialRecord: false), false, "a resume"),
+            (Order(source: 0, action: .resume(from: 10, source: .destination), offset: 10, remote: nil, startedFrom: nil, hadPartialRecord: false), false, "a short DEST continued"),
+        ]
+        for (order, holds, name) in rows {
+            #expect(DownloadDriver.mayHold(order) == holds, "\(name)")
+        }
+    }
+
     /// A body that outgrows the limit on its way goes to its file whole, its start recorded
     /// once, and a writer with no room to hold (`holdLimit` 0) opens at the head as before.
     @Test(arguments: [0, PartialFileWriter.defaultHoldLimit])

@@ -98,7 +98,8 @@ final class DownloadDriver: @unchecked Sendable {
         case .removeSegmentMap:
             removeSegmentMap()
         case .openPartial:
-            if let failure = host.spillHeld() { return .download(.notOpened(failure)) }
+            // (An attempt begins by closing its predecessor's file: nothing is held here.)
+            host.closePartial()
             do {
                 let (fd, _) = try openPartial(truncate: false)
                 return .download(.opened(size: try FileSystem.size(of: fd, path: host.partialPath)))
@@ -143,11 +144,11 @@ final class DownloadDriver: @unchecked Sendable {
         guard let order else { return .download(.notOpened(.localConflict("internal error: no download ordered"))) }
         let writer: PartialFileWriter
         if get.opensPartial {
-            writer = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: !order.hadPartialRecord) { [self] () throws(TransferFailure) in
-                try openPartial(truncate: true)
+            writer = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: Self.mayHold(order)) { [weak self] () throws(TransferFailure) in
+                guard let self else { throw .cancelled }
+                return try openPartial(truncate: true)
             }
         } else {
-            if let failure = host.spillHeld() { return .download(.notOpened(failure)) }
             guard let partial = host.partial, let hasher = partial.hasher else {
                 return .download(.notOpened(.localConflict("internal error: no partial file to write")))
             }
@@ -326,9 +327,19 @@ final class DownloadDriver: @unchecked Sendable {
 
     /// The writer of `order`'s body into the open partial file, from `firstByte`, with its
     /// progress ticket and the store's record of the version it starts.
-    /// With `holds`, a new file's short body may be held in memory (`PartialFileWriter`): only
-    /// when the store has no partial record for `DEST`, which a partial file left by a crash
-    /// during the commit would then be read with.
+    /// Whether `order`'s body may be held in memory (`PartialFileWriter`): only where the store
+    /// has no partial record for `DEST`, which a partial file left by a crash during the commit
+    /// would then be read with, and no partial file is left to start over (`restart`: the GET
+    /// empties it once it is sent, as before).
+    static func mayHold(_ order: EntryMachine.TransferOrder) -> Bool {
+        guard !order.hadPartialRecord, order.offset == 0 else { return false }
+        switch order.action {
+        case .download, .replace: return true
+        default: return false
+        }
+    }
+
+    /// With `holds`, a new file's short body may be held in memory (`mayHold`).
     private func makeWriter(
         _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher?, firstByte: Int64, startedFrom: RemoteValidators?, overlap: [UInt8],
         holds: Bool = false, opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil
@@ -386,8 +397,9 @@ final class DownloadDriver: @unchecked Sendable {
             guard let asLead = bodyTakenAsLead else { return nil }
             bodyTakenAsLead = nil
             // Opened (emptied) at the head the writer is given next, unless the body is held.
-            let body = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: !order.hadPartialRecord) { [self] () throws(TransferFailure) in
-                try openPartial(truncate: true)
+            let body = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: Self.mayHold(order)) { [weak self] () throws(TransferFailure) in
+                guard let self else { throw .cancelled }
+                return try openPartial(truncate: true)
             }
             conditionalWriter = body
             guard asLead else { return body }
@@ -409,7 +421,11 @@ final class DownloadDriver: @unchecked Sendable {
                 return host.sendAgainOnAConnection { [self] in conditionalGet(index, ifNoneOf: recorded) }
             }
             if let writer = conditionalWriter {
-                return streamEnded(fetched, writer: writer, watched: conditionalLead, needsConnection: false, source: source.url)
+                // Let go: the writer holds what opens its file (this driver), and may hold the body.
+                conditionalWriter = nil
+                let watched = conditionalLead
+                conditionalLead = nil
+                return streamEnded(fetched, writer: writer, watched: watched, needsConnection: false, source: source.url)
             }
             if let failure = fetched.redirectFailure ?? sink.failure ?? fetched.outcome.transportFailure?.redactingHost(of: source.url) {
                 return host.deliver(.transferEnded(.failed(failure, bytes: 0)))

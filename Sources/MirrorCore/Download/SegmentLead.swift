@@ -28,7 +28,9 @@ final class SegmentLead: ResponseBodySink, @unchecked Sendable {
 
     func begin(_ head: ResponseHead) -> BodyDisposition {
         let disposition = writer.begin(head)
-        if disposition == .write, case .write(from: 0, _)? = writer.placement, let version = splittable(head) {
+        // A body held in memory is short, never split (a `segmentMin` below the hold limit is
+        // refused by the manifest and the command line, not by every caller of the library).
+        if disposition == .write, !writer.holding, case .write(from: 0, _)? = writer.placement, let version = splittable(head) {
             onSplittable(self, version)
         }
         return disposition

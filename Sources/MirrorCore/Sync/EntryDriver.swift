@@ -481,8 +481,9 @@ final class EntryDriver: @unchecked Sendable {
 
     /// The partial file is removed by name: a body held in memory for it is dropped with it.
     private func dropHeld() {
-        guard let open = partial, open.holder != nil else { return }
+        guard let open = partial, let holder = open.holder else { return }
         open.committed = true
+        holder.release()
         partial = nil
     }
 
@@ -831,6 +832,13 @@ final class EntryDriver: @unchecked Sendable {
         ) { [self] result in
             run.commitEnded()
             if case .success = result { open.committed = true }
+            if let holder = open.holder {
+                // A held body is the group's once it is handed over, whatever became of it: on
+                // disk, renamed or not (a failed directory fsync comes after the rename), or not
+                // written at all. The next attempt looks at the disk again.
+                open.committed = true
+                holder.release()
+            }
             deliver(.committed(result))
         })
     }

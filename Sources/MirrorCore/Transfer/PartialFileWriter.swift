@@ -142,6 +142,14 @@ final class PartialFileWriter: ResponseBodySink, @unchecked Sendable {
         return written ? nil : failure
     }
 
+    /// The held body is done with (committed, or its file removed): it is let go, with what
+    /// would have opened the file.
+    func release() {
+        holding = false
+        held = []
+        opener = nil
+    }
+
     func begin(_ head: ResponseHead) -> BodyDisposition {
         self.head = head
         let placement = BodyPlacement.decide(
