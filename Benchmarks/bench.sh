@@ -150,7 +150,9 @@ measure() {
 # last minutes when it allocates new ones, so deleting 2000 files just before the next tool
 # creates 2000 makes that tool pay seconds of inode search (measured: 1-3 s instead of 0.25 s).
 # A single large file is simply deleted. The sets moved aside (runs x tools x 32 MiB at the
-# defaults, about 1 GiB) are deleted when the benchmark ends.
+# defaults, about 1 GiB) are deleted when the benchmark ends. Then what the tool before left
+# unwritten (a tool that does not fsync leaves its files to the kernel's writeback) is written
+# out, before the clock starts: a tool that syncs its files would otherwise wait for those too.
 fresh() {
     if [ "$1" = big ] || [[ $1 == big-* ]]; then
         rm -rf "$work/out/$1"
@@ -159,6 +161,7 @@ fresh() {
         mv "$work/out/$1" "$(mktemp -d "$work/trash/$1.XXXXXX")/"
     fi
     mkdir -p "$work/out/$1"
+    sync
 }
 requests_since() { echo $(( $(wc -l < "$log") - $1 )); }
 manifest() { # name root concurrency url-list-file [ca-file]

@@ -64,14 +64,7 @@ struct HeldBodyTests {
             opener: opener, holdLimit: test.holdLimit)
         let disposition = writer.begin(head)
         guard disposition == .write else { return writer }
-        var sent = 0
-        while sent < body.count {
-            let piece = body[(body.startIndex + sent)..<(body.startIndex + min(body.count, sent + 16384))]
-            let accepted = piece.withUnsafeBytes { writer.write($0) }
-            try #require(accepted, "write failed: \(String(describing: writer.failure))")
-            sent += piece.count
-        }
-        writer.end()
+        try writer.receive(body)
         return writer
     }
 

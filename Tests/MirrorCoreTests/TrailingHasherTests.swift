@@ -39,14 +39,7 @@ struct TrailingHasherTests {
             fd: file.fd, path: file.path, requestedOffset: offset, expectedTotal: expectedTotal, pinnedSize: nil,
             maxSize: nil, hasher: hasher, progress: nil)
         #expect(writer.begin(head) == .write)
-        var sent = 0
-        while sent < body.count {
-            let piece = body[(body.startIndex + sent)..<(body.startIndex + min(body.count, sent + 16384))]
-            let accepted = piece.withUnsafeBytes { writer.write($0) }
-            try #require(accepted, "write failed: \(String(describing: writer.failure))")
-            sent += piece.count
-        }
-        writer.end()
+        try writer.receive(body)
         try #require(writer.failure == nil)
     }
 
