@@ -144,10 +144,7 @@ final class DownloadDriver: @unchecked Sendable {
         guard let order else { return .download(.notOpened(.localConflict("internal error: no download ordered"))) }
         let writer: PartialFileWriter
         if get.opensPartial {
-            writer = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: Self.mayHold(order)) { [weak self] () throws(TransferFailure) in
-                guard let self else { throw .cancelled }
-                return try openPartial(truncate: true)
-            }
+            writer = makeNewFileWriter(order)
         } else {
             guard let partial = host.partial, let hasher = partial.hasher else {
                 return .download(.notOpened(.localConflict("internal error: no partial file to write")))
@@ -325,8 +322,6 @@ final class DownloadDriver: @unchecked Sendable {
             head: head, placement: writer.placement, position: writer.position, bytes: writer.bytesWritten)
     }
 
-    /// The writer of `order`'s body into the open partial file, from `firstByte`, with its
-    /// progress ticket and the store's record of the version it starts.
     /// Whether `order`'s body may be held in memory (`PartialFileWriter`): only where the store
     /// has no partial record for `DEST`, which a partial file left by a crash during the commit
     /// would then be read with, and no partial file is left to start over (`restart`: the GET
@@ -339,7 +334,19 @@ final class DownloadDriver: @unchecked Sendable {
         }
     }
 
-    /// With `holds`, a new file's short body may be held in memory (`mayHold`).
+    /// The writer of a new file's body (or a new version's), from its first byte into a partial
+    /// file still to be made (emptied) by the writer, or by the group commit for a short body
+    /// it holds (`mayHold`). It holds its driver weakly: the driver may keep the writer.
+    private func makeNewFileWriter(_ order: EntryMachine.TransferOrder) -> PartialFileWriter {
+        makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: Self.mayHold(order)) { [weak self] () throws(TransferFailure) in
+            guard let self else { throw .cancelled }
+            return try openPartial(truncate: true)
+        }
+    }
+
+    /// The writer of `order`'s body into the open partial file, from `firstByte`, with its
+    /// progress ticket and the store's record of the version it starts. With `holds`, a new
+    /// file's short body may be held in memory (`mayHold`).
     private func makeWriter(
         _ order: EntryMachine.TransferOrder, fd: Int32, hasher: TrailingHasher?, firstByte: Int64, startedFrom: RemoteValidators?, overlap: [UInt8],
         holds: Bool = false, opener: (() throws(TransferFailure) -> (fd: Int32, hasher: TrailingHasher))? = nil
@@ -397,10 +404,7 @@ final class DownloadDriver: @unchecked Sendable {
             guard let asLead = bodyTakenAsLead else { return nil }
             bodyTakenAsLead = nil
             // Opened (emptied) at the head the writer is given next, unless the body is held.
-            let body = makeWriter(order, fd: -1, hasher: nil, firstByte: 0, startedFrom: nil, overlap: [], holds: Self.mayHold(order)) { [weak self] () throws(TransferFailure) in
-                guard let self else { throw .cancelled }
-                return try openPartial(truncate: true)
-            }
+            let body = makeNewFileWriter(order)
             conditionalWriter = body
             guard asLead else { return body }
             let leading = segmentLead(writer: body, source: source)
@@ -441,7 +445,7 @@ final class OpenPartial: @unchecked Sendable {
     let fd: Int32
     let hasher: TrailingHasher?
     /// The writer that holds the whole body in memory, the file not made (`fd` -1): the commit
-    /// writes it, or `EntryDriver.spillHeld` puts it in the file.
+    /// writes it, or `EntryDriver.closePartial` puts it in the file.
     let holder: PartialFileWriter?
     var committed = false
 
@@ -459,6 +463,14 @@ final class OpenPartial: @unchecked Sendable {
 
     /// The body held in memory, when it is.
     var heldBody: [UInt8]? { holder?.heldBody }
+
+    /// A body held in memory is done with (committed, or its file removed): let go, and never
+    /// written to the partial file.
+    func releaseHeld() {
+        guard let holder else { return }
+        committed = true
+        holder.release()
+    }
 
     func close() {
         if !committed {

@@ -113,15 +113,26 @@ enum FileSystem {
 
     /// Writes all of `bytes` at `offset` of an open file.
     static func write(_ bytes: UnsafeRawBufferPointer, to fd: Int32, at offset: Int64, path: String) throws(TransferFailure) {
+        if let code = writeAll(bytes, to: fd, at: offset) { throw .localIO(path: path, operation: "write", errno: code) }
+    }
+
+    /// Writes all of `bytes` at `offset` of an open file.
+    static func write(_ bytes: [UInt8], to fd: Int32, at offset: Int64, path: String) throws(TransferFailure) {
+        if let code = bytes.withUnsafeBytes({ writeAll($0, to: fd, at: offset) }) { throw .localIO(path: path, operation: "write", errno: code) }
+    }
+
+    /// `pwrite` until every byte is written; the errno of a failure.
+    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: Int32, at offset: Int64) -> Int32? {
         var done = 0
         while done < bytes.count {
             let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
             if written < 0 {
                 if errno == EINTR { continue }
-                throw .localIO(path: path, operation: "write", errno: errno)
+                return errno
             }
             done += written
         }
+        return nil
     }
 
     /// Reads `count` bytes at `offset` of an open file.

@@ -462,28 +462,24 @@ final class EntryDriver: @unchecked Sendable {
     }
 
     /// Closes the attempt's partial file, unless it was committed.
+    /// A body held in memory (`PartialFileWriter`) that the attempt did not commit goes to the
+    /// partial file first, so that the file and its record say what the machine was told: a
+    /// later attempt, or run, resumes from there (and from what was written of it, should the
+    /// writing fail). Its writer opens the file as this attempt's, closed here with any other.
     func closePartial() {
-        _ = spillHeld()
+        if let open = partial, let holder = open.holder, !open.committed {
+            open.committed = true
+            partial = nil
+            _ = holder.spill()
+        }
         partial?.close()
         partial = nil
     }
 
-    /// A body held in memory (`PartialFileWriter`) that the attempt did not commit goes to the
-    /// partial file now, so that the file and its record say what the machine was told: a
-    /// later attempt, or run, resumes from there. Returns why it could not (the file then
-    /// holds what was written of it). After it, `partial` is the opened file, if any.
-    func spillHeld() -> TransferFailure? {
-        guard let open = partial, let holder = open.holder, !open.committed else { return nil }
-        open.committed = true
-        partial = nil
-        return holder.spill()
-    }
-
     /// The partial file is removed by name: a body held in memory for it is dropped with it.
     private func dropHeld() {
-        guard let open = partial, let holder = open.holder else { return }
-        open.committed = true
-        holder.release()
+        guard let open = partial, open.holder != nil else { return }
+        open.releaseHeld()
         partial = nil
     }
 
@@ -832,13 +828,10 @@ final class EntryDriver: @unchecked Sendable {
         ) { [self] result in
             run.commitEnded()
             if case .success = result { open.committed = true }
-            if let holder = open.holder {
-                // A held body is the group's once it is handed over, whatever became of it: on
-                // disk, renamed or not (a failed directory fsync comes after the rename), or not
-                // written at all. The next attempt looks at the disk again.
-                open.committed = true
-                holder.release()
-            }
+            // A held body is the group's once it is handed over, whatever became of it: on
+            // disk, renamed or not (a failed directory fsync comes after the rename), or not
+            // written at all. The next attempt looks at the disk again.
+            open.releaseHeld()
             deliver(.committed(result))
         })
     }

@@ -105,16 +105,7 @@ struct GroupWork: @unchecked Sendable {
             do throws(TransferFailure) {
                 let fd = try rootDirectory.openPartial(request.paths, truncate: true, durable: durable)
                 fds[index] = fd
-                var failed: TransferFailure?
-                body.withUnsafeBytes { bytes in
-                    guard !bytes.isEmpty else { return }
-                    do throws(TransferFailure) {
-                        try FileSystem.write(bytes, to: fd, at: 0, path: request.paths.partial)
-                    } catch {
-                        failed = error
-                    }
-                }
-                if let failed { throw failed }
+                try FileSystem.write(body, to: fd, at: 0, path: request.paths.partial)
             } catch {
                 results[index] = .failure(error)
             }
