@@ -66,20 +66,27 @@ public enum ManifestWriter {
         /// from the environment or netrc; a password written literally in a URL, and a header
         /// value with no `${VAR}` reference, left out.
         public init(_ entry: Entry) {
-            var withheld = false
-            func written(_ url: RemoteURL) -> String {
+            var passwords = LiteralPasswords()
+            self.init(
+                url: passwords.written(entry.manifestURL), mirrors: entry.manifestMirrors.map { passwords.written($0) }, dest: entry.dest,
+                digest: entry.digest, size: entry.size, checksums: entry.settings.checksums.map { passwords.written($0) },
+                checksumName: entry.checksumName,
+                headers: [])
+            withheldPassword = passwords.withheld
+            ftpTLS = entry.settings.ftpTLS == .no ? nil : entry.settings.ftpTLS.rawValue
+            (headers, withheldHeaders) = Self.written(entry.settings.headers)
+        }
+
+        /// URLs as their manifest wrote them, each without a password written literally in it
+        /// (`withheld`: one was left out).
+        struct LiteralPasswords {
+            private(set) var withheld = false
+
+            mutating func written(_ url: RemoteURL) -> String {
                 let kept = RemoteURL.withholdingLiteralPassword(in: url.written)
                 withheld = withheld || kept.withheld
                 return kept.text
             }
-            self.init(
-                url: written(entry.manifestURL), mirrors: entry.manifestMirrors.map(written), dest: entry.dest,
-                digest: entry.digest, size: entry.size, checksums: entry.settings.checksums.map(written),
-                checksumName: entry.checksumName,
-                headers: [])
-            withheldPassword = withheld
-            ftpTLS = entry.settings.ftpTLS == .no ? nil : entry.settings.ftpTLS.rawValue
-            (headers, withheldHeaders) = Self.written(entry.settings.headers)
         }
 
         /// `headers` as written, but for the credential headers whose value is written
@@ -138,14 +145,11 @@ public enum ManifestWriter {
         }
 
         public init(_ rule: RewriteRule) {
-            var withheld = false
-            let to = rule.to.map { url in
-                let kept = RemoteURL.withholdingLiteralPassword(in: url.written)
-                withheld = withheld || kept.withheld
-                return kept.text
-            }
+            var passwords = WrittenEntry.LiteralPasswords()
+            let to = rule.to.map { passwords.written($0) }
             let (kept, withheldHeaders) = WrittenEntry.written(rule.headers)
-            self.init(from: rule.fromWritten, to: to, only: rule.only, headers: kept, withheldHeaders: withheldHeaders, withheldPassword: withheld)
+            self.init(from: rule.fromWritten, to: to, only: rule.only, headers: kept, withheldHeaders: withheldHeaders,
+                      withheldPassword: passwords.withheld)
         }
 
         /// The rules `manifest` wrote itself (not a site's `MIRROR_REWRITE`, which a retry
